@@ -1,0 +1,955 @@
+//! The `Cache`: the byte-level API every protocol and the typed wrapper use.
+//!
+//! Each operation locates the key's segment, applies at most one change under that segment's
+//! lock (see `container`), then — with no lock held — enforces the memory bound, raises
+//! events and records statistics. Expired entries are never returned: reads that meet one
+//! drop it and raise an expired event; the reaper purges the rest.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use crate::clock::Clock;
+use crate::config::{CacheConfig, WhenFull};
+use crate::container::{Applied, Change, Container};
+use crate::entry::{CacheEntry, EntryMetadata, StoredExpiration};
+use crate::error::CacheError;
+use crate::eviction::FrequencySketch;
+use crate::listener::{CacheEvent, EventKind, ListenerId, ListenerOptions, Listeners};
+use crate::stats::{CacheStatistics, Stats};
+
+/// Largest key accepted, in bytes (Redis' limit for keys and values).
+pub const KEY_BYTES_MAX: usize = 512 << 20;
+/// Largest value accepted, in bytes.
+pub const VALUE_BYTES_MAX: usize = 512 << 20;
+
+/// How long an entry may live (lifespan) or stay unread (max idle).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Lifetime {
+    /// The cache's configured default.
+    #[default]
+    Default,
+    /// Never expires.
+    Never,
+    /// Expires after this long.
+    After(Duration),
+    /// Keep what the entry being overwritten had (its absolute deadline); the cache default
+    /// for a new key. For overwrites that must not touch expiration, like Redis' KEEPTTL.
+    Keep,
+}
+
+impl Lifetime {
+    /// `After(ms)` from milliseconds.
+    #[must_use]
+    pub fn millis(ms: u64) -> Self {
+        Self::After(Duration::from_millis(ms))
+    }
+}
+
+/// Expiration requested by a write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Expiry {
+    /// Lifespan.
+    pub lifespan: Lifetime,
+    /// Max idle.
+    pub max_idle: Lifetime,
+}
+
+impl Expiry {
+    /// Keep the overwritten entry's expiration.
+    pub const KEEP: Self = Self {
+        lifespan: Lifetime::Keep,
+        max_idle: Lifetime::Keep,
+    };
+    /// Never expire, whatever the cache default.
+    pub const NEVER: Self = Self {
+        lifespan: Lifetime::Never,
+        max_idle: Lifetime::Never,
+    };
+}
+
+/// Options of a write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct WriteOptions {
+    /// Expiration.
+    pub expiry: Expiry,
+    /// Return no previous value (saves work; later, network transfer).
+    pub ignore_return_values: bool,
+    /// Raise no events for this write.
+    pub skip_listeners: bool,
+}
+
+impl WriteOptions {
+    /// With a lifespan.
+    #[must_use]
+    pub fn lifespan(mut self, lifespan: Duration) -> Self {
+        self.expiry.lifespan = Lifetime::After(lifespan);
+        self
+    }
+
+    /// With a max idle.
+    #[must_use]
+    pub fn max_idle(mut self, max_idle: Duration) -> Self {
+        self.expiry.max_idle = Lifetime::After(max_idle);
+        self
+    }
+
+    /// With this expiry.
+    #[must_use]
+    pub fn expiry(mut self, expiry: Expiry) -> Self {
+        self.expiry = expiry;
+        self
+    }
+
+    /// Without previous values.
+    #[must_use]
+    pub fn ignore_return_values(mut self) -> Self {
+        self.ignore_return_values = true;
+        self
+    }
+
+    /// Without events.
+    #[must_use]
+    pub fn skip_listeners(mut self) -> Self {
+        self.skip_listeners = true;
+        self
+    }
+}
+
+/// The result of a versioned (compare-and-set) write.
+#[derive(Debug, Clone)]
+pub enum VersionedOutcome {
+    /// Applied; carries the replaced or removed entry.
+    Done(CacheEntry),
+    /// The key holds another version; carries the current entry.
+    Mismatch(CacheEntry),
+    /// The key is absent.
+    Absent,
+}
+
+impl VersionedOutcome {
+    /// True when the write was applied.
+    #[must_use]
+    pub fn is_done(&self) -> bool {
+        matches!(self, Self::Done(_))
+    }
+}
+
+/// What a `compute` function decided.
+#[derive(Debug)]
+pub enum Compute<R> {
+    /// Leave the key unchanged.
+    Keep(R),
+    /// Remove the key.
+    Remove(R),
+    /// Store this value with this expiry.
+    Put(Vec<u8>, Expiry, R),
+}
+
+pub(crate) struct CacheInner {
+    name: Arc<str>,
+    config: CacheConfig,
+    container: Container,
+    clock: Arc<dyn Clock>,
+    stats: Stats,
+    listeners: Listeners,
+    sketch: Option<FrequencySketch>,
+    removed: AtomicBool,
+}
+
+/// A named cache of byte keys and values. Cloning is cheap (a shared handle).
+#[derive(Clone)]
+pub struct Cache {
+    inner: Arc<CacheInner>,
+}
+
+impl fmt::Debug for Cache {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Cache")
+            .field("name", &self.inner.name)
+            .field("size", &self.size())
+            .finish()
+    }
+}
+
+/// Iterates a cache's live entries segment by segment; see [`Cache::iter`].
+#[derive(Debug)]
+pub struct CacheIter {
+    cache: Cache,
+    segments: std::vec::IntoIter<u32>,
+    current: std::vec::IntoIter<CacheEntry>,
+}
+
+impl Iterator for CacheIter {
+    type Item = CacheEntry;
+
+    fn next(&mut self) -> Option<CacheEntry> {
+        loop {
+            if let Some(entry) = self.current.next() {
+                if entry.is_mortal() && entry.is_expired(self.cache.inner.clock.now_ms()) {
+                    continue;
+                }
+                return Some(entry);
+            }
+            let segment = self.segments.next()?;
+            self.current = self
+                .cache
+                .inner
+                .container
+                .snapshot(segment as usize)
+                .into_iter();
+        }
+    }
+}
+
+impl Cache {
+    pub(crate) fn new(name: &str, config: CacheConfig, clock: Arc<dyn Clock>) -> Self {
+        let bounded = config.memory.is_bounded();
+        let sketch = bounded.then(|| {
+            let capacity = match (config.memory.max_count, config.memory.max_size_bytes) {
+                (Some(count), _) => count,
+                (None, Some(bytes)) => bytes / 128,
+                (None, None) => 0,
+            };
+            FrequencySketch::new(usize::try_from(capacity).unwrap_or(usize::MAX))
+        });
+        Self {
+            inner: Arc::new(CacheInner {
+                name: Arc::from(name),
+                container: Container::new(config.segments, bounded),
+                stats: Stats::new(config.statistics),
+                config,
+                clock,
+                listeners: Listeners::new(),
+                sketch,
+                removed: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// The cache's name.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The configuration the cache was created with.
+    #[must_use]
+    pub fn config(&self) -> &CacheConfig {
+        &self.inner.config
+    }
+
+    /// The clock the cache judges expiration by.
+    #[must_use]
+    pub fn clock(&self) -> &dyn Clock {
+        &*self.inner.clock
+    }
+
+    /// Number of segments.
+    #[must_use]
+    pub fn segment_count(&self) -> u32 {
+        self.inner.container.segment_count()
+    }
+
+    /// The segment `key` belongs to.
+    #[must_use]
+    pub fn segment_of(&self, key: &[u8]) -> u32 {
+        crate::hash::segment_of(key, self.segment_count())
+    }
+
+    pub(crate) fn mark_removed(&self) {
+        self.inner.removed.store(true, Ordering::Release);
+        self.inner.container.clear();
+    }
+
+    fn check_live(&self) -> Result<(), CacheError> {
+        if self.inner.removed.load(Ordering::Acquire) {
+            return Err(CacheError::Removed {
+                cache: self.inner.name.to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    fn check_sizes(key: &[u8], value: &[u8]) -> Result<(), CacheError> {
+        if key.len() > KEY_BYTES_MAX {
+            return Err(CacheError::TooLarge {
+                what: "key",
+                bytes: key.len(),
+                limit: KEY_BYTES_MAX,
+            });
+        }
+        if value.len() > VALUE_BYTES_MAX {
+            return Err(CacheError::TooLarge {
+                what: "value",
+                bytes: value.len(),
+                limit: VALUE_BYTES_MAX,
+            });
+        }
+        Ok(())
+    }
+
+    fn record_access(&self, hash: u64) {
+        if let Some(sketch) = &self.inner.sketch {
+            sketch.increment(hash);
+        }
+    }
+
+    /// Resolves a requested expiry against the cache defaults and, for `Keep`, the entry
+    /// being overwritten.
+    fn resolve(
+        &self,
+        expiry: Expiry,
+        existing: Option<&CacheEntry>,
+        now_ms: u64,
+    ) -> StoredExpiration {
+        let defaults = &self.inner.config.expiration;
+        let millis = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        let existing = existing.map(CacheEntry::expiration);
+        let lifespan = match expiry.lifespan {
+            Lifetime::Default => defaults.lifespan.map(millis),
+            Lifetime::Never => None,
+            Lifetime::After(d) => Some(millis(d)),
+            Lifetime::Keep => match existing {
+                Some(old) => old
+                    .lifespan_deadline_ms()
+                    .map(|deadline| deadline.saturating_sub(now_ms)),
+                None => defaults.lifespan.map(millis),
+            },
+        };
+        let max_idle = match expiry.max_idle {
+            Lifetime::Default => defaults.max_idle.map(millis),
+            Lifetime::Never => None,
+            Lifetime::After(d) => Some(millis(d)),
+            Lifetime::Keep => match existing {
+                Some(old) => old.max_idle_ms,
+                None => defaults.max_idle.map(millis),
+            },
+        };
+        StoredExpiration::new(now_ms, lifespan, max_idle)
+    }
+
+    fn needs_clock(&self, expiry: Expiry) -> bool {
+        let defaults = &self.inner.config.expiration;
+        let uses = |lifetime: Lifetime, default: bool| match lifetime {
+            Lifetime::Default => default,
+            Lifetime::Never => false,
+            Lifetime::After(_) | Lifetime::Keep => true,
+        };
+        uses(expiry.lifespan, defaults.lifespan.is_some())
+            || uses(expiry.max_idle, defaults.max_idle.is_some())
+    }
+
+    fn new_entry(&self, key: &[u8], value: &[u8], expiry: Expiry) -> CacheEntry {
+        if self.needs_clock(expiry) {
+            let now = self.inner.clock.now_ms();
+            CacheEntry::new(key, value, self.resolve(expiry, None, now), now)
+        } else {
+            CacheEntry::new(key, value, StoredExpiration::IMMORTAL, 0)
+        }
+    }
+
+    /// The live entry for `key`, dropping it (with an expired event) if it has expired.
+    fn live_entry(&self, segment: usize, hash: u64, key: &[u8]) -> Option<CacheEntry> {
+        let entry = self.inner.container.get(segment, hash, key)?;
+        if !entry.is_mortal() {
+            return Some(entry);
+        }
+        let now = self.inner.clock.now_ms();
+        if entry.is_expired(now) {
+            if self.inner.container.remove_exact(segment, hash, &entry) {
+                self.expired(entry);
+            }
+            return None;
+        }
+        entry.touch(now);
+        Some(entry)
+    }
+
+    fn expired(&self, entry: CacheEntry) {
+        self.inner.stats.bump(&self.inner.stats.expirations, 1);
+        if self.inner.listeners.has_any() {
+            self.inner.listeners.notify(CacheEvent::new(
+                EventKind::Expired,
+                Arc::clone(&self.inner.name),
+                Some(entry),
+                None,
+            ));
+        }
+    }
+
+    /// Turns what a write did into events, then enforces the memory bound.
+    fn after_write(&self, applied: &Applied, skip_listeners: bool) {
+        if let Some(expired) = &applied.expired {
+            self.expired(expired.clone());
+        }
+        if !skip_listeners && self.inner.listeners.has_any() {
+            let kind = match (&applied.previous, &applied.stored) {
+                (None, Some(_)) => Some(EventKind::Created),
+                (Some(_), Some(_)) => Some(EventKind::Modified),
+                (Some(_), None) => Some(EventKind::Removed),
+                (None, None) => None,
+            };
+            if let Some(kind) = kind {
+                self.inner.listeners.notify(CacheEvent::new(
+                    kind,
+                    Arc::clone(&self.inner.name),
+                    applied.previous.clone(),
+                    applied.stored.clone(),
+                ));
+            }
+        }
+        if applied.stored.is_some() {
+            self.enforce_bounds(applied.stored.as_ref());
+        }
+    }
+
+    fn over_bound(&self) -> bool {
+        let Some(totals) = self.inner.container.totals() else {
+            return false;
+        };
+        let memory = &self.inner.config.memory;
+        memory
+            .max_count
+            .is_some_and(|max| totals.count.load(Ordering::Relaxed) > max as i64)
+            || memory
+                .max_size_bytes
+                .is_some_and(|max| totals.bytes.load(Ordering::Relaxed) > max as i64)
+    }
+
+    fn may_add(&self, entry: &CacheEntry) -> bool {
+        let memory = &self.inner.config.memory;
+        if memory.when_full != WhenFull::Exception {
+            return true;
+        }
+        let Some(totals) = self.inner.container.totals() else {
+            return true;
+        };
+        let fits_count = memory
+            .max_count
+            .is_none_or(|max| totals.count.load(Ordering::Relaxed) < max as i64);
+        let fits_bytes = memory.max_size_bytes.is_none_or(|max| {
+            totals.bytes.load(Ordering::Relaxed) + crate::container::entry_charge(entry) as i64
+                <= max as i64
+        });
+        fits_count && fits_bytes
+    }
+
+    fn enforce_bounds(&self, protect: Option<&CacheEntry>) {
+        if self.inner.config.memory.when_full != WhenFull::Remove {
+            return;
+        }
+        let sketch = self.inner.sketch.as_ref();
+        let container = &self.inner.container;
+        while self.over_bound() {
+            let now = self.inner.clock.now_ms();
+            let score = |entry: &CacheEntry| {
+                sketch.map_or(0, |s| s.frequency(container.table_hash(entry.key())))
+            };
+            let Some((victim, was_expired)) = container.evict_one(protect, now, score) else {
+                break;
+            };
+            if was_expired {
+                self.expired(victim);
+                continue;
+            }
+            self.inner.stats.bump(&self.inner.stats.evictions, 1);
+            if self.inner.listeners.has_any() {
+                self.inner.listeners.notify(CacheEvent::new(
+                    EventKind::Evicted,
+                    Arc::clone(&self.inner.name),
+                    Some(victim),
+                    None,
+                ));
+            }
+        }
+    }
+
+    fn write(
+        &self,
+        key: &[u8],
+        options: &WriteOptions,
+        decide: impl FnOnce(Option<&CacheEntry>) -> Change,
+    ) -> Result<Applied, CacheError> {
+        self.check_live()?;
+        let (segment, hash) = self.inner.container.locate(key);
+        self.record_access(hash);
+        let (mut applied, ()) = self.inner.container.update(
+            segment,
+            hash,
+            key,
+            &*self.inner.clock,
+            |entry| self.may_add(entry),
+            |existing| (decide(existing), ()),
+        );
+        if applied.refused_full {
+            return Err(CacheError::ContainerFull {
+                cache: self.inner.name.to_string(),
+            });
+        }
+        self.after_write(&applied, options.skip_listeners);
+        if options.ignore_return_values {
+            applied.previous = None;
+        }
+        Ok(applied)
+    }
+
+    /// The value of `key`.
+    ///
+    /// # Errors
+    /// If the cache was removed.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Bytes>, CacheError> {
+        Ok(self.get_entry(key)?.map(|entry| entry.value_bytes()))
+    }
+
+    /// The entry of `key`, with its metadata; a zero-copy handle.
+    ///
+    /// # Errors
+    /// If the cache was removed.
+    pub fn get_entry(&self, key: &[u8]) -> Result<Option<CacheEntry>, CacheError> {
+        self.check_live()?;
+        let timer = self.inner.stats.start();
+        let (segment, hash) = self.inner.container.locate(key);
+        self.record_access(hash);
+        let entry = self.live_entry(segment, hash, key);
+        self.inner.stats.read_done(timer, entry.is_some());
+        Ok(entry)
+    }
+
+    /// The metadata of `key`'s entry.
+    ///
+    /// # Errors
+    /// If the cache was removed.
+    pub fn get_metadata(&self, key: &[u8]) -> Result<Option<EntryMetadata>, CacheError> {
+        Ok(self.get_entry(key)?.map(|entry| entry.metadata()))
+    }
+
+    /// Whether `key` has a live entry. Not counted as a read in statistics.
+    ///
+    /// # Errors
+    /// If the cache was removed.
+    pub fn contains(&self, key: &[u8]) -> Result<bool, CacheError> {
+        self.check_live()?;
+        let (segment, hash) = self.inner.container.locate(key);
+        Ok(self.live_entry(segment, hash, key).is_some())
+    }
+
+    /// Stores `value` under `key`; returns the previous entry.
+    ///
+    /// # Errors
+    /// If the cache is full (`when-full = exception`), the key or value is too large, or the
+    /// cache was removed.
+    pub fn put(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        options: &WriteOptions,
+    ) -> Result<Option<CacheEntry>, CacheError> {
+        Self::check_sizes(key, value)?;
+        let timer = self.inner.stats.start();
+        let fresh = self.new_entry(key, value, options.expiry);
+        let applied = self.write(key, options, move |_| Change::Put(fresh))?;
+        self.inner.stats.write_done(timer, true);
+        Ok(applied.previous)
+    }
+
+    /// Stores `value` only if `key` is absent; returns the existing entry if there was one
+    /// (and then stores nothing). Returns the existing entry even with
+    /// `ignore_return_values`, since it is the answer to "did it apply".
+    ///
+    /// # Errors
+    /// As [`Cache::put`].
+    pub fn put_if_absent(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        options: &WriteOptions,
+    ) -> Result<Option<CacheEntry>, CacheError> {
+        Self::check_sizes(key, value)?;
+        let timer = self.inner.stats.start();
+        let fresh = self.new_entry(key, value, options.expiry);
+        let mut existing_entry = None;
+        let options_keep = WriteOptions {
+            ignore_return_values: false,
+            ..*options
+        };
+        let applied = self.write(key, &options_keep, |existing| match existing {
+            Some(existing) => {
+                existing_entry = Some(existing.clone());
+                Change::Keep
+            }
+            None => Change::Put(fresh),
+        })?;
+        self.inner.stats.write_done(timer, applied.stored.is_some());
+        Ok(existing_entry)
+    }
+
+    /// Stores `value` only if `key` is present; returns the replaced entry, or `None` when
+    /// nothing was replaced.
+    ///
+    /// # Errors
+    /// As [`Cache::put`].
+    pub fn replace(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        options: &WriteOptions,
+    ) -> Result<Option<CacheEntry>, CacheError> {
+        Self::check_sizes(key, value)?;
+        let timer = self.inner.stats.start();
+        let fresh = self.new_entry(key, value, options.expiry);
+        let options_keep = WriteOptions {
+            ignore_return_values: false,
+            ..*options
+        };
+        let applied = self.write(key, &options_keep, |existing| match existing {
+            Some(_) => Change::Put(fresh),
+            None => Change::Keep,
+        })?;
+        self.inner.stats.write_done(timer, applied.stored.is_some());
+        Ok(applied.previous)
+    }
+
+    /// Stores `value` only if `key`'s entry has `version`.
+    ///
+    /// # Errors
+    /// As [`Cache::put`].
+    pub fn replace_if_version(
+        &self,
+        key: &[u8],
+        version: u64,
+        value: &[u8],
+        options: &WriteOptions,
+    ) -> Result<VersionedOutcome, CacheError> {
+        Self::check_sizes(key, value)?;
+        let timer = self.inner.stats.start();
+        let fresh = self.new_entry(key, value, options.expiry);
+        let mut outcome = VersionedOutcome::Absent;
+        let options_keep = WriteOptions {
+            ignore_return_values: false,
+            ..*options
+        };
+        let applied = self.write(key, &options_keep, |existing| match existing {
+            Some(existing) if existing.version() == version => Change::Put(fresh),
+            Some(existing) => {
+                outcome = VersionedOutcome::Mismatch(existing.clone());
+                Change::Keep
+            }
+            None => Change::Keep,
+        })?;
+        if let Some(previous) = applied.previous {
+            outcome = VersionedOutcome::Done(previous);
+        }
+        self.inner.stats.write_done(timer, applied.stored.is_some());
+        Ok(outcome)
+    }
+
+    /// Removes `key`; returns the removed entry.
+    ///
+    /// # Errors
+    /// If the cache was removed.
+    pub fn remove(
+        &self,
+        key: &[u8],
+        options: &WriteOptions,
+    ) -> Result<Option<CacheEntry>, CacheError> {
+        let timer = self.inner.stats.start();
+        let options_keep = WriteOptions {
+            ignore_return_values: false,
+            ..*options
+        };
+        let applied = self.write(key, &options_keep, |existing| match existing {
+            Some(_) => Change::Remove,
+            None => Change::Keep,
+        })?;
+        self.inner
+            .stats
+            .remove_done(timer, applied.previous.is_some());
+        Ok(if options.ignore_return_values {
+            None
+        } else {
+            applied.previous
+        })
+    }
+
+    /// Removes `key`, reporting only whether something was removed (for callers that need
+    /// the answer but not the value, with `ignore_return_values` semantics elsewhere).
+    ///
+    /// # Errors
+    /// If the cache was removed.
+    pub fn delete(&self, key: &[u8]) -> Result<bool, CacheError> {
+        Ok(self.remove(key, &WriteOptions::default())?.is_some())
+    }
+
+    /// Removes `key` only if its entry has `version`.
+    ///
+    /// # Errors
+    /// If the cache was removed.
+    pub fn remove_if_version(
+        &self,
+        key: &[u8],
+        version: u64,
+        options: &WriteOptions,
+    ) -> Result<VersionedOutcome, CacheError> {
+        let timer = self.inner.stats.start();
+        let mut outcome = VersionedOutcome::Absent;
+        let options_keep = WriteOptions {
+            ignore_return_values: false,
+            ..*options
+        };
+        let applied = self.write(key, &options_keep, |existing| match existing {
+            Some(existing) if existing.version() == version => Change::Remove,
+            Some(existing) => {
+                outcome = VersionedOutcome::Mismatch(existing.clone());
+                Change::Keep
+            }
+            None => Change::Keep,
+        })?;
+        if let Some(previous) = applied.previous {
+            outcome = VersionedOutcome::Done(previous);
+        }
+        self.inner.stats.remove_done(timer, outcome.is_done());
+        Ok(outcome)
+    }
+
+    /// Atomically computes `key`'s new state from its live entry. `f` runs under the key's
+    /// segment lock: it must be quick and must not call back into this cache.
+    ///
+    /// # Errors
+    /// As [`Cache::put`].
+    pub fn compute<R>(
+        &self,
+        key: &[u8],
+        options: &WriteOptions,
+        f: impl FnOnce(Option<&CacheEntry>) -> Compute<R>,
+    ) -> Result<R, CacheError> {
+        self.check_live()?;
+        let timer = self.inner.stats.start();
+        let (segment, hash) = self.inner.container.locate(key);
+        self.record_access(hash);
+        let mut size_error = None;
+        let (applied, result) = self.inner.container.update(
+            segment,
+            hash,
+            key,
+            &*self.inner.clock,
+            |entry| self.may_add(entry),
+            |existing| match f(existing) {
+                Compute::Keep(result) => (Change::Keep, result),
+                Compute::Remove(result) => (Change::Remove, result),
+                Compute::Put(value, expiry, result) => {
+                    if let Err(error) = Self::check_sizes(key, &value) {
+                        size_error = Some(error);
+                        return (Change::Keep, result);
+                    }
+                    let stored = if self.needs_clock(expiry) {
+                        let now = self.inner.clock.now_ms();
+                        CacheEntry::new(key, &value, self.resolve(expiry, existing, now), now)
+                    } else {
+                        CacheEntry::new(key, &value, StoredExpiration::IMMORTAL, 0)
+                    };
+                    (Change::Put(stored), result)
+                }
+            },
+        );
+        if let Some(error) = size_error {
+            return Err(error);
+        }
+        if applied.refused_full {
+            return Err(CacheError::ContainerFull {
+                cache: self.inner.name.to_string(),
+            });
+        }
+        self.after_write(&applied, options.skip_listeners);
+        if applied.stored.is_some() {
+            self.inner.stats.write_done(timer, true);
+        } else if applied.previous.is_some() {
+            self.inner.stats.remove_done(timer, true);
+        }
+        Ok(result)
+    }
+
+    /// Atomically merges `value` into `key`'s current value with `f(old, new)`, or stores
+    /// `value` if the key is absent. `f` returning `None` removes the key. Returns the
+    /// resulting entry.
+    ///
+    /// # Errors
+    /// As [`Cache::put`].
+    pub fn merge(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        options: &WriteOptions,
+        f: impl FnOnce(&[u8], &[u8]) -> Option<Vec<u8>>,
+    ) -> Result<Option<CacheEntry>, CacheError> {
+        let expiry = options.expiry;
+        self.compute(key, options, |existing| match existing {
+            None => Compute::Put(value.to_vec(), expiry, ()),
+            Some(current) => match f(current.value(), value) {
+                Some(merged) => Compute::Put(merged, expiry, ()),
+                None => Compute::Remove(()),
+            },
+        })?;
+        self.get_entry(key)
+    }
+
+    /// Stores every pair.
+    ///
+    /// # Errors
+    /// The first failure; earlier pairs stay stored.
+    pub fn put_all<'a>(
+        &self,
+        entries: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
+        options: &WriteOptions,
+    ) -> Result<(), CacheError> {
+        let options = options.ignore_return_values();
+        for (key, value) in entries {
+            self.put(key, value, &options)?;
+        }
+        Ok(())
+    }
+
+    /// The live entries of the given keys (absent keys are left out).
+    ///
+    /// # Errors
+    /// If the cache was removed.
+    pub fn get_all<'a>(
+        &self,
+        keys: impl IntoIterator<Item = &'a [u8]>,
+    ) -> Result<Vec<CacheEntry>, CacheError> {
+        let mut found = Vec::new();
+        for key in keys {
+            if let Some(entry) = self.get_entry(key)? {
+                found.push(entry);
+            }
+        }
+        Ok(found)
+    }
+
+    /// Removes every entry, raising no events.
+    ///
+    /// # Errors
+    /// If the cache was removed.
+    pub fn clear(&self) -> Result<(), CacheError> {
+        self.check_live()?;
+        self.inner.container.clear();
+        Ok(())
+    }
+
+    /// Entries held, from per-segment counters (no walk). Expired entries not yet purged are
+    /// counted, as in Redis' DBSIZE.
+    #[must_use]
+    pub fn size(&self) -> usize {
+        self.inner.container.len()
+    }
+
+    /// Entries held in one segment.
+    #[must_use]
+    pub fn segment_size(&self, segment: u32) -> usize {
+        self.inner.container.segment_len(segment as usize)
+    }
+
+    /// Memory charged for entries, allocator rounding and index slots included.
+    #[must_use]
+    pub fn memory_bytes(&self) -> usize {
+        self.inner.container.memory_bytes()
+    }
+
+    /// Iterates all live entries. Each segment is copied (handles only) when the iterator
+    /// reaches it, so writers wait at most for that copy, and no entry is returned twice.
+    /// Entries written to a segment after it was copied are not seen.
+    #[must_use]
+    pub fn iter(&self) -> CacheIter {
+        self.iter_segments((0..self.segment_count()).collect())
+    }
+
+    /// Iterates the live entries of the chosen segments, in the order given (duplicates
+    /// and out-of-range segments are ignored).
+    #[must_use]
+    pub fn iter_segments(&self, mut segments: Vec<u32>) -> CacheIter {
+        let count = self.segment_count();
+        let mut seen = std::collections::HashSet::new();
+        segments.retain(|&segment| segment < count && seen.insert(segment));
+        CacheIter {
+            cache: self.clone(),
+            segments: segments.into_iter(),
+            current: Vec::new().into_iter(),
+        }
+    }
+
+    /// Removes all expired entries now, raising expired events; returns how many.
+    pub fn purge_expired(&self) -> usize {
+        let now = self.inner.clock.now_ms();
+        let mut purged = 0;
+        for segment in 0..self.segment_count() {
+            for entry in self.inner.container.purge_expired(segment as usize, now) {
+                purged += 1;
+                self.expired(entry);
+            }
+        }
+        purged
+    }
+
+    /// Registers a listener; see [`crate::listener`].
+    pub fn add_listener(
+        &self,
+        options: ListenerOptions,
+        handler: impl Fn(&CacheEvent) + Send + Sync + 'static,
+    ) -> ListenerId {
+        self.inner
+            .listeners
+            .add(&self.inner.name, options, Arc::new(handler))
+    }
+
+    /// Unregisters a listener; queued asynchronous events are still delivered.
+    pub fn remove_listener(&self, id: ListenerId) -> bool {
+        self.inner.listeners.remove(id)
+    }
+
+    /// Times a writer waited on a full asynchronous listener queue.
+    #[must_use]
+    pub fn listener_backpressure_waits(&self) -> u64 {
+        self.inner.listeners.backpressure_waits()
+    }
+
+    /// Whether any listener wants `kind`.
+    #[must_use]
+    pub fn has_listener_for(&self, kind: EventKind) -> bool {
+        self.inner.listeners.wants(kind)
+    }
+
+    /// A snapshot of the statistics.
+    #[must_use]
+    pub fn statistics(&self) -> CacheStatistics {
+        self.inner
+            .stats
+            .snapshot(self.size() as u64, self.memory_bytes() as u64)
+    }
+
+    /// Turns statistics on or off.
+    pub fn set_statistics_enabled(&self, enabled: bool) {
+        self.inner.stats.set_enabled(enabled);
+    }
+
+    /// Zeroes the counters.
+    pub fn reset_statistics(&self) {
+        self.inner.stats.reset();
+    }
+
+    /// Time since the cache started.
+    #[must_use]
+    pub fn uptime(&self) -> Duration {
+        self.inner.stats.uptime()
+    }
+
+    /// Checks internal invariants (tests and debug tooling).
+    ///
+    /// # Panics
+    /// If an invariant is broken.
+    pub fn check_invariants(&self) {
+        self.inner.container.check_invariants();
+    }
+}

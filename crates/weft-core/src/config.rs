@@ -1,0 +1,573 @@
+//! The configuration model: what a cache is made of. The server reads it from one TOML file;
+//! embedded users build the same structures in code (`CacheConfig::default()` and field
+//! updates). Every value is validated while it is deserialized, so an error names the exact
+//! place in the file (see [`ConfigError`]). `docs/configuration.md` documents each option.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::de::{self, Deserializer, Visitor};
+use serde::{Deserialize, Serialize};
+
+/// Largest segment count accepted; Infinispan's clients handle up to this many comfortably.
+pub const SEGMENT_COUNT_MAX: u32 = 16_384;
+/// The default number of segments, as in Infinispan.
+pub const SEGMENT_COUNT_DEFAULT: u32 = 256;
+/// How often expired entries are purged unless configured (Infinispan's default too).
+pub const REAPER_INTERVAL_DEFAULT: Duration = Duration::from_secs(60);
+
+/// A configuration that failed to parse or validate.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+#[error("{source_name}:{line}:{column}: {reason}")]
+pub struct ConfigError {
+    /// The file name (or `<json>`, `<toml>` for inline text).
+    pub source_name: String,
+    /// 1-based line, 0 when unknown.
+    pub line: usize,
+    /// 1-based column, 0 when unknown.
+    pub column: usize,
+    /// What is wrong, in words.
+    pub reason: String,
+}
+
+impl ConfigError {
+    fn at_offset(source_name: &str, text: &str, offset: Option<usize>, reason: String) -> Self {
+        let (line, column) = offset.map_or((0, 0), |offset| line_and_column(text, offset));
+        Self {
+            source_name: source_name.to_owned(),
+            line,
+            column,
+            reason,
+        }
+    }
+}
+
+fn line_and_column(text: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(text.len());
+    let before = text.get(..offset).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let column = before
+        .rsplit('\n')
+        .next()
+        .map_or(0, |tail| tail.chars().count())
+        + 1;
+    (line, column)
+}
+
+/// Parses TOML text into `T`, attributing errors to `source_name`.
+///
+/// # Errors
+/// A [`ConfigError`] with the line, column and reason of the first problem.
+pub fn from_toml<T: for<'de> Deserialize<'de>>(
+    source_name: &str,
+    text: &str,
+) -> Result<T, ConfigError> {
+    toml::from_str(text).map_err(|error| {
+        let reason = error.message().trim().to_owned();
+        ConfigError::at_offset(
+            source_name,
+            text,
+            error.span().map(|span| span.start),
+            reason,
+        )
+    })
+}
+
+/// Parses JSON text into `T`, attributing errors to `source_name`.
+///
+/// # Errors
+/// A [`ConfigError`] with the line, column and reason of the first problem.
+pub fn from_json<T: for<'de> Deserialize<'de>>(
+    source_name: &str,
+    text: &str,
+) -> Result<T, ConfigError> {
+    serde_json::from_str(text).map_err(|error| {
+        let reason = error.to_string();
+        let reason = reason
+            .split(" at line ")
+            .next()
+            .unwrap_or(&reason)
+            .to_owned();
+        ConfigError {
+            source_name: source_name.to_owned(),
+            line: error.line(),
+            column: error.column(),
+            reason,
+        }
+    })
+}
+
+/// How a cache's data is placed across nodes. Only `local` exists in a single-node build.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum CacheMode {
+    /// Data lives on this node only.
+    #[default]
+    Local,
+}
+
+impl<'de> Deserialize<'de> for CacheMode {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        match text.to_ascii_lowercase().as_str() {
+            "local" => Ok(Self::Local),
+            "replicated" | "distributed" | "invalidation" => Err(de::Error::custom(format!(
+                "cache mode `{text}` needs clustering, which this server does not offer yet; use `local`"
+            ))),
+            _ => Err(de::Error::custom(format!(
+                "unknown cache mode `{text}`, expected `local`"
+            ))),
+        }
+    }
+}
+
+/// What a bounded cache does when a write would exceed its bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum WhenFull {
+    /// Evict the least valuable entries (frequency-aware) to make room.
+    #[default]
+    Remove,
+    /// Refuse writes that add entries while the cache is full.
+    Exception,
+}
+
+impl<'de> Deserialize<'de> for WhenFull {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        match text.to_ascii_lowercase().as_str() {
+            "remove" => Ok(Self::Remove),
+            "exception" => Ok(Self::Exception),
+            _ => Err(de::Error::custom(format!(
+                "unknown when-full policy `{text}`, expected `remove` or `exception`"
+            ))),
+        }
+    }
+}
+
+/// Expiration defaults of a cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct ExpirationConfig {
+    /// Lifespan given to entries written without one; absent = immortal.
+    #[serde(
+        deserialize_with = "optional_duration",
+        serialize_with = "ser_opt_duration"
+    )]
+    pub lifespan: Option<Duration>,
+    /// Max idle given to entries written without one; absent = none.
+    #[serde(
+        deserialize_with = "optional_duration",
+        serialize_with = "ser_opt_duration"
+    )]
+    pub max_idle: Option<Duration>,
+    /// How often the background reaper purges expired entries.
+    #[serde(
+        deserialize_with = "positive_duration",
+        serialize_with = "ser_duration"
+    )]
+    pub interval: Duration,
+}
+
+impl Default for ExpirationConfig {
+    fn default() -> Self {
+        Self {
+            lifespan: None,
+            max_idle: None,
+            interval: REAPER_INTERVAL_DEFAULT,
+        }
+    }
+}
+
+/// Memory bounds of a cache. At most one of `max_count` and `max_size` may be set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(try_from = "RawMemoryConfig")]
+pub struct MemoryConfig {
+    /// Largest number of entries.
+    pub max_count: Option<u64>,
+    /// Largest memory footprint in bytes (entries' allocations plus index overhead).
+    pub max_size_bytes: Option<u64>,
+    /// What happens at the bound.
+    pub when_full: WhenFull,
+}
+
+impl MemoryConfig {
+    /// True when either bound is set.
+    #[must_use]
+    pub fn is_bounded(&self) -> bool {
+        self.max_count.is_some() || self.max_size_bytes.is_some()
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawMemoryConfig {
+    #[serde(default, deserialize_with = "optional_count")]
+    max_count: Option<u64>,
+    #[serde(default, deserialize_with = "optional_size")]
+    max_size: Option<u64>,
+    #[serde(default)]
+    when_full: WhenFull,
+}
+
+impl TryFrom<RawMemoryConfig> for MemoryConfig {
+    type Error = String;
+
+    fn try_from(raw: RawMemoryConfig) -> Result<Self, Self::Error> {
+        if raw.max_count.is_some() && raw.max_size.is_some() {
+            return Err("set either `max-count` or `max-size`, not both".to_owned());
+        }
+        Ok(Self {
+            max_count: raw.max_count,
+            max_size_bytes: raw.max_size,
+            when_full: raw.when_full,
+        })
+    }
+}
+
+/// Everything that defines one cache.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct CacheConfig {
+    /// Placement across nodes.
+    pub mode: CacheMode,
+    /// Number of segments the key space is divided into.
+    #[serde(deserialize_with = "segment_count")]
+    pub segments: u32,
+    /// Whether statistics are collected.
+    pub statistics: bool,
+    /// Expiration defaults.
+    pub expiration: ExpirationConfig,
+    /// Memory bounds and eviction.
+    #[serde(serialize_with = "ser_memory")]
+    pub memory: MemoryConfig,
+    /// The RESP database number (`SELECT n`) that addresses this cache.
+    pub resp_database: Option<u32>,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        Self {
+            mode: CacheMode::Local,
+            segments: SEGMENT_COUNT_DEFAULT,
+            statistics: true,
+            expiration: ExpirationConfig::default(),
+            memory: MemoryConfig::default(),
+            resp_database: None,
+        }
+    }
+}
+
+impl CacheConfig {
+    /// Parses a cache configuration from TOML.
+    ///
+    /// # Errors
+    /// The first problem, with its line and column.
+    pub fn from_toml(source_name: &str, text: &str) -> Result<Self, ConfigError> {
+        from_toml(source_name, text)
+    }
+
+    /// Parses a cache configuration from JSON: either this crate's own shape
+    /// (`{"segments": 64, "memory": {"max-count": 10}}`) or Infinispan's wrapper
+    /// (`{"local-cache": {...}}`), whose common attributes share the same names.
+    ///
+    /// # Errors
+    /// The first problem, with its line and column.
+    pub fn from_json(source_name: &str, text: &str) -> Result<Self, ConfigError> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+        enum Wrapped {
+            LocalCache(CacheConfig),
+        }
+        let trimmed = text.trim_start();
+        let is_wrapped = trimmed.starts_with('{')
+            && serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(text)
+                .is_ok_and(|map| map.len() == 1 && map.keys().all(|k| k.ends_with("-cache")));
+        if is_wrapped {
+            let map: serde_json::Map<String, serde_json::Value> = from_json(source_name, text)?;
+            if let Some(kind) = map.keys().find(|k| k.as_str() != "local-cache") {
+                return Err(ConfigError {
+                    source_name: source_name.to_owned(),
+                    line: 1,
+                    column: 1,
+                    reason: format!(
+                        "`{kind}` needs clustering, which this server does not offer yet; use `local-cache`"
+                    ),
+                });
+            }
+            let Wrapped::LocalCache(config) = from_json(source_name, text)?;
+            return Ok(config);
+        }
+        from_json(source_name, text)
+    }
+}
+
+fn ser_duration<S: serde::Serializer>(value: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_u64(u64::try_from(value.as_millis()).unwrap_or(u64::MAX))
+}
+
+fn ser_opt_duration<S: serde::Serializer>(
+    value: &Option<Duration>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    match value {
+        Some(duration) => ser_duration(duration, serializer),
+        None => serializer.serialize_none(),
+    }
+}
+
+fn ser_memory<S: serde::Serializer>(
+    value: &MemoryConfig,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut map = serializer.serialize_map(None)?;
+    if let Some(count) = value.max_count {
+        map.serialize_entry("max-count", &count)?;
+    }
+    if let Some(size) = value.max_size_bytes {
+        map.serialize_entry("max-size", &size)?;
+    }
+    map.serialize_entry("when-full", &value.when_full)?;
+    map.end()
+}
+
+/// Parses `"250ms"`, `"30s"`, `"5m"`, `"2h"`, `"1d"` or a bare number of milliseconds.
+///
+/// # Errors
+/// A message naming the accepted forms.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let amount: u64 = number.parse().map_err(|_| {
+        format!("invalid duration `{text}`: expected e.g. `500ms`, `30s`, `5m`, `2h`, `1d`")
+    })?;
+    let millis_per_unit: u64 = match unit.trim() {
+        "" | "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        other => {
+            return Err(format!(
+                "invalid duration unit `{other}` in `{text}`: expected ms, s, m, h or d"
+            ));
+        }
+    };
+    amount
+        .checked_mul(millis_per_unit)
+        .map(Duration::from_millis)
+        .ok_or_else(|| format!("duration `{text}` is too large"))
+}
+
+/// Parses `"64MiB"`, `"1GB"`, `"512KiB"` or a bare number of bytes.
+///
+/// # Errors
+/// A message naming the accepted forms.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let amount: u64 = number.parse().map_err(|_| {
+        format!("invalid size `{text}`: expected e.g. `1048576`, `512KiB`, `64MiB`, `1GiB`")
+    })?;
+    let multiplier: u64 = match unit.trim() {
+        "" | "B" => 1,
+        "KB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        other => {
+            return Err(format!(
+                "invalid size unit `{other}` in `{text}`: expected B, KB, MB, GB, KiB, MiB or GiB"
+            ));
+        }
+    };
+    amount
+        .checked_mul(multiplier)
+        .ok_or_else(|| format!("size `{text}` is too large"))
+}
+
+/// A number given either as a TOML/JSON integer or as a string (Infinispan's JSON quotes them).
+enum NumberOrText {
+    Number(i64),
+    Text(String),
+}
+
+impl<'de> Deserialize<'de> for NumberOrText {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = NumberOrText;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a number or a string")
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+                Ok(NumberOrText::Number(v))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+                i64::try_from(v)
+                    .map(NumberOrText::Number)
+                    .map_err(|_| E::custom("number is too large"))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(NumberOrText::Text(v.to_owned()))
+            }
+        }
+        deserializer.deserialize_any(V)
+    }
+}
+
+fn optional_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+    match NumberOrText::deserialize(d)? {
+        // Infinispan writes -1 for "never"; accept it as absent.
+        NumberOrText::Number(-1) => Ok(None),
+        NumberOrText::Number(n) if n <= 0 => Err(de::Error::custom(format!(
+            "duration must be positive, got {n}"
+        ))),
+        NumberOrText::Number(n) => Ok(Some(Duration::from_millis(n.unsigned_abs()))),
+        NumberOrText::Text(text) if text.trim() == "-1" => Ok(None),
+        NumberOrText::Text(text) => match parse_duration(&text).map_err(de::Error::custom)? {
+            duration if duration.is_zero() => Err(de::Error::custom("duration must be positive")),
+            duration => Ok(Some(duration)),
+        },
+    }
+}
+
+fn positive_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    optional_duration(d)?.ok_or_else(|| de::Error::custom("interval must be a positive duration"))
+}
+
+fn optional_count<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    let value = match NumberOrText::deserialize(d)? {
+        NumberOrText::Number(n) => n,
+        NumberOrText::Text(text) => text
+            .trim()
+            .parse()
+            .map_err(|_| de::Error::custom(format!("invalid count `{text}`")))?,
+    };
+    match value {
+        -1 => Ok(None),
+        n if n <= 0 => Err(de::Error::custom(format!(
+            "max-count must be positive, got {n}"
+        ))),
+        n => Ok(Some(n.unsigned_abs())),
+    }
+}
+
+fn optional_size<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    let value = match NumberOrText::deserialize(d)? {
+        NumberOrText::Number(-1) => return Ok(None),
+        NumberOrText::Number(n) if n <= 0 => {
+            return Err(de::Error::custom(format!(
+                "max-size must be positive, got {n}"
+            )));
+        }
+        NumberOrText::Number(n) => n.unsigned_abs(),
+        NumberOrText::Text(text) => parse_size(&text).map_err(de::Error::custom)?,
+    };
+    if value == 0 {
+        return Err(de::Error::custom("max-size must be positive"));
+    }
+    Ok(Some(value))
+}
+
+fn segment_count<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    let value = i64::deserialize(d)?;
+    match u32::try_from(value) {
+        Ok(count) if (1..=SEGMENT_COUNT_MAX).contains(&count) => Ok(count),
+        _ => Err(de::Error::custom(format!(
+            "segments must be between 1 and {SEGMENT_COUNT_MAX}, got {value}"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves a full cache configuration parses with units.
+    #[test]
+    fn parses_everything() {
+        let text = r#"
+segments = 64
+statistics = false
+resp-database = 3
+[expiration]
+lifespan = "10m"
+max-idle = 30000
+interval = "5s"
+[memory]
+max-size = "64MiB"
+when-full = "exception"
+"#;
+        let config = CacheConfig::from_toml("c.toml", text).unwrap_or_default();
+        assert_eq!(config.segments, 64);
+        assert!(!config.statistics);
+        assert_eq!(config.resp_database, Some(3));
+        assert_eq!(config.expiration.lifespan, Some(Duration::from_secs(600)));
+        assert_eq!(config.expiration.max_idle, Some(Duration::from_secs(30)));
+        assert_eq!(config.expiration.interval, Duration::from_secs(5));
+        assert_eq!(config.memory.max_size_bytes, Some(64 << 20));
+        assert_eq!(config.memory.when_full, WhenFull::Exception);
+    }
+
+    // Proves errors name the file, the line and the reason.
+    #[test]
+    fn errors_name_file_line_and_reason() {
+        let cases = [
+            ("segments = 64\nsegmnts = 3\n", 2, "unknown field `segmnts`"),
+            ("segments = 0\n", 1, "segments must be between 1 and"),
+            (
+                "[expiration]\nlifespan = \"10 parsecs\"\n",
+                2,
+                "invalid duration unit",
+            ),
+            ("[memory]\nmax-count = 5\nmax-size = 10\n", 1, "not both"),
+            ("mode = \"distributed\"\n", 1, "needs clustering"),
+            (
+                "[memory]\nwhen-full = \"panic\"\n",
+                2,
+                "unknown when-full policy",
+            ),
+            ("statistics = 3\n", 1, "invalid type"),
+        ];
+        for (text, line, reason) in cases {
+            let error = CacheConfig::from_toml("weft.toml", text).err();
+            let error = error.unwrap_or_else(|| panic!("accepted: {text}"));
+            assert_eq!(error.source_name, "weft.toml");
+            assert_eq!(error.line, line, "{error}");
+            assert!(error.reason.contains(reason), "{error}");
+            assert!(
+                error.to_string().starts_with(&format!("weft.toml:{line}:")),
+                "{error}"
+            );
+        }
+    }
+
+    // Proves Infinispan's JSON wrapper with quoted numbers is understood, and clustered modes refused.
+    #[test]
+    fn infinispan_json() {
+        let text = r#"{"local-cache":{"expiration":{"lifespan":"5000","max-idle":-1},"memory":{"max-count":"100","when-full":"REMOVE"},"statistics":true}}"#;
+        let config = CacheConfig::from_json("<json>", text).unwrap_or_default();
+        assert_eq!(config.expiration.lifespan, Some(Duration::from_secs(5)));
+        assert_eq!(config.expiration.max_idle, None);
+        assert_eq!(config.memory.max_count, Some(100));
+        let plain = CacheConfig::from_json("<json>", r#"{"segments": 8}"#).unwrap_or_default();
+        assert_eq!(plain.segments, 8);
+        let error = CacheConfig::from_json("<json>", r#"{"distributed-cache":{}}"#).err();
+        assert!(error.is_some_and(|e| e.reason.contains("needs clustering")));
+        let error = CacheConfig::from_json("<json>", "{\n\"segmentz\": 8}").err();
+        assert!(error.is_some_and(|e| e.line == 2 && e.reason.contains("unknown field")));
+    }
+}

@@ -1,0 +1,438 @@
+//! The segmented data container: the key space cut into segments (by Infinispan's key →
+//! segment function), each segment a `hashbrown::HashTable` of packed entries behind its own
+//! reader-writer lock.
+//!
+//! Segments are the unit of everything that walks data (iteration, purging, and later state
+//! transfer and stores), and of locking: operations on different segments never contend. The
+//! container knows nothing of events or statistics; it applies one change under a segment's
+//! lock and reports what it replaced, and the cache turns that into events.
+
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
+
+use hashbrown::HashTable;
+use hashbrown::hash_table::Entry;
+use parking_lot::RwLock;
+
+use crate::clock::Clock;
+use crate::entry::{CacheEntry, allocator_footprint};
+use crate::eviction::{EVICTION_SAMPLE_SIZE, EVICTION_SCAN_BUCKETS_MAX, random_index};
+use crate::hash;
+
+/// Bytes charged per entry for its slot in a segment table: an 8-byte pointer and a control
+/// byte, at hashbrown's load factor between 7/16 and 7/8.
+pub const TABLE_SLOT_BYTES: usize = 16;
+
+/// Memory charged for one entry: its allocation as the allocator rounds it, plus its slot.
+#[must_use]
+pub fn entry_charge(entry: &CacheEntry) -> usize {
+    allocator_footprint(entry.allocation_bytes()) + TABLE_SLOT_BYTES
+}
+
+/// What a write decided to do with a key, given its live entry (if any).
+pub(crate) enum Change {
+    /// Leave the key as it is.
+    Keep,
+    /// Remove the key.
+    Remove,
+    /// Store this new entry (its version is assigned under the lock).
+    Put(CacheEntry),
+}
+
+/// What a write did.
+#[derive(Default)]
+pub(crate) struct Applied {
+    /// The live entry that was replaced or removed.
+    pub(crate) previous: Option<CacheEntry>,
+    /// The entry stored.
+    pub(crate) stored: Option<CacheEntry>,
+    /// An expired entry that the write found and dropped.
+    pub(crate) expired: Option<CacheEntry>,
+    /// The write was refused because the cache is full.
+    pub(crate) refused_full: bool,
+}
+
+#[repr(align(64))]
+struct Segment {
+    table: RwLock<HashTable<CacheEntry>>,
+    len: AtomicUsize,
+    bytes: AtomicUsize,
+    mortal: AtomicUsize,
+}
+
+impl Segment {
+    fn new() -> Self {
+        Self {
+            table: RwLock::new(HashTable::new()),
+            len: AtomicUsize::new(0),
+            bytes: AtomicUsize::new(0),
+            mortal: AtomicUsize::new(0),
+        }
+    }
+
+    // Counters change only under the segment's write lock; they are atomics so that `size()`
+    // and statistics can read them without taking any lock.
+    fn account_add(&self, entry: &CacheEntry) {
+        self.len.fetch_add(1, Ordering::Relaxed);
+        self.bytes.fetch_add(entry_charge(entry), Ordering::Relaxed);
+        if entry.is_mortal() {
+            self.mortal.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn account_remove(&self, entry: &CacheEntry) {
+        self.len.fetch_sub(1, Ordering::Relaxed);
+        self.bytes.fetch_sub(entry_charge(entry), Ordering::Relaxed);
+        if entry.is_mortal() {
+            self.mortal.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Cache-wide totals, kept only for bounded caches (they cost a shared atomic per write).
+#[derive(Debug, Default)]
+pub(crate) struct Totals {
+    pub(crate) count: AtomicI64,
+    pub(crate) bytes: AtomicI64,
+}
+
+pub(crate) struct Container {
+    segments: Box<[Segment]>,
+    segment_count: u32,
+    hasher: foldhash::fast::RandomState,
+    totals: Option<Totals>,
+    versions: AtomicU64,
+}
+
+impl std::fmt::Debug for Container {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Container")
+            .field("segment_count", &self.segment_count)
+            .field("len", &self.len())
+            .finish()
+    }
+}
+
+impl Container {
+    pub(crate) fn new(segment_count: u32, bounded: bool) -> Self {
+        let segment_count = segment_count.max(1);
+        Self {
+            segments: (0..segment_count).map(|_| Segment::new()).collect(),
+            segment_count,
+            hasher: foldhash::fast::RandomState::default(),
+            totals: bounded.then(Totals::default),
+            versions: AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn segment_count(&self) -> u32 {
+        self.segment_count
+    }
+
+    /// The segment of `key` and its in-table hash. The table hash is a randomly seeded
+    /// foldhash, not the Infinispan hash, so that crafted keys cannot collide in a table.
+    #[inline]
+    pub(crate) fn locate(&self, key: &[u8]) -> (usize, u64) {
+        let segment = hash::segment_of(key, self.segment_count) as usize;
+        (segment, self.hasher.hash_one(key))
+    }
+
+    #[inline]
+    pub(crate) fn table_hash(&self, key: &[u8]) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
+    pub(crate) fn totals(&self) -> Option<&Totals> {
+        self.totals.as_ref()
+    }
+
+    fn account_add(&self, segment: &Segment, entry: &CacheEntry) {
+        segment.account_add(entry);
+        if let Some(totals) = &self.totals {
+            totals.count.fetch_add(1, Ordering::Relaxed);
+            totals
+                .bytes
+                .fetch_add(entry_charge(entry) as i64, Ordering::Relaxed);
+        }
+    }
+
+    fn account_remove(&self, segment: &Segment, entry: &CacheEntry) {
+        segment.account_remove(entry);
+        if let Some(totals) = &self.totals {
+            totals.count.fetch_sub(1, Ordering::Relaxed);
+            totals
+                .bytes
+                .fetch_sub(entry_charge(entry) as i64, Ordering::Relaxed);
+        }
+    }
+
+    /// The entry stored for `key`, expired or not.
+    #[inline]
+    pub(crate) fn get(&self, segment: usize, hash: u64, key: &[u8]) -> Option<CacheEntry> {
+        let table = self.segments[segment].table.read();
+        table.find(hash, |entry| entry.key() == key).cloned()
+    }
+
+    /// Applies one change to `key` under its segment's write lock. `decide` sees the live
+    /// entry (an expired one is presented as absent, and dropped). `may_add` is asked before a
+    /// new key is added and may refuse it (a full cache with `when-full = exception`).
+    pub(crate) fn update<R>(
+        &self,
+        segment_index: usize,
+        hash: u64,
+        key: &[u8],
+        clock: &dyn Clock,
+        may_add: impl FnOnce(&CacheEntry) -> bool,
+        decide: impl FnOnce(Option<&CacheEntry>) -> (Change, R),
+    ) -> (Applied, R) {
+        let segment = &self.segments[segment_index];
+        let mut applied = Applied::default();
+        let mut table = segment.table.write();
+        let entry = table.entry(
+            hash,
+            |entry| entry.key() == key,
+            |entry| self.hasher.hash_one(entry.key()),
+        );
+        let result = match entry {
+            Entry::Occupied(mut occupied) => {
+                let expired =
+                    occupied.get().is_mortal() && occupied.get().is_expired(clock.now_ms());
+                let (change, result) = decide(if expired { None } else { Some(occupied.get()) });
+                match change {
+                    Change::Keep if !expired => {}
+                    Change::Keep | Change::Remove => {
+                        let (removed, _) = occupied.remove();
+                        self.account_remove(segment, &removed);
+                        if expired {
+                            applied.expired = Some(removed);
+                        } else {
+                            applied.previous = Some(removed);
+                        }
+                    }
+                    Change::Put(mut fresh) => {
+                        fresh.set_version_unshared(self.next_version());
+                        let old = std::mem::replace(occupied.get_mut(), fresh.clone());
+                        self.account_remove(segment, &old);
+                        self.account_add(segment, &fresh);
+                        if expired {
+                            applied.expired = Some(old);
+                        } else {
+                            applied.previous = Some(old);
+                        }
+                        applied.stored = Some(fresh);
+                    }
+                }
+                result
+            }
+            Entry::Vacant(vacant) => {
+                let (change, result) = decide(None);
+                if let Change::Put(mut fresh) = change {
+                    if may_add(&fresh) {
+                        fresh.set_version_unshared(self.next_version());
+                        self.account_add(segment, &fresh);
+                        vacant.insert(fresh.clone());
+                        applied.stored = Some(fresh);
+                    } else {
+                        applied.refused_full = true;
+                    }
+                }
+                result
+            }
+        };
+        drop(table);
+        (applied, result)
+    }
+
+    fn next_version(&self) -> u64 {
+        // Called under a segment write lock, so versions of one key increase in the order
+        // its writes are applied.
+        self.versions.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// Removes `entry` if it is still the one stored (used to drop an entry found expired).
+    pub(crate) fn remove_exact(&self, segment_index: usize, hash: u64, entry: &CacheEntry) -> bool {
+        let segment = &self.segments[segment_index];
+        let mut table = segment.table.write();
+        match table.find_entry(hash, |candidate| candidate.same_as(entry)) {
+            Ok(occupied) => {
+                let (removed, _) = occupied.remove();
+                self.account_remove(segment, &removed);
+                drop(table);
+                drop(removed);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Entries stored, expired ones included, without walking any table.
+    pub(crate) fn len(&self) -> usize {
+        self.segments
+            .iter()
+            .map(|s| s.len.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    pub(crate) fn segment_len(&self, segment: usize) -> usize {
+        self.segments
+            .get(segment)
+            .map_or(0, |s| s.len.load(Ordering::Relaxed))
+    }
+
+    /// Bytes charged for all entries.
+    pub(crate) fn memory_bytes(&self) -> usize {
+        self.segments
+            .iter()
+            .map(|s| s.bytes.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// A copy of one segment's entry handles; writers wait only while it is taken.
+    pub(crate) fn snapshot(&self, segment: usize) -> Vec<CacheEntry> {
+        match self.segments.get(segment) {
+            Some(segment) => segment.table.read().iter().cloned().collect(),
+            None => Vec::new(),
+        }
+    }
+
+    /// Removes every entry; returns how many there were.
+    pub(crate) fn clear(&self) -> usize {
+        let mut cleared = 0;
+        for segment in self.segments.iter() {
+            let mut table = segment.table.write();
+            let taken = std::mem::take(&mut *table);
+            segment.len.store(0, Ordering::Relaxed);
+            segment.bytes.store(0, Ordering::Relaxed);
+            segment.mortal.store(0, Ordering::Relaxed);
+            drop(table);
+            cleared += taken.len();
+            if let Some(totals) = &self.totals {
+                let bytes: usize = taken.iter().map(entry_charge).sum();
+                totals
+                    .count
+                    .fetch_sub(taken.len() as i64, Ordering::Relaxed);
+                totals.bytes.fetch_sub(bytes as i64, Ordering::Relaxed);
+            }
+            drop(taken);
+        }
+        cleared
+    }
+
+    /// Removes the expired entries of one segment and returns them. Segments holding no
+    /// mortal entry are skipped without locking.
+    pub(crate) fn purge_expired(&self, segment_index: usize, now_ms: u64) -> Vec<CacheEntry> {
+        let Some(segment) = self.segments.get(segment_index) else {
+            return Vec::new();
+        };
+        if segment.mortal.load(Ordering::Relaxed) == 0 {
+            return Vec::new();
+        }
+        let mut table = segment.table.write();
+        let expired: Vec<CacheEntry> = table.extract_if(|entry| entry.is_expired(now_ms)).collect();
+        for entry in &expired {
+            self.account_remove(segment, entry);
+        }
+        expired
+    }
+
+    /// Evicts one entry from the first non-empty segment at or after a random one: the
+    /// sampled entry with the lowest `score`, or an expired one. `protect` is never chosen
+    /// (the entry whose write triggered the eviction). Returns the entry and whether it had
+    /// expired.
+    pub(crate) fn evict_one(
+        &self,
+        protect: Option<&CacheEntry>,
+        now_ms: u64,
+        score: impl Fn(&CacheEntry) -> u32,
+    ) -> Option<(CacheEntry, bool)> {
+        let count = self.segments.len();
+        let start = random_index(count);
+        for offset in 0..count {
+            let segment = &self.segments[(start + offset) % count];
+            if segment.len.load(Ordering::Relaxed) == 0 {
+                continue;
+            }
+            let mut table = segment.table.write();
+            let buckets = table.num_buckets();
+            if buckets == 0 {
+                continue;
+            }
+            let first = random_index(buckets);
+            let mut best: Option<(usize, u32)> = None;
+            let mut sampled = 0;
+            for step in 0..buckets.min(EVICTION_SCAN_BUCKETS_MAX.max(buckets / 8)) {
+                let index = (first + step) % buckets;
+                let Some(candidate) = table.get_bucket(index) else {
+                    continue;
+                };
+                if protect.is_some_and(|p| p.same_as(candidate)) {
+                    continue;
+                }
+                if candidate.is_expired(now_ms) {
+                    best = Some((index, 0));
+                    break;
+                }
+                let candidate_score = score(candidate).saturating_add(1);
+                if best.is_none_or(|(_, s)| candidate_score < s) {
+                    best = Some((index, candidate_score));
+                }
+                sampled += 1;
+                if sampled == EVICTION_SAMPLE_SIZE {
+                    break;
+                }
+            }
+            let Some((index, best_score)) = best else {
+                continue;
+            };
+            let Ok(occupied) = table.get_bucket_entry(index) else {
+                continue;
+            };
+            let (victim, _) = occupied.remove();
+            self.account_remove(segment, &victim);
+            return Some((victim, best_score == 0));
+        }
+        None
+    }
+
+    /// Checks the container's own invariants; run by tests after mutations.
+    ///
+    /// # Panics
+    /// If a counter disagrees with the table or a key sits in the wrong segment.
+    pub fn check_invariants(&self) {
+        let mut total = 0;
+        for (index, segment) in self.segments.iter().enumerate() {
+            let table = segment.table.read();
+            assert_eq!(
+                segment.len.load(Ordering::Relaxed),
+                table.len(),
+                "segment {index} len"
+            );
+            let bytes: usize = table.iter().map(entry_charge).sum();
+            assert_eq!(
+                segment.bytes.load(Ordering::Relaxed),
+                bytes,
+                "segment {index} bytes"
+            );
+            let mortal = table.iter().filter(|e| e.is_mortal()).count();
+            assert_eq!(
+                segment.mortal.load(Ordering::Relaxed),
+                mortal,
+                "segment {index} mortal"
+            );
+            for entry in table.iter() {
+                assert_eq!(
+                    hash::segment_of(entry.key(), self.segment_count) as usize,
+                    index
+                );
+            }
+            total += table.len();
+        }
+        if let Some(totals) = &self.totals {
+            assert_eq!(
+                totals.count.load(Ordering::Relaxed),
+                total as i64,
+                "total count"
+            );
+        }
+    }
+}

@@ -1,0 +1,54 @@
+//! Errors of cache operations.
+
+/// Why a cache operation failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CacheError {
+    /// A bounded cache with `when-full = exception` refused a new entry.
+    #[error("cache `{cache}` is full (when-full = exception)")]
+    ContainerFull {
+        /// The cache.
+        cache: String,
+    },
+    /// The key or value exceeds what an entry can hold.
+    #[error("{what} of {bytes} bytes exceeds the limit of {limit} bytes")]
+    TooLarge {
+        /// "key" or "value".
+        what: &'static str,
+        /// Its size.
+        bytes: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// The cache was removed from its manager.
+    #[error("cache `{cache}` has been removed")]
+    Removed {
+        /// The cache.
+        cache: String,
+    },
+}
+
+/// Why a cache could not be created or found.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ManagerError {
+    /// `create_cache` for a name that exists.
+    #[error("cache `{0}` already exists")]
+    AlreadyExists(String),
+    /// A name that cannot name a cache.
+    #[error("invalid cache name `{name}`: {reason}")]
+    InvalidName {
+        /// The name given.
+        name: String,
+        /// Why it is refused.
+        reason: &'static str,
+    },
+    /// Two caches claim the same RESP database number.
+    #[error("RESP database {database} is already mapped to cache `{cache}`")]
+    DatabaseTaken {
+        /// The number.
+        database: u32,
+        /// The cache holding it.
+        cache: String,
+    },
+}

@@ -1,0 +1,388 @@
+//! Cache listeners: who hears about writes, expirations and evictions, and how.
+//!
+//! A listener chooses the kinds it wants, an optional filter, and a delivery:
+//! * `Sync`: called on the writer's thread after the write is applied and its segment lock
+//!   released, before the write returns (so a listener may read the cache).
+//! * `Async`: events go into a bounded queue drained by the listener's own thread. When the
+//!   queue is full the writer waits: back-pressure instead of unbounded memory.
+//!
+//! Events carry the old and new entries themselves (zero-copy handles), hence key, values and
+//! metadata. `clear()` raises no per-entry events, as in Infinispan.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, SyncSender, TrySendError};
+
+use parking_lot::RwLock;
+
+use crate::entry::{CacheEntry, EntryMetadata};
+
+/// Default capacity of an asynchronous listener's queue.
+pub const LISTENER_QUEUE_CAPACITY_DEFAULT: usize = 1024;
+
+/// What happened to an entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum EventKind {
+    /// A key that was absent got a value.
+    Created,
+    /// A present key got a new value or metadata.
+    Modified,
+    /// A key was removed by a user operation.
+    Removed,
+    /// An entry reached its lifespan or max idle and was removed.
+    Expired,
+    /// An entry was removed to keep the cache within its memory bound.
+    Evicted,
+}
+
+impl EventKind {
+    const fn bit(self) -> u8 {
+        match self {
+            Self::Created => 1,
+            Self::Modified => 2,
+            Self::Removed => 4,
+            Self::Expired => 8,
+            Self::Evicted => 16,
+        }
+    }
+}
+
+/// A set of event kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EventKinds(u8);
+
+impl EventKinds {
+    /// Every kind.
+    pub const ALL: Self = Self(31);
+    /// No kind.
+    pub const NONE: Self = Self(0);
+
+    /// This set plus `kind`.
+    #[must_use]
+    pub const fn with(self, kind: EventKind) -> Self {
+        Self(self.0 | kind.bit())
+    }
+
+    /// Whether `kind` is in the set.
+    #[must_use]
+    pub const fn contains(self, kind: EventKind) -> bool {
+        self.0 & kind.bit() != 0
+    }
+}
+
+impl FromIterator<EventKind> for EventKinds {
+    fn from_iter<I: IntoIterator<Item = EventKind>>(kinds: I) -> Self {
+        kinds.into_iter().fold(Self::NONE, Self::with)
+    }
+}
+
+/// One event. At least one of `old` and `new` is present.
+#[derive(Clone)]
+pub struct CacheEvent {
+    kind: EventKind,
+    cache_name: Arc<str>,
+    old: Option<CacheEntry>,
+    new: Option<CacheEntry>,
+}
+
+impl CacheEvent {
+    pub(crate) fn new(
+        kind: EventKind,
+        cache_name: Arc<str>,
+        old: Option<CacheEntry>,
+        new: Option<CacheEntry>,
+    ) -> Self {
+        debug_assert!(old.is_some() || new.is_some(), "an event concerns an entry");
+        Self {
+            kind,
+            cache_name,
+            old,
+            new,
+        }
+    }
+
+    /// What happened.
+    #[must_use]
+    pub fn kind(&self) -> EventKind {
+        self.kind
+    }
+
+    /// The cache it happened in.
+    #[must_use]
+    pub fn cache_name(&self) -> &str {
+        &self.cache_name
+    }
+
+    /// The key concerned.
+    #[must_use]
+    pub fn key(&self) -> &[u8] {
+        self.new
+            .as_ref()
+            .or(self.old.as_ref())
+            .map_or(&[], CacheEntry::key)
+    }
+
+    /// The value before the event (modified, removed, expired, evicted).
+    #[must_use]
+    pub fn old_value(&self) -> Option<&[u8]> {
+        self.old.as_ref().map(CacheEntry::value)
+    }
+
+    /// The value after the event (created, modified).
+    #[must_use]
+    pub fn new_value(&self) -> Option<&[u8]> {
+        self.new.as_ref().map(CacheEntry::value)
+    }
+
+    /// The entry before the event.
+    #[must_use]
+    pub fn old_entry(&self) -> Option<&CacheEntry> {
+        self.old.as_ref()
+    }
+
+    /// The entry after the event.
+    #[must_use]
+    pub fn new_entry(&self) -> Option<&CacheEntry> {
+        self.new.as_ref()
+    }
+
+    /// Metadata of the entry after the event, or before it for removals.
+    #[must_use]
+    pub fn metadata(&self) -> Option<EntryMetadata> {
+        self.new
+            .as_ref()
+            .or(self.old.as_ref())
+            .map(CacheEntry::metadata)
+    }
+}
+
+impl fmt::Debug for CacheEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CacheEvent")
+            .field("kind", &self.kind)
+            .field("cache", &self.cache_name)
+            .field("key", &String::from_utf8_lossy(self.key()))
+            .finish()
+    }
+}
+
+/// How events reach a listener.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// On the writing thread, before the write returns.
+    Sync,
+    /// On the listener's own thread through a queue of `queue_capacity` events.
+    Async {
+        /// Events buffered before writers wait.
+        queue_capacity: usize,
+    },
+}
+
+/// A predicate on events.
+pub type EventFilter = Arc<dyn Fn(&CacheEvent) -> bool + Send + Sync>;
+
+/// How a listener is registered.
+#[derive(Clone)]
+pub struct ListenerOptions {
+    /// Kinds delivered.
+    pub kinds: EventKinds,
+    /// Only events for which this returns true are delivered.
+    pub filter: Option<EventFilter>,
+    /// Delivery mode.
+    pub delivery: Delivery,
+}
+
+impl Default for ListenerOptions {
+    fn default() -> Self {
+        Self {
+            kinds: EventKinds::ALL,
+            filter: None,
+            delivery: Delivery::Sync,
+        }
+    }
+}
+
+impl fmt::Debug for ListenerOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ListenerOptions")
+            .field("kinds", &self.kinds)
+            .field("filtered", &self.filter.is_some())
+            .field("delivery", &self.delivery)
+            .finish()
+    }
+}
+
+impl ListenerOptions {
+    /// Only these kinds.
+    #[must_use]
+    pub fn kinds(mut self, kinds: EventKinds) -> Self {
+        self.kinds = kinds;
+        self
+    }
+
+    /// Only events passing `filter`.
+    #[must_use]
+    pub fn filter(mut self, filter: impl Fn(&CacheEvent) -> bool + Send + Sync + 'static) -> Self {
+        self.filter = Some(Arc::new(filter));
+        self
+    }
+
+    /// Asynchronous delivery with a queue of `queue_capacity` events.
+    #[must_use]
+    pub fn asynchronous(mut self, queue_capacity: usize) -> Self {
+        self.delivery = Delivery::Async {
+            queue_capacity: queue_capacity.max(1),
+        };
+        self
+    }
+}
+
+/// Identifies a registered listener.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ListenerId(u64);
+
+type Handler = Arc<dyn Fn(&CacheEvent) + Send + Sync>;
+
+enum Sink {
+    Sync(Handler),
+    Async(SyncSender<CacheEvent>),
+}
+
+struct Registration {
+    id: ListenerId,
+    kinds: EventKinds,
+    filter: Option<EventFilter>,
+    sink: Sink,
+}
+
+/// The listeners of one cache.
+pub(crate) struct Listeners {
+    registrations: RwLock<Arc<[Arc<Registration>]>>,
+    any: AtomicBool,
+    next_id: AtomicU64,
+    /// Times a writer found an asynchronous queue full and had to wait.
+    backpressure_waits: AtomicU64,
+}
+
+impl fmt::Debug for Listeners {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Listeners")
+            .field("count", &self.registrations.read().len())
+            .finish()
+    }
+}
+
+impl Listeners {
+    pub(crate) fn new() -> Self {
+        Self {
+            registrations: RwLock::new(Arc::from(Vec::new())),
+            any: AtomicBool::new(false),
+            next_id: AtomicU64::new(1),
+            backpressure_waits: AtomicU64::new(0),
+        }
+    }
+
+    /// Cheap check so writes skip building events when nobody listens.
+    pub(crate) fn wants(&self, kind: EventKind) -> bool {
+        self.any.load(Ordering::Acquire)
+            && self
+                .registrations
+                .read()
+                .iter()
+                .any(|r| r.kinds.contains(kind))
+    }
+
+    pub(crate) fn has_any(&self) -> bool {
+        self.any.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn backpressure_waits(&self) -> u64 {
+        self.backpressure_waits.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn add(
+        &self,
+        cache_name: &str,
+        options: ListenerOptions,
+        handler: Handler,
+    ) -> ListenerId {
+        let id = ListenerId(self.next_id.fetch_add(1, Ordering::Relaxed));
+        let sink = match options.delivery {
+            Delivery::Sync => Sink::Sync(handler),
+            Delivery::Async { queue_capacity } => {
+                let (sender, receiver) = mpsc::sync_channel::<CacheEvent>(queue_capacity.max(1));
+                let name = format!("weft-listener-{cache_name}-{}", id.0);
+                let spawned = std::thread::Builder::new().name(name).spawn(move || {
+                    // Ends when the registration (the only sender) is dropped and the queue
+                    // is drained, so removal loses no queued event.
+                    for event in receiver {
+                        handler(&event);
+                    }
+                });
+                if let Err(error) = spawned {
+                    tracing::error!(%error, "cannot start listener thread; delivering synchronously");
+                }
+                Sink::Async(sender)
+            }
+        };
+        let registration = Arc::new(Registration {
+            id,
+            kinds: options.kinds,
+            filter: options.filter,
+            sink,
+        });
+        let mut registrations = self.registrations.write();
+        let mut next: Vec<_> = registrations.iter().cloned().collect();
+        next.push(registration);
+        *registrations = Arc::from(next);
+        self.any.store(true, Ordering::Release);
+        id
+    }
+
+    pub(crate) fn remove(&self, id: ListenerId) -> bool {
+        let mut registrations = self.registrations.write();
+        let before = registrations.len();
+        let next: Vec<_> = registrations
+            .iter()
+            .filter(|r| r.id != id)
+            .cloned()
+            .collect();
+        let removed = next.len() != before;
+        self.any.store(!next.is_empty(), Ordering::Release);
+        *registrations = Arc::from(next);
+        removed
+    }
+
+    pub(crate) fn notify(&self, event: CacheEvent) {
+        if !self.any.load(Ordering::Acquire) {
+            return;
+        }
+        // Deliver from a snapshot: a blocked asynchronous queue must not hold the lock that
+        // `add` and `remove` need.
+        let registrations = Arc::clone(&self.registrations.read());
+        for registration in registrations.iter() {
+            if !registration.kinds.contains(event.kind) {
+                continue;
+            }
+            if let Some(filter) = &registration.filter
+                && !filter(&event)
+            {
+                continue;
+            }
+            match &registration.sink {
+                Sink::Sync(handler) => handler(&event),
+                Sink::Async(sender) => match sender.try_send(event.clone()) {
+                    Ok(()) | Err(TrySendError::Disconnected(_)) => {}
+                    Err(TrySendError::Full(event)) => {
+                        self.backpressure_waits.fetch_add(1, Ordering::Relaxed);
+                        // The receiver lives until the sender is dropped; an error means the
+                        // listener thread died, and its events have nowhere to go.
+                        let _ = sender.send(event);
+                    }
+                },
+            }
+        }
+    }
+}

@@ -1,0 +1,312 @@
+//! The `CacheManager`: creates and looks up named caches, maps RESP database numbers to
+//! caches, sums statistics, and runs the background reaper that purges expired entries.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex, RwLock};
+use serde::{Deserialize, Serialize};
+
+use crate::cache::Cache;
+use crate::clock::{Clock, SystemClock};
+use crate::config::CacheConfig;
+use crate::error::ManagerError;
+use crate::stats::CacheStatistics;
+
+/// Name of the cache every server has unless configured otherwise.
+pub const DEFAULT_CACHE_NAME: &str = "default";
+/// Longest cache name accepted.
+pub const CACHE_NAME_BYTES_MAX: usize = 255;
+/// The reaper wakes at least this often to notice new caches and shutdown.
+const REAPER_TICK_MAX: Duration = Duration::from_secs(1);
+
+/// The caches a manager starts with.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct ManagerConfig {
+    /// Caches by name.
+    pub caches: BTreeMap<String, CacheConfig>,
+}
+
+impl Default for ManagerConfig {
+    /// One local cache named `default`, RESP database 0.
+    fn default() -> Self {
+        let mut caches = BTreeMap::new();
+        caches.insert(
+            DEFAULT_CACHE_NAME.to_owned(),
+            CacheConfig {
+                resp_database: Some(0),
+                ..CacheConfig::default()
+            },
+        );
+        Self { caches }
+    }
+}
+
+struct CacheSlot {
+    cache: Cache,
+    next_purge: Instant,
+}
+
+struct ManagerInner {
+    caches: RwLock<BTreeMap<String, CacheSlot>>,
+    clock: Arc<dyn Clock>,
+    started: Instant,
+    reaper_stop: Mutex<bool>,
+    reaper_wake: Condvar,
+}
+
+/// Creates and holds named caches. Cloning is cheap (a shared handle).
+#[derive(Clone)]
+pub struct CacheManager {
+    inner: Arc<ManagerInner>,
+}
+
+impl fmt::Debug for CacheManager {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CacheManager")
+            .field("caches", &self.cache_names())
+            .finish()
+    }
+}
+
+fn validate_name(name: &str) -> Result<(), ManagerError> {
+    let invalid = |reason| {
+        Err(ManagerError::InvalidName {
+            name: name.to_owned(),
+            reason,
+        })
+    };
+    if name.is_empty() {
+        return invalid("it is empty");
+    }
+    if name.len() > CACHE_NAME_BYTES_MAX {
+        return invalid("it is longer than 255 bytes");
+    }
+    if name.chars().any(|c| c.is_control() || c == '/') {
+        return invalid("it contains a control character or '/'");
+    }
+    if name.starts_with("___") {
+        return invalid("names starting with ___ are reserved for internal caches");
+    }
+    Ok(())
+}
+
+impl CacheManager {
+    /// A manager with the given caches, on the system clock.
+    ///
+    /// # Errors
+    /// If a cache name is invalid or two caches claim one RESP database.
+    pub fn new(config: ManagerConfig) -> Result<Self, ManagerError> {
+        Self::with_clock(config, Arc::new(SystemClock))
+    }
+
+    /// A manager whose caches judge expiration by `clock`.
+    ///
+    /// # Errors
+    /// As [`CacheManager::new`].
+    pub fn with_clock(config: ManagerConfig, clock: Arc<dyn Clock>) -> Result<Self, ManagerError> {
+        let manager = Self {
+            inner: Arc::new(ManagerInner {
+                caches: RwLock::new(BTreeMap::new()),
+                clock,
+                started: Instant::now(),
+                reaper_stop: Mutex::new(false),
+                reaper_wake: Condvar::new(),
+            }),
+        };
+        for (name, cache_config) in config.caches {
+            manager.create_cache(&name, cache_config)?;
+        }
+        Ok(manager)
+    }
+
+    /// The cache called `name`.
+    #[must_use]
+    pub fn cache(&self, name: &str) -> Option<Cache> {
+        self.inner
+            .caches
+            .read()
+            .get(name)
+            .map(|slot| slot.cache.clone())
+    }
+
+    /// The cache mapped to RESP database `database`.
+    #[must_use]
+    pub fn cache_for_resp_database(&self, database: u32) -> Option<Cache> {
+        self.inner
+            .caches
+            .read()
+            .values()
+            .find(|slot| slot.cache.config().resp_database == Some(database))
+            .map(|slot| slot.cache.clone())
+    }
+
+    /// Creates a cache.
+    ///
+    /// # Errors
+    /// If the name is taken or invalid, or its RESP database is taken.
+    pub fn create_cache(&self, name: &str, config: CacheConfig) -> Result<Cache, ManagerError> {
+        validate_name(name)?;
+        let mut caches = self.inner.caches.write();
+        if caches.contains_key(name) {
+            return Err(ManagerError::AlreadyExists(name.to_owned()));
+        }
+        if let Some(database) = config.resp_database
+            && let Some((holder, _)) = caches
+                .iter()
+                .find(|(_, slot)| slot.cache.config().resp_database == Some(database))
+        {
+            return Err(ManagerError::DatabaseTaken {
+                database,
+                cache: holder.clone(),
+            });
+        }
+        let interval = config.expiration.interval;
+        let cache = Cache::new(name, config, Arc::clone(&self.inner.clock));
+        caches.insert(
+            name.to_owned(),
+            CacheSlot {
+                cache: cache.clone(),
+                next_purge: Instant::now() + interval,
+            },
+        );
+        tracing::debug!(cache = name, "cache created");
+        Ok(cache)
+    }
+
+    /// The cache called `name`, created with `config` if it does not exist.
+    ///
+    /// # Errors
+    /// As [`CacheManager::create_cache`].
+    pub fn get_or_create_cache(
+        &self,
+        name: &str,
+        config: CacheConfig,
+    ) -> Result<Cache, ManagerError> {
+        if let Some(cache) = self.cache(name) {
+            return Ok(cache);
+        }
+        match self.create_cache(name, config) {
+            Err(ManagerError::AlreadyExists(_)) => self
+                .cache(name)
+                .ok_or_else(|| ManagerError::AlreadyExists(name.to_owned())),
+            other => other,
+        }
+    }
+
+    /// Removes a cache and its data; handles still held fail with `CacheError::Removed`.
+    pub fn remove_cache(&self, name: &str) -> bool {
+        let removed = self.inner.caches.write().remove(name);
+        match removed {
+            Some(slot) => {
+                slot.cache.mark_removed();
+                tracing::debug!(cache = name, "cache removed");
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Names of all caches, sorted.
+    #[must_use]
+    pub fn cache_names(&self) -> Vec<String> {
+        self.inner.caches.read().keys().cloned().collect()
+    }
+
+    /// All caches, sorted by name.
+    #[must_use]
+    pub fn caches(&self) -> Vec<Cache> {
+        self.inner
+            .caches
+            .read()
+            .values()
+            .map(|slot| slot.cache.clone())
+            .collect()
+    }
+
+    /// Statistics summed over every cache.
+    #[must_use]
+    pub fn statistics(&self) -> CacheStatistics {
+        let mut total = CacheStatistics::default();
+        for cache in self.caches() {
+            total.accumulate(&cache.statistics());
+        }
+        total.time_since_start_secs = self.inner.started.elapsed().as_secs();
+        total
+    }
+
+    /// The clock caches use.
+    #[must_use]
+    pub fn clock(&self) -> Arc<dyn Clock> {
+        Arc::clone(&self.inner.clock)
+    }
+
+    /// Purges every cache whose reaper interval has elapsed; returns entries purged.
+    pub fn purge_due(&self, now: Instant) -> usize {
+        let due: Vec<Cache> = {
+            let mut caches = self.inner.caches.write();
+            caches
+                .values_mut()
+                .filter(|slot| slot.next_purge <= now)
+                .map(|slot| {
+                    slot.next_purge = now + slot.cache.config().expiration.interval;
+                    slot.cache.clone()
+                })
+                .collect()
+        };
+        due.iter().map(Cache::purge_expired).sum()
+    }
+
+    fn next_due(&self) -> Option<Instant> {
+        self.inner
+            .caches
+            .read()
+            .values()
+            .map(|slot| slot.next_purge)
+            .min()
+    }
+
+    /// Starts the background reaper thread; it stops on [`CacheManager::shutdown`] or when
+    /// the last handle to the manager is dropped.
+    ///
+    /// # Errors
+    /// If the thread cannot be spawned.
+    pub fn start_reaper(&self) -> std::io::Result<std::thread::JoinHandle<()>> {
+        let weak: Weak<ManagerInner> = Arc::downgrade(&self.inner);
+        std::thread::Builder::new()
+            .name("weft-reaper".to_owned())
+            .spawn(move || {
+                loop {
+                    let Some(inner) = weak.upgrade() else { return };
+                    let manager = CacheManager { inner };
+                    let purged = manager.purge_due(Instant::now());
+                    if purged > 0 {
+                        tracing::debug!(purged, "expired entries purged");
+                    }
+                    let wait = manager
+                        .next_due()
+                        .map_or(REAPER_TICK_MAX, |due| {
+                            due.saturating_duration_since(Instant::now())
+                        })
+                        .min(REAPER_TICK_MAX);
+                    let mut stop = manager.inner.reaper_stop.lock();
+                    if *stop {
+                        return;
+                    }
+                    manager.inner.reaper_wake.wait_for(&mut stop, wait);
+                    if *stop {
+                        return;
+                    }
+                }
+            })
+    }
+
+    /// Stops the reaper.
+    pub fn shutdown(&self) {
+        *self.inner.reaper_stop.lock() = true;
+        self.inner.reaper_wake.notify_all();
+    }
+}
