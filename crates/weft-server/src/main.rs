@@ -1,1 +1,56 @@
-fn main() {}
+//! The `weft` command: `weft server [--config FILE]` runs a server; more subcommands follow.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use tracing_subscriber::EnvFilter;
+use weft_server::config::ServerConfig;
+
+/// Weft: a distributed in-memory data grid speaking RESP and Infinispan's REST API.
+#[derive(Debug, Parser)]
+#[command(name = "weft", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run a server (every protocol on one port).
+    Server {
+        /// Configuration file (TOML). Without one: cache `default` on 127.0.0.1:11222.
+        #[arg(short, long, env = "WEFT_CONFIG")]
+        config: Option<PathBuf>,
+        /// Listen address, overriding the configuration file.
+        #[arg(short, long, env = "WEFT_BIND")]
+        bind: Option<std::net::SocketAddr>,
+    },
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_env("WEFT_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .with_target(false)
+        .init();
+    match cli.command {
+        Command::Server { config, bind } => {
+            let mut config = match config {
+                Some(path) => ServerConfig::load(&path)?,
+                None => ServerConfig::default(),
+            };
+            if let Some(bind) = bind {
+                config.server.bind = bind;
+            }
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .thread_name("weft-worker")
+                .build()
+                .context("start the async runtime")?;
+            runtime.block_on(weft_server::run_until_signal(config))
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! The server's configuration file: a `[server]` section for the endpoint and one
+//! `[caches.NAME]` table per cache (the same `CacheConfig` embedded users build in code).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::Path;
+
+use anyhow::Context;
+use serde::Deserialize;
+use weft_core::config::{ConfigError, from_toml};
+use weft_core::{CacheConfig, DEFAULT_CACHE_NAME, ManagerConfig};
+
+/// The default listen address: every protocol on one port, loopback only.
+pub const BIND_DEFAULT: &str = "127.0.0.1:11222";
+/// Default cap on one client's pending input (a single command, or a pipeline burst).
+pub const CLIENT_INPUT_BYTES_MAX_DEFAULT: usize = 1 << 30;
+/// Default cap on bytes of replies buffered for a client before the server stops reading.
+pub const CLIENT_OUTPUT_BYTES_MAX_DEFAULT: usize = 64 << 20;
+
+/// The `[server]` section.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct ServerSection {
+    /// Address to listen on; every protocol shares it.
+    #[serde(deserialize_with = "socket_address")]
+    pub bind: SocketAddr,
+    /// Largest RESP bulk string accepted, in bytes (Redis' proto-max-bulk-len).
+    pub resp_bulk_bytes_max: usize,
+    /// Largest multibulk element count accepted.
+    pub resp_multibulk_length_max: usize,
+    /// Most connections served at once; further ones are closed on accept.
+    pub connections_max: usize,
+    /// Password clients must send with AUTH/HELLO; absent = no authentication.
+    pub password: Option<String>,
+    /// Seconds to wait for connections to finish on shutdown.
+    pub shutdown_grace_secs: u64,
+}
+
+impl Default for ServerSection {
+    fn default() -> Self {
+        Self {
+            bind: BIND_DEFAULT.parse().unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 11222))),
+            resp_bulk_bytes_max: 512 << 20,
+            resp_multibulk_length_max: 1024 * 1024,
+            connections_max: 10_000,
+            password: None,
+            shutdown_grace_secs: 5,
+        }
+    }
+}
+
+fn socket_address<'de, D: serde::Deserializer<'de>>(d: D) -> Result<SocketAddr, D::Error> {
+    let text = String::deserialize(d)?;
+    text.parse().map_err(|_| {
+        serde::de::Error::custom(format!("invalid address `{text}`: expected IP:PORT, e.g. 127.0.0.1:11222"))
+    })
+}
+
+/// The whole configuration file.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ServerConfig {
+    /// Endpoint settings.
+    #[serde(default)]
+    pub server: ServerSection,
+    /// Caches by name; a `default` cache mapped to RESP database 0 is added if absent.
+    #[serde(default)]
+    pub caches: BTreeMap<String, CacheConfig>,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self { server: ServerSection::default(), caches: ManagerConfig::default().caches }
+    }
+}
+
+impl ServerConfig {
+    /// Parses configuration text; `source_name` appears in errors.
+    ///
+    /// # Errors
+    /// The first problem with its file, line and reason.
+    pub fn parse(source_name: &str, text: &str) -> Result<Self, ConfigError> {
+        let mut config: Self = from_toml(source_name, text)?;
+        config.add_default_cache();
+        Ok(config)
+    }
+
+    /// Reads and parses a configuration file.
+    ///
+    /// # Errors
+    /// If the file cannot be read or is invalid.
+    pub fn load(path: &Path) -> anyhow::Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("read configuration file {}", path.display()))?;
+        Ok(Self::parse(&path.display().to_string(), &text)?)
+    }
+
+    fn add_default_cache(&mut self) {
+        if !self.caches.contains_key(DEFAULT_CACHE_NAME) {
+            let database_zero_taken = self.caches.values().any(|c| c.resp_database == Some(0));
+            let config = CacheConfig {
+                resp_database: (!database_zero_taken).then_some(0),
+                ..CacheConfig::default()
+            };
+            self.caches.insert(DEFAULT_CACHE_NAME.to_owned(), config);
+        }
+    }
+
+    /// The caches as a manager configuration.
+    #[must_use]
+    pub fn manager_config(&self) -> ManagerConfig {
+        ManagerConfig { caches: self.caches.clone() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves an empty file gives the embedded default: one `default` cache on database 0.
+    #[test]
+    fn empty_file_is_the_default() {
+        let config = ServerConfig::parse("weft.toml", "").ok();
+        let config = config.unwrap_or_default();
+        assert_eq!(config.server.bind.to_string(), BIND_DEFAULT);
+        assert_eq!(config.caches.get("default").and_then(|c| c.resp_database), Some(0));
+    }
+
+    // Proves errors in either section name the file and line.
+    #[test]
+    fn errors_name_file_and_line() {
+        let text = "[server]\nbind = \"nowhere\"\n";
+        let error = ServerConfig::parse("weft.toml", text).err().map(|e| e.to_string());
+        assert!(error.as_deref().is_some_and(|e| e.starts_with("weft.toml:2:") && e.contains("invalid address")), "{error:?}");
+        let text = "[caches.users]\nsegments = 4\n[caches.users.memory]\nmax-cont = 3\n";
+        let error = ServerConfig::parse("weft.toml", text).err().map(|e| e.to_string());
+        assert!(error.as_deref().is_some_and(|e| e.starts_with("weft.toml:4:") && e.contains("unknown field")), "{error:?}");
+    }
+}

@@ -1,0 +1,101 @@
+//! Protocol detection on the shared port: read until the first bytes say which protocol the
+//! client speaks, then hand the connection, with the bytes read so far, to that protocol.
+//!
+//! Rules, in order: `0xA0` is Hot Rod; `0x80` is memcached binary; a first line of the form
+//! `METHOD target HTTP/1.x` is HTTP; `*` or `$` (multibulk) or a printable command line is
+//! RESP (Redis clients send inline commands too, e.g. `PING\r\n` from telnet). Anything else
+//! is refused. A client that sends nothing is not waited on forever.
+
+use std::time::Duration;
+
+use bytes::BytesMut;
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpStream;
+use weft_resp::Detection;
+
+/// How long a new connection may stay silent before it is closed.
+pub const DETECT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Bytes read at most before giving up on recognising a protocol.
+pub const DETECT_BYTES_MAX: usize = 8 * 1024;
+
+/// What a connection speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Protocol {
+    /// Redis serialization protocol.
+    Resp,
+    /// HTTP/1.x (REST and metrics).
+    Http,
+    /// Infinispan Hot Rod (not served yet).
+    HotRod,
+    /// memcached binary (not served yet).
+    MemcachedBinary,
+    /// Nothing recognisable.
+    Unknown,
+}
+
+/// Classifies the first bytes of a connection; `None` means more bytes are needed.
+#[must_use]
+pub fn classify(first: &[u8]) -> Option<Protocol> {
+    match first.first()? {
+        0xA0 => return Some(Protocol::HotRod),
+        0x80 => return Some(Protocol::MemcachedBinary),
+        b'*' | b'$' => return Some(Protocol::Resp),
+        _ => {}
+    }
+    match weft_resp::looks_like_http(first) {
+        Detection::Yes => return Some(Protocol::Http),
+        Detection::NeedMore if first.len() < DETECT_BYTES_MAX => return None,
+        _ => {}
+    }
+    match weft_resp::looks_like_resp(first) {
+        Detection::Yes => Some(Protocol::Resp),
+        Detection::NeedMore if first.len() < DETECT_BYTES_MAX => None,
+        _ => Some(Protocol::Unknown),
+    }
+}
+
+/// Reads from `stream` until the protocol is known; returns it and the bytes read.
+///
+/// # Errors
+/// If the peer closes, times out or the read fails.
+pub async fn detect(stream: &mut TcpStream) -> std::io::Result<(Protocol, BytesMut)> {
+    let mut buffer = BytesMut::with_capacity(4096);
+    let read = async {
+        loop {
+            if stream.read_buf(&mut buffer).await? == 0 {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "closed before sending a request",
+                ));
+            }
+            if let Some(protocol) = classify(&buffer) {
+                return Ok(protocol);
+            }
+        }
+    };
+    match tokio::time::timeout(DETECT_TIMEOUT, read).await {
+        Ok(Ok(protocol)) => Ok((protocol, buffer)),
+        Ok(Err(error)) => Err(error),
+        Err(_) => Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "no request within the detection timeout")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves each protocol's opening bytes are told apart, and partial input waits.
+    #[test]
+    fn classifies_first_bytes() {
+        assert_eq!(classify(b"*1\r\n$4\r\nPING\r\n"), Some(Protocol::Resp));
+        assert_eq!(classify(b"PING\r\n"), Some(Protocol::Resp));
+        assert_eq!(classify(b"GET /rest/v2/caches HTTP/1.1\r\n"), Some(Protocol::Http));
+        assert_eq!(classify(b"GET key\r\n"), Some(Protocol::Resp));
+        assert_eq!(classify(&[0xA0, 0x01]), Some(Protocol::HotRod));
+        assert_eq!(classify(&[0x80, 0x01]), Some(Protocol::MemcachedBinary));
+        assert_eq!(classify(b"GET /rest"), None);
+        assert_eq!(classify(b""), None);
+        assert_eq!(classify(&[0x00, 0xff, 0x13, b'\n']), Some(Protocol::Unknown));
+    }
+}

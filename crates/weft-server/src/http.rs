@@ -1,0 +1,34 @@
+//! HTTP connections: hyper serves the REST router of `weft-rest` on the connection, with
+//! the bytes read during detection replayed first.
+
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use hyper_util::rt::TokioIo;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpStream;
+
+use crate::ServerContext;
+use crate::stream::Rewind;
+
+pub(crate) async fn serve(stream: TcpStream, prefix: BytesMut, context: Arc<ServerContext>) {
+    let router = axum::Router::new();
+    let _ = &context.manager;
+    let io = TokioIo::new(Rewind::new(prefix, stream));
+    let connection = hyper::server::conn::http1::Builder::new()
+        .keep_alive(true)
+        .serve_connection(io, TowerToHyperService::new(router));
+    let mut connection = std::pin::pin!(connection);
+    let mut shutdown = context.shutdown_signal();
+    tokio::select! {
+        result = connection.as_mut() => {
+            if let Err(error) = result {
+                tracing::debug!(%error, "HTTP connection ended with an error");
+            }
+        }
+        _ = shutdown.changed() => {
+            connection.as_mut().graceful_shutdown();
+            let _ = connection.await;
+        }
+    }
+}

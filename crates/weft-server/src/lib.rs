@@ -1,0 +1,203 @@
+//! `weft-server` is the `weft` binary's library: it reads the configuration, builds the
+//! cache manager, listens on one port and serves every protocol there, detected from each
+//! connection's first bytes (see [`detect`]). RESP connections go to [`resp`]; HTTP ones to
+//! the REST router of `weft-rest`.
+//!
+//! It owns sockets, tasks, shutdown and the per-connection protocol adapters. It must not
+//! reach into the data container: every command goes through `weft_core::Cache`.
+
+pub mod config;
+pub mod detect;
+mod http;
+pub mod resp;
+mod stream;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use weft_core::CacheManager;
+
+use crate::config::{ServerConfig, ServerSection};
+use crate::detect::Protocol;
+
+/// Server-wide state shared by every connection.
+#[derive(Debug)]
+pub struct ServerContext {
+    /// The caches.
+    pub manager: CacheManager,
+    /// Endpoint settings.
+    pub settings: ServerSection,
+    /// When the server started.
+    pub started: Instant,
+    /// The address actually bound.
+    pub local_addr: SocketAddr,
+    next_client_id: AtomicU64,
+    /// Connections open now.
+    pub connected_clients: AtomicUsize,
+    /// Connections accepted since start.
+    pub total_connections: AtomicU64,
+    /// Commands processed since start (all protocols).
+    pub total_commands: AtomicU64,
+    shutdown: watch::Sender<bool>,
+}
+
+impl ServerContext {
+    /// A fresh client id (Redis' CLIENT ID: unique, increasing).
+    pub fn next_client_id(&self) -> u64 {
+        self.next_client_id.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// A receiver that turns true when the server shuts down.
+    #[must_use]
+    pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
+        self.shutdown.subscribe()
+    }
+}
+
+/// A running server.
+#[derive(Debug)]
+pub struct Server {
+    context: Arc<ServerContext>,
+    accept_task: tokio::task::JoinHandle<()>,
+}
+
+impl Server {
+    /// Binds the listener and starts accepting connections on the current runtime.
+    ///
+    /// # Errors
+    /// If the caches cannot be created or the address cannot be bound.
+    pub async fn start(config: ServerConfig) -> anyhow::Result<Self> {
+        let manager = CacheManager::new(config.manager_config()).context("create the caches")?;
+        manager.start_reaper().context("start the expiration reaper")?;
+        let listener = TcpListener::bind(config.server.bind)
+            .await
+            .with_context(|| format!("listen on {}", config.server.bind))?;
+        let local_addr = listener.local_addr().context("read the bound address")?;
+        let (shutdown, _) = watch::channel(false);
+        let context = Arc::new(ServerContext {
+            manager,
+            settings: config.server,
+            started: Instant::now(),
+            local_addr,
+            next_client_id: AtomicU64::new(0),
+            connected_clients: AtomicUsize::new(0),
+            total_connections: AtomicU64::new(0),
+            total_commands: AtomicU64::new(0),
+            shutdown,
+        });
+        let accept_task = tokio::spawn(accept_loop(listener, Arc::clone(&context)));
+        tracing::info!(address = %local_addr, caches = ?context.manager.cache_names(), "weft server listening (RESP, HTTP)");
+        Ok(Self { context, accept_task })
+    }
+
+    /// The address the server listens on.
+    #[must_use]
+    pub fn local_addr(&self) -> SocketAddr {
+        self.context.local_addr
+    }
+
+    /// The server's shared state.
+    #[must_use]
+    pub fn context(&self) -> &Arc<ServerContext> {
+        &self.context
+    }
+
+    /// Stops accepting, asks every connection to finish its current work and close, and
+    /// waits for them up to the configured grace period.
+    pub async fn shutdown(self) {
+        let _ = self.context.shutdown.send(true);
+        let grace = Duration::from_secs(self.context.settings.shutdown_grace_secs);
+        if tokio::time::timeout(grace, self.accept_task).await.is_err() {
+            tracing::warn!("connections still open after the shutdown grace period; closing them");
+        }
+        self.context.manager.shutdown();
+        tracing::info!("weft server stopped");
+    }
+}
+
+async fn accept_loop(listener: TcpListener, context: Arc<ServerContext>) {
+    let mut shutdown = context.shutdown_signal();
+    let mut connections = JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    if context.connected_clients.load(Ordering::Relaxed) >= context.settings.connections_max {
+                        tracing::warn!(%peer, "connection refused: connections-max reached");
+                        drop(stream);
+                        continue;
+                    }
+                    let context = Arc::clone(&context);
+                    connections.spawn(serve_connection(stream, peer, context));
+                }
+                Err(error) => {
+                    // Usually EMFILE/ENFILE: back off instead of spinning.
+                    tracing::warn!(%error, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            _ = shutdown.changed() => break,
+        }
+    }
+    drop(listener);
+    while connections.join_next().await.is_some() {}
+}
+
+async fn serve_connection(stream: TcpStream, peer: SocketAddr, context: Arc<ServerContext>) {
+    let _ = stream.set_nodelay(true);
+    context.connected_clients.fetch_add(1, Ordering::Relaxed);
+    context.total_connections.fetch_add(1, Ordering::Relaxed);
+    let mut stream = stream;
+    let detected = detect::detect(&mut stream).await;
+    match detected {
+        Ok((Protocol::Resp, prefix)) => resp::serve(stream, prefix, peer, Arc::clone(&context)).await,
+        Ok((Protocol::Http, prefix)) => http::serve(stream, prefix, Arc::clone(&context)).await,
+        Ok((other, _)) => {
+            tracing::debug!(%peer, protocol = ?other, "connection closed: protocol not served");
+        }
+        Err(error) => tracing::debug!(%peer, %error, "connection closed during protocol detection"),
+    }
+    context.connected_clients.fetch_sub(1, Ordering::Relaxed);
+}
+
+/// Runs a server until Ctrl-C or SIGTERM, then shuts it down cleanly.
+///
+/// # Errors
+/// If the server cannot start.
+pub async fn run_until_signal(config: ServerConfig) -> anyhow::Result<()> {
+    let server = Server::start(config).await?;
+    wait_for_signal().await;
+    tracing::info!("shutdown requested");
+    server.shutdown().await;
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut terminate) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = terminate.recv() => {}
+                }
+            }
+            Err(error) => {
+                tracing::warn!(%error, "cannot watch SIGTERM; only Ctrl-C stops the server");
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

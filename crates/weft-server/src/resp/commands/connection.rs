@@ -1,0 +1,272 @@
+//! Connection commands: PING ECHO HELLO AUTH QUIT SELECT CLIENT.
+
+use bytes::Bytes;
+use weft_resp::Protocol;
+
+use super::{errors, is};
+use crate::resp::{Reply, Session};
+
+/// The Redis version reported to clients, which use it to decide what they may send.
+pub const REDIS_COMPATIBLE_VERSION: &str = "7.2.0";
+
+const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
+
+/// `PING [message]`
+pub fn ping(_session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
+    match args {
+        [_] => reply.simple("PONG"),
+        [_, message] => reply.bulk(message),
+        _ => reply.error("ERR wrong number of arguments for 'ping' command"),
+    }
+}
+
+/// `ECHO message`
+pub fn echo(_session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
+    reply.bulk(&args[1]);
+}
+
+/// Checks credentials against the configured password; the only user is `default`.
+fn check_credentials(session: &Session, user: &[u8], password: &[u8]) -> bool {
+    if user != b"default" {
+        return false;
+    }
+    match &session.context.settings.password {
+        // The default user has no password: any password is accepted, as with Redis' nopass.
+        None => true,
+        Some(expected) => constant_time_eq(expected.as_bytes(), password),
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// `AUTH [username] password`
+pub fn auth(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
+    let (user, password): (&[u8], &[u8]) = match args {
+        [_, password] => {
+            if session.context.settings.password.is_none() {
+                reply.error("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?");
+                return;
+            }
+            (b"default", password)
+        }
+        [_, user, password] => (user, password),
+        _ => {
+            reply.error(errors::SYNTAX);
+            return;
+        }
+    };
+    if check_credentials(session, user, password) {
+        session.authenticated = true;
+        reply.ok();
+    } else {
+        reply.error(WRONGPASS);
+    }
+}
+
+/// `HELLO [protover [AUTH username password] [SETNAME name]]`
+pub fn hello(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
+    let mut protocol = session.protocol;
+    if let Some(version) = args.get(1) {
+        match weft_resp::parse_i64_strict(version) {
+            Some(2) => protocol = Protocol::Resp2,
+            Some(3) => protocol = Protocol::Resp3,
+            Some(_) => {
+                reply.error("NOPROTO unsupported protocol version");
+                return;
+            }
+            None => {
+                reply.error("ERR Protocol version is not an integer or out of range");
+                return;
+            }
+        }
+    }
+    let mut index = 2;
+    let mut name = None;
+    let mut credentials = None;
+    while index < args.len() {
+        let remaining = args.len() - index - 1;
+        if is(&args[index], "AUTH") && remaining >= 2 {
+            credentials = Some((args[index + 1].clone(), args[index + 2].clone()));
+            index += 3;
+        } else if is(&args[index], "SETNAME") && remaining >= 1 {
+            name = Some(args[index + 1].clone());
+            index += 2;
+        } else {
+            reply.error(&format!(
+                "ERR Syntax error in HELLO option '{}'",
+                String::from_utf8_lossy(&args[index])
+            ));
+            return;
+        }
+    }
+    if let Some((user, password)) = credentials {
+        if !check_credentials(session, &user, &password) {
+            reply.error(WRONGPASS);
+            return;
+        }
+        session.authenticated = true;
+    }
+    if !session.authenticated {
+        reply.error("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
+        return;
+    }
+    if let Some(name) = name {
+        if !valid_client_name(&name) {
+            reply.error(BAD_CLIENT_NAME);
+            return;
+        }
+        session.client_name = (!name.is_empty()).then_some(name);
+    }
+    session.protocol = protocol;
+    reply.set_protocol(protocol);
+    reply.map(8);
+    reply.bulk(b"server");
+    reply.bulk(b"redis");
+    reply.bulk(b"version");
+    reply.bulk(REDIS_COMPATIBLE_VERSION.as_bytes());
+    reply.bulk(b"proto");
+    reply.integer(if protocol == Protocol::Resp3 { 3 } else { 2 });
+    reply.bulk(b"id");
+    reply.integer(i64::try_from(session.client_id).unwrap_or(i64::MAX));
+    reply.bulk(b"mode");
+    reply.bulk(b"standalone");
+    reply.bulk(b"role");
+    reply.bulk(b"master");
+    reply.bulk(b"modules");
+    reply.array(0);
+    reply.bulk(b"weft_version");
+    reply.bulk(env!("CARGO_PKG_VERSION").as_bytes());
+}
+
+/// `QUIT`
+pub fn quit(session: &mut Session, _args: &[Bytes], reply: &mut Reply<'_>) {
+    session.quit = true;
+    reply.ok();
+}
+
+/// `SELECT index`: switches to the cache mapped to that RESP database.
+pub fn select(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
+    let Some(database) = weft_resp::parse_i64_strict(&args[1]) else {
+        reply.error(errors::NOT_INTEGER);
+        return;
+    };
+    let cache = u32::try_from(database)
+        .ok()
+        .and_then(|database| session.context.manager.cache_for_resp_database(database));
+    match cache {
+        Some(cache) => {
+            session.cache = cache;
+            session.database = u32::try_from(database).unwrap_or_default();
+            reply.ok();
+        }
+        None => reply.error("ERR DB index is out of range"),
+    }
+}
+
+const BAD_CLIENT_NAME: &str =
+    "ERR Client names cannot contain spaces, newlines or special characters.";
+
+fn valid_client_name(name: &[u8]) -> bool {
+    name.iter().all(|&b| (b'!'..=b'~').contains(&b))
+}
+
+fn client_info_line(session: &Session) -> String {
+    let name = session.client_name.as_deref().map(String::from_utf8_lossy).unwrap_or_default();
+    format!(
+        "id={} addr={} laddr={} fd=0 name={} age={} idle=0 flags=N db={} sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=client|{} user=default redir=-1 resp={}",
+        session.client_id,
+        session.peer,
+        session.context.local_addr,
+        name,
+        session.connected_at.elapsed().as_secs(),
+        session.database,
+        session.last_command,
+        if session.protocol == Protocol::Resp3 { 3 } else { 2 },
+    )
+}
+
+/// `CLIENT SETNAME|GETNAME|ID|INFO|LIST|SETINFO|HELP`
+pub fn client(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
+    let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
+    let arity_error = |reply: &mut Reply<'_>| {
+        reply.error(&format!("ERR wrong number of arguments for 'client|{sub}' command"));
+    };
+    match sub.as_str() {
+        "setname" => {
+            let [_, _, name] = args else { return arity_error(reply) };
+            if !valid_client_name(name) {
+                reply.error(BAD_CLIENT_NAME);
+                return;
+            }
+            session.client_name = (!name.is_empty()).then(|| name.clone());
+            reply.ok();
+        }
+        "getname" => {
+            if args.len() != 2 {
+                return arity_error(reply);
+            }
+            match &session.client_name {
+                Some(name) => reply.bulk(name),
+                None => reply.null(),
+            }
+        }
+        "id" => {
+            if args.len() != 2 {
+                return arity_error(reply);
+            }
+            reply.integer(i64::try_from(session.client_id).unwrap_or(i64::MAX));
+        }
+        "info" => {
+            if args.len() != 2 {
+                return arity_error(reply);
+            }
+            let line = client_info_line(session) + "\n";
+            reply.verbatim(&line);
+        }
+        "list" => {
+            // Only this connection is listed: connections do not share a registry yet.
+            let line = client_info_line(session) + "\n";
+            reply.verbatim(&line);
+        }
+        "setinfo" => {
+            let [_, _, attribute, _value] = args else { return arity_error(reply) };
+            if is(attribute, "lib-name") || is(attribute, "lib-ver") {
+                reply.ok();
+            } else {
+                reply.error(&format!(
+                    "ERR Unrecognized option '{}'",
+                    String::from_utf8_lossy(attribute)
+                ));
+            }
+        }
+        "help" => {
+            let lines = [
+                "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "GETNAME",
+                "    Return the name of the current connection.",
+                "ID",
+                "    Return the ID of the current connection.",
+                "INFO",
+                "    Return information about the current client connection.",
+                "LIST",
+                "    Return information about client connections.",
+                "SETINFO <option> <value>",
+                "    Set client meta attr. Options are: LIB-NAME, LIB-VER.",
+                "SETNAME <name>",
+                "    Assign the name <name> to the current connection.",
+                "HELP",
+                "    Print this help.",
+            ];
+            reply.array(lines.len());
+            for line in lines {
+                reply.simple(line);
+            }
+        }
+        _ => reply.error(&format!(
+            "ERR unknown subcommand '{}'. Try CLIENT HELP.",
+            String::from_utf8_lossy(&args[1])
+        )),
+    }
+}

@@ -1,0 +1,34 @@
+//! RESP command implementations, one file per command family. Each handler parses its
+//! arguments, calls the `Cache` API, and writes its reply; errors are replies in Redis'
+//! own words.
+
+pub mod connection;
+pub mod keys;
+pub mod server;
+pub mod strings;
+
+use bytes::Bytes;
+
+/// Redis' error texts, shared by commands.
+pub mod errors {
+    /// An argument that should be an integer is not, or overflows.
+    pub const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
+    /// An argument that should be a float is not.
+    pub const NOT_FLOAT: &str = "ERR value is not a valid float";
+    /// Options that do not combine.
+    pub const SYNTAX: &str = "ERR syntax error";
+    /// INCR/DECR overflow.
+    pub const OVERFLOW: &str = "ERR increment or decrement would overflow";
+}
+
+/// The argument at `index` as an i64 with Redis' strict rules.
+#[must_use]
+pub fn arg_i64(args: &[Bytes], index: usize) -> Option<i64> {
+    args.get(index).and_then(|arg| weft_resp::parse_i64_strict(arg))
+}
+
+/// Case-insensitive comparison of an argument with an ASCII keyword.
+#[must_use]
+pub fn is(arg: &[u8], keyword: &str) -> bool {
+    arg.eq_ignore_ascii_case(keyword.as_bytes())
+}

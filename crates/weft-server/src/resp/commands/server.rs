@@ -1,0 +1,191 @@
+//! Server commands: INFO COMMAND DBSIZE FLUSHDB FLUSHALL TIME.
+
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+
+use super::connection::REDIS_COMPATIBLE_VERSION;
+use super::{errors, is};
+use crate::resp::table::{COMMANDS, CommandSpec, lookup};
+use crate::resp::{Reply, Session};
+
+/// `INFO [section ...]`
+pub fn info(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
+    let wanted: Vec<String> =
+        args[1..].iter().map(|a| String::from_utf8_lossy(a).to_ascii_lowercase()).collect();
+    let all = wanted.is_empty() || wanted.iter().any(|w| w == "all" || w == "everything" || w == "default");
+    let want = |section: &str| all || wanted.iter().any(|w| w == section);
+    let context = &session.context;
+    let mut text = String::new();
+    if want("server") {
+        let _ = write!(
+            text,
+            "# Server\r\nredis_version:{REDIS_COMPATIBLE_VERSION}\r\nweft_version:{}\r\nredis_mode:standalone\r\nos:{}\r\narch_bits:64\r\nprocess_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\n\r\n",
+            env!("CARGO_PKG_VERSION"),
+            std::env::consts::OS,
+            std::process::id(),
+            context.local_addr.port(),
+            context.started.elapsed().as_secs(),
+            context.started.elapsed().as_secs() / 86_400,
+        );
+    }
+    if want("clients") {
+        let _ = write!(
+            text,
+            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\n\r\n",
+            context.connected_clients.load(Ordering::Relaxed),
+            context.settings.connections_max,
+        );
+    }
+    let stats = context.manager.statistics();
+    if want("memory") {
+        let _ = write!(
+            text,
+            "# Memory\r\nused_memory:{0}\r\nused_memory_dataset:{0}\r\n\r\n",
+            stats.memory_bytes,
+        );
+    }
+    if want("stats") {
+        let _ = write!(
+            text,
+            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\n\r\n",
+            context.total_connections.load(Ordering::Relaxed),
+            context.total_commands.load(Ordering::Relaxed),
+            stats.hits,
+            stats.misses,
+            stats.expirations,
+            stats.evictions,
+        );
+    }
+    if want("keyspace") {
+        text.push_str("# Keyspace\r\n");
+        let mut databases: Vec<(u32, usize)> = context
+            .manager
+            .caches()
+            .iter()
+            .filter_map(|cache| cache.config().resp_database.map(|db| (db, cache.size())))
+            .filter(|&(_, size)| size > 0)
+            .collect();
+        databases.sort_unstable();
+        for (database, size) in databases {
+            let _ = write!(text, "db{database}:keys={size},expires=0,avg_ttl=0\r\n");
+        }
+        text.push_str("\r\n");
+    }
+    while text.ends_with("\r\n\r\n") {
+        text.truncate(text.len() - 2);
+    }
+    reply.verbatim(&text);
+}
+
+fn write_command_info(spec: &CommandSpec, reply: &mut Reply<'_>) {
+    reply.array(10);
+    reply.bulk(spec.name.as_bytes());
+    reply.integer(i64::from(spec.arity));
+    reply.set(spec.flags.len());
+    for flag in spec.flags {
+        reply.simple(flag);
+    }
+    reply.integer(i64::from(spec.first_key));
+    reply.integer(i64::from(spec.last_key));
+    reply.integer(i64::from(spec.step));
+    reply.set(0); // ACL categories
+    reply.array(0); // tips
+    reply.array(0); // key specs
+    reply.array(0); // subcommands
+}
+
+/// `COMMAND [COUNT | INFO name ... | LIST | DOCS [name ...]]`
+pub fn command(_session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
+    let Some(sub) = args.get(1) else {
+        reply.array(COMMANDS.len());
+        for spec in COMMANDS {
+            write_command_info(spec, reply);
+        }
+        return;
+    };
+    if is(sub, "COUNT") && args.len() == 2 {
+        reply.integer(i64::try_from(COMMANDS.len()).unwrap_or(i64::MAX));
+    } else if is(sub, "LIST") {
+        reply.array(COMMANDS.len());
+        for spec in COMMANDS {
+            reply.bulk(spec.name.as_bytes());
+        }
+    } else if is(sub, "INFO") {
+        let names: Vec<&Bytes> = args[2..].iter().collect();
+        if names.is_empty() {
+            reply.array(COMMANDS.len());
+            for spec in COMMANDS {
+                write_command_info(spec, reply);
+            }
+            return;
+        }
+        reply.array(names.len());
+        for name in names {
+            match lookup(name) {
+                Some(spec) => write_command_info(spec, reply),
+                None => reply.null_array(),
+            }
+        }
+    } else if is(sub, "DOCS") {
+        // No documentation is served; clients (redis-cli) fall back to their own help.
+        reply.map(0);
+    } else {
+        reply.error(&format!(
+            "ERR unknown subcommand '{}'. Try COMMAND HELP.",
+            String::from_utf8_lossy(sub)
+        ));
+    }
+}
+
+/// `DBSIZE`
+pub fn dbsize(session: &mut Session, _args: &[Bytes], reply: &mut Reply<'_>) {
+    reply.integer(i64::try_from(session.cache.size()).unwrap_or(i64::MAX));
+}
+
+fn flush_mode_ok(args: &[Bytes]) -> bool {
+    match args {
+        [_] => true,
+        [_, mode] => is(mode, "ASYNC") || is(mode, "SYNC"),
+        _ => false,
+    }
+}
+
+/// `FLUSHDB [ASYNC|SYNC]`
+pub fn flushdb(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
+    if !flush_mode_ok(args) {
+        reply.error(errors::SYNTAX);
+        return;
+    }
+    match session.cache.clear() {
+        Ok(()) => reply.ok(),
+        Err(error) => reply.error(&format!("ERR {error}")),
+    }
+}
+
+/// `FLUSHALL [ASYNC|SYNC]`: clears every cache mapped to a RESP database.
+pub fn flushall(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
+    if !flush_mode_ok(args) {
+        reply.error(errors::SYNTAX);
+        return;
+    }
+    for cache in session.context.manager.caches() {
+        if cache.config().resp_database.is_some()
+            && let Err(error) = cache.clear()
+        {
+            reply.error(&format!("ERR {error}"));
+            return;
+        }
+    }
+    reply.ok();
+}
+
+/// `TIME`
+pub fn time(_session: &mut Session, _args: &[Bytes], reply: &mut Reply<'_>) {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    reply.array(2);
+    reply.bulk(now.as_secs().to_string().as_bytes());
+    reply.bulk(now.subsec_micros().to_string().as_bytes());
+}

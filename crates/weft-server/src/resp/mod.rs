@@ -1,0 +1,112 @@
+//! The RESP endpoint: one task per connection that decodes every complete request in its
+//! input buffer, executes each against the session's cache, appends every reply to one
+//! output buffer and writes it with a single call — pipelining costs nothing extra.
+//!
+//! Errors come in the three kinds of `style.md`: a request error is a `-ERR …` reply and the
+//! connection goes on; a protocol error (malformed frame) gets Redis' `-ERR Protocol error`
+//! reply and closes the connection, as Redis does; I/O errors just close it.
+
+pub(crate) mod commands;
+mod reply;
+mod session;
+mod table;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use bytes::BytesMut;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use weft_resp::{Limits, RequestDecoder};
+
+pub use reply::Reply;
+pub use session::Session;
+
+use crate::ServerContext;
+
+/// Replies buffered beyond this are written out before decoding further requests, so a long
+/// pipeline of large replies does not pile up in memory.
+pub const OUTPUT_FLUSH_BYTES: usize = 64 * 1024;
+/// Buffers that grew beyond this for one big request or reply are released afterwards.
+const BUFFER_KEEP_BYTES: usize = 1 << 20;
+const BUFFER_INITIAL_BYTES: usize = 16 * 1024;
+
+/// Serves one RESP connection until the client quits, the connection fails, a protocol
+/// error occurs, or the server shuts down.
+pub async fn serve(
+    mut stream: TcpStream,
+    prefix: BytesMut,
+    peer: SocketAddr,
+    context: Arc<ServerContext>,
+) {
+    let limits = Limits {
+        bulk_bytes_max: context.settings.resp_bulk_bytes_max,
+        multibulk_length_max: context.settings.resp_multibulk_length_max,
+        ..Limits::default()
+    };
+    let mut decoder = RequestDecoder::new(limits);
+    let mut input = prefix;
+    input.reserve(BUFFER_INITIAL_BYTES);
+    let mut output = BytesMut::with_capacity(BUFFER_INITIAL_BYTES);
+    let Some(mut session) = Session::new(Arc::clone(&context), peer) else {
+        let _ = stream.write_all(b"-ERR no cache is mapped to RESP database 0\r\n").await;
+        return;
+    };
+    let mut shutdown = context.shutdown_signal();
+    loop {
+        let mut processed = 0u64;
+        loop {
+            match decoder.decode(&mut input) {
+                Ok(Some(request)) => {
+                    processed += 1;
+                    session.execute(&request.args, &mut output);
+                    if session.quit {
+                        break;
+                    }
+                    if output.len() >= OUTPUT_FLUSH_BYTES {
+                        if stream.write_all(&output).await.is_err() {
+                            return;
+                        }
+                        output.clear();
+                    }
+                }
+                Ok(None) => break,
+                Err(error) => {
+                    tracing::debug!(%peer, %error, "closing RESP connection on protocol error");
+                    error.write_reply(&mut output);
+                    let _ = stream.write_all(&output).await;
+                    return;
+                }
+            }
+        }
+        context.total_commands.fetch_add(processed, Ordering::Relaxed);
+        if !output.is_empty() {
+            if stream.write_all(&output).await.is_err() {
+                return;
+            }
+            output.clear();
+            if output.capacity() > BUFFER_KEEP_BYTES {
+                output = BytesMut::with_capacity(BUFFER_INITIAL_BYTES);
+            }
+        }
+        if session.quit {
+            let _ = stream.shutdown().await;
+            return;
+        }
+        if input.is_empty() && input.capacity() > BUFFER_KEEP_BYTES {
+            input = BytesMut::with_capacity(BUFFER_INITIAL_BYTES);
+        }
+        if input.capacity() - input.len() < 4096 {
+            input.reserve(BUFFER_INITIAL_BYTES);
+        }
+        tokio::select! {
+            biased;
+            read = stream.read_buf(&mut input) => match read {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            },
+            _ = shutdown.changed() => return,
+        }
+    }
+}

@@ -1,0 +1,91 @@
+//! `Reply`: how command handlers write replies. A thin layer over `weft-resp`'s encoders
+//! that remembers the connection's protocol version, so handlers never branch on RESP2 vs
+//! RESP3 themselves.
+
+use bytes::BytesMut;
+use weft_resp::Protocol;
+
+/// Appends replies to a connection's output buffer.
+#[derive(Debug)]
+pub struct Reply<'a> {
+    out: &'a mut BytesMut,
+    protocol: Protocol,
+}
+
+impl<'a> Reply<'a> {
+    /// Writes into `out` with `protocol`'s encodings.
+    pub fn new(out: &'a mut BytesMut, protocol: Protocol) -> Self {
+        Self { out, protocol }
+    }
+
+    /// The protocol replies are encoded in.
+    #[must_use]
+    pub fn protocol(&self) -> Protocol {
+        self.protocol
+    }
+
+    /// Switches encodings (HELLO's own reply already uses the new version).
+    pub fn set_protocol(&mut self, protocol: Protocol) {
+        self.protocol = protocol;
+    }
+
+    /// `+OK`.
+    pub fn ok(&mut self) {
+        weft_resp::write_simple(self.out, "OK");
+    }
+
+    /// A simple string.
+    pub fn simple(&mut self, text: &str) {
+        weft_resp::write_simple(self.out, text);
+    }
+
+    /// An error; `text` starts with its code (`ERR`, `WRONGTYPE`, …).
+    pub fn error(&mut self, text: &str) {
+        weft_resp::write_error(self.out, text);
+    }
+
+    /// An integer.
+    pub fn integer(&mut self, value: i64) {
+        weft_resp::write_integer(self.out, value);
+    }
+
+    /// A bulk string.
+    pub fn bulk(&mut self, bytes: &[u8]) {
+        weft_resp::write_bulk(self.out, bytes);
+    }
+
+    /// A null bulk string (RESP2 `$-1`, RESP3 `_`).
+    pub fn null(&mut self) {
+        weft_resp::write_null(self.out, self.protocol);
+    }
+
+    /// A null array (RESP2 `*-1`, RESP3 `_`).
+    pub fn null_array(&mut self) {
+        weft_resp::write_null_array(self.out, self.protocol);
+    }
+
+    /// An array header; `len` elements follow.
+    pub fn array(&mut self, len: usize) {
+        weft_resp::write_array_len(self.out, len);
+    }
+
+    /// A map header; `len` key/value pairs follow (RESP2: an array of `2 × len`).
+    pub fn map(&mut self, len: usize) {
+        weft_resp::write_map_len(self.out, len, self.protocol);
+    }
+
+    /// A set header; `len` elements follow (RESP2: an array).
+    pub fn set(&mut self, len: usize) {
+        weft_resp::write_set_len(self.out, len, self.protocol);
+    }
+
+    /// A double (RESP2: a bulk string).
+    pub fn double(&mut self, value: f64) {
+        weft_resp::write_double(self.out, value, self.protocol);
+    }
+
+    /// A verbatim text (RESP3 `=`; RESP2 a bulk string).
+    pub fn verbatim(&mut self, text: &str) {
+        weft_resp::write_verbatim(self.out, b"txt", text.as_bytes(), self.protocol);
+    }
+}

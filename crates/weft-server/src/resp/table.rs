@@ -1,0 +1,174 @@
+//! The command table: every RESP command's name, arity, flags and key positions (what
+//! COMMAND reports and redis-cli relies on), and its handler.
+
+use std::collections::HashMap;
+use std::sync::LazyLock;
+
+use bytes::Bytes;
+
+use super::commands::{connection, keys, server, strings};
+use super::{Reply, Session};
+
+/// A command handler.
+pub type Handler = fn(&mut Session, &[Bytes], &mut Reply<'_>);
+
+/// One command's description.
+#[derive(Debug)]
+pub struct CommandSpec {
+    /// Lower-case name.
+    pub name: &'static str,
+    /// Redis' arity: `n` exactly n arguments (name included), `-n` at least n.
+    pub arity: i32,
+    /// Redis' command flags, as COMMAND reports them.
+    pub flags: &'static [&'static str],
+    /// Position of the first key (0 = none).
+    pub first_key: i32,
+    /// Position of the last key (-1 = last argument).
+    pub last_key: i32,
+    /// Step between keys.
+    pub step: i32,
+    /// The implementation.
+    pub handler: Handler,
+}
+
+impl CommandSpec {
+    /// Whether `len` arguments (name included) satisfy the arity.
+    #[must_use]
+    pub fn arity_ok(&self, len: usize) -> bool {
+        let len = i64::try_from(len).unwrap_or(i64::MAX);
+        let arity = i64::from(self.arity);
+        if arity >= 0 { len == arity } else { len >= -arity }
+    }
+
+    /// Commands a client may run before authenticating.
+    #[must_use]
+    pub fn allowed_unauthenticated(&self) -> bool {
+        self.flags.contains(&"no-auth")
+    }
+}
+
+const fn spec(
+    name: &'static str,
+    arity: i32,
+    flags: &'static [&'static str],
+    keys: (i32, i32, i32),
+    handler: Handler,
+) -> CommandSpec {
+    CommandSpec { name, arity, flags, first_key: keys.0, last_key: keys.1, step: keys.2, handler }
+}
+
+const NO_KEYS: (i32, i32, i32) = (0, 0, 0);
+const ONE_KEY: (i32, i32, i32) = (1, 1, 1);
+const ALL_KEYS: (i32, i32, i32) = (1, -1, 1);
+const PAIRS: (i32, i32, i32) = (1, -1, 2);
+const TWO_KEYS: (i32, i32, i32) = (1, 2, 1);
+
+const READ: &[&str] = &["readonly", "fast"];
+const WRITE: &[&str] = &["write", "denyoom"];
+const WRITE_FAST: &[&str] = &["write", "denyoom", "fast"];
+const WRITE_REMOVE: &[&str] = &["write"];
+const CONNECTION: &[&str] = &["noscript", "loading", "stale", "fast", "no-auth"];
+const ADMIN: &[&str] = &["loading", "stale"];
+
+/// Every command served.
+pub static COMMANDS: &[CommandSpec] = &[
+    // connection
+    spec("ping", -1, &["fast"], NO_KEYS, connection::ping),
+    spec("echo", 2, &["fast"], NO_KEYS, connection::echo),
+    spec("hello", -1, CONNECTION, NO_KEYS, connection::hello),
+    spec("auth", -2, CONNECTION, NO_KEYS, connection::auth),
+    spec("quit", -1, CONNECTION, NO_KEYS, connection::quit),
+    spec("select", 2, &["loading", "stale", "fast"], NO_KEYS, connection::select),
+    spec("client", -2, &["loading", "stale"], NO_KEYS, connection::client),
+    // server
+    spec("info", -1, ADMIN, NO_KEYS, server::info),
+    spec("command", -1, ADMIN, NO_KEYS, server::command),
+    spec("dbsize", 1, READ, NO_KEYS, server::dbsize),
+    spec("flushdb", -1, WRITE_REMOVE, NO_KEYS, server::flushdb),
+    spec("flushall", -1, WRITE_REMOVE, NO_KEYS, server::flushall),
+    spec("time", 1, &["loading", "stale", "fast"], NO_KEYS, server::time),
+    // strings
+    spec("get", 2, READ, ONE_KEY, strings::get),
+    spec("set", -3, WRITE, ONE_KEY, strings::set),
+    spec("setnx", 3, WRITE_FAST, ONE_KEY, strings::setnx),
+    spec("setex", 4, WRITE, ONE_KEY, strings::setex),
+    spec("psetex", 4, WRITE, ONE_KEY, strings::psetex),
+    spec("getdel", 2, WRITE_FAST, ONE_KEY, strings::getdel),
+    spec("getex", -2, WRITE_FAST, ONE_KEY, strings::getex),
+    spec("getset", 3, WRITE_FAST, ONE_KEY, strings::getset),
+    spec("mget", -2, READ, ALL_KEYS, strings::mget),
+    spec("mset", -3, WRITE, PAIRS, strings::mset),
+    spec("msetnx", -3, WRITE, PAIRS, strings::msetnx),
+    spec("incr", 2, WRITE_FAST, ONE_KEY, strings::incr),
+    spec("decr", 2, WRITE_FAST, ONE_KEY, strings::decr),
+    spec("incrby", 3, WRITE_FAST, ONE_KEY, strings::incrby),
+    spec("decrby", 3, WRITE_FAST, ONE_KEY, strings::decrby),
+    spec("incrbyfloat", 3, WRITE_FAST, ONE_KEY, strings::incrbyfloat),
+    spec("append", 3, WRITE_FAST, ONE_KEY, strings::append),
+    spec("strlen", 2, READ, ONE_KEY, strings::strlen),
+    spec("getrange", 4, &["readonly"], ONE_KEY, strings::getrange),
+    spec("substr", 4, &["readonly"], ONE_KEY, strings::getrange),
+    spec("setrange", 4, WRITE, ONE_KEY, strings::setrange),
+    // keys
+    spec("del", -2, WRITE_REMOVE, ALL_KEYS, keys::del),
+    spec("unlink", -2, &["write", "fast"], ALL_KEYS, keys::del),
+    spec("exists", -2, READ, ALL_KEYS, keys::exists),
+    spec("expire", -3, &["write", "fast"], ONE_KEY, keys::expire),
+    spec("pexpire", -3, &["write", "fast"], ONE_KEY, keys::pexpire),
+    spec("expireat", -3, &["write", "fast"], ONE_KEY, keys::expireat),
+    spec("pexpireat", -3, &["write", "fast"], ONE_KEY, keys::pexpireat),
+    spec("ttl", 2, READ, ONE_KEY, keys::ttl),
+    spec("pttl", 2, READ, ONE_KEY, keys::pttl),
+    spec("expiretime", 2, READ, ONE_KEY, keys::expiretime),
+    spec("pexpiretime", 2, READ, ONE_KEY, keys::pexpiretime),
+    spec("persist", 2, &["write", "fast"], ONE_KEY, keys::persist),
+    spec("type", 2, READ, ONE_KEY, keys::type_),
+    spec("keys", 2, &["readonly"], NO_KEYS, keys::keys),
+    spec("scan", -2, &["readonly"], NO_KEYS, keys::scan),
+    spec("randomkey", 1, &["readonly"], NO_KEYS, keys::randomkey),
+    spec("rename", 3, &["write"], TWO_KEYS, keys::rename),
+    spec("renamenx", 3, &["write", "fast"], TWO_KEYS, keys::renamenx),
+    spec("touch", -2, READ, ALL_KEYS, keys::touch),
+];
+
+static BY_NAME: LazyLock<HashMap<&'static [u8], &'static CommandSpec>> =
+    LazyLock::new(|| COMMANDS.iter().map(|spec| (spec.name.as_bytes(), spec)).collect());
+
+/// Longest command name, to lower-case names on the stack.
+const NAME_BYTES_MAX: usize = 32;
+
+/// The command called `name` (any case).
+#[must_use]
+pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
+    if name.len() > NAME_BYTES_MAX {
+        return None;
+    }
+    let mut lower = [0u8; NAME_BYTES_MAX];
+    let lower = &mut lower[..name.len()];
+    lower.copy_from_slice(name);
+    lower.make_ascii_lowercase();
+    BY_NAME.get(&*lower).copied()
+}
+
+/// Redis' reply to an unknown command, quoting (at most 128 bytes of) its arguments.
+#[must_use]
+pub fn unknown_command_error(args: &[Bytes]) -> String {
+    let name = args.first().map(|n| sanitize(n, 128)).unwrap_or_default();
+    let mut quoted = String::new();
+    for arg in args.iter().skip(1) {
+        if quoted.len() >= 128 {
+            break;
+        }
+        let room = 128 - quoted.len();
+        quoted.push('\'');
+        quoted.push_str(&sanitize(arg, room));
+        quoted.push_str("' ");
+    }
+    format!("ERR unknown command '{name}', with args beginning with: {quoted}")
+}
+
+/// Error texts must stay on one line: Redis replaces CR and LF with spaces.
+fn sanitize(bytes: &[u8], limit: usize) -> String {
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(limit)]);
+    text.replace(['\r', '\n'], " ")
+}
