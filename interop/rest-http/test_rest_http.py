@@ -46,7 +46,7 @@ def test_unicode_and_slash_keys(weft_port):
     path = "/rest/v2/caches/default/" + urllib.parse.quote(key, safe="")
     assert request(weft_port, "PUT", path, "valeur".encode())[0] == 204
     assert request(weft_port, "GET", path)[2] == "valeur".encode()
-    assert resp(weft_port, "GET", key.encode()) == b"$7\r\nvaleur\r\n"
+    assert resp(weft_port, "GET", key.encode()) == b"$6\r\nvaleur\r\n"
 
 
 def test_ttl_header_expires_entry(weft_port):

@@ -1,1 +1,246 @@
-//! placeholder
+//! `weft-rest` is Weft's HTTP face: Infinispan's REST API v2 (entries, caches, container,
+//! health, server) and a Prometheus `/metrics` endpoint, as one axum [`Router`] over a
+//! [`weft_core::CacheManager`]. `docs/rest.md` lists every route, status and header.
+//!
+//! It owns the HTTP dialect: how paths, headers and bodies map to Cache API calls, and how
+//! results and errors map back to Infinispan's status codes, headers and JSON shapes.
+//!
+//! It must not do I/O of its own: no sockets, no listeners, no TLS, no spawning of servers.
+//! `weft-server` detects HTTP on its port and serves [`router`] on each connection. Nor does
+//! it reach into the data container: every route is a thin adapter over the public
+//! [`weft_core::Cache`] API, so anything it does, an embedded user could do too.
+//!
+//! Choices that differ from, or are not defined by, Infinispan:
+//! * Keys are raw bytes. Without `Key-Content-Type` (or with `text/plain` or
+//!   `application/x-java-object; type=java.lang.String`) the percent-decoded URL segment is
+//!   the key; `application/octet-stream` takes it as Base64, and
+//!   `application/octet-stream; encoding=hex` as `0x…` hex.
+//! * Values are stored as sent and returned as stored; `Accept` only picks the
+//!   `Content-Type` label (`text/plain`, `application/json`, else `application/octet-stream`).
+//! * In JSON listings (`?action=keys`, `?action=entries`) keys and values are UTF-8 text,
+//!   with invalid sequences replaced by U+FFFD (lossy), unless the request names a binary
+//!   `Key-Content-Type`: then keys and values are Base64 (or `0x…` hex) strings, exactly
+//!   as the same header addresses keys in URLs, so listings round-trip.
+//! * ETags are the entry version in quotes; conditional writes are atomic (evaluated under
+//!   the key's lock by [`weft_core::Cache::compute`]).
+//! * A full cache (`when-full = "exception"`) answers 507 Insufficient Storage, where
+//!   Infinispan answers 500; both are server errors, 507 says why.
+
+mod caches;
+mod container;
+mod entries;
+mod error;
+mod headers;
+mod json;
+mod keys;
+mod metrics;
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::get;
+use weft_core::CacheManager;
+
+/// Largest request body accepted on the entry routes: the largest value the core accepts.
+/// axum's default of 2 MiB would refuse values the other protocols store.
+pub const ENTRY_BODY_BYTES_MAX: usize = weft_core::cache::VALUE_BYTES_MAX;
+/// Largest request body accepted anywhere else (cache configurations, actions). Real
+/// configurations are a few hundred bytes; this bounds what a client can make us buffer.
+pub const CONFIG_BODY_BYTES_MAX: usize = 1 << 20;
+/// The cluster name reported by health and container routes (a single-node build).
+pub const CLUSTER_NAME: &str = "weft";
+/// The container (cache manager) name; Infinispan's default container is `default` too.
+pub const CONTAINER_NAME: &str = "default";
+
+/// Called by `POST /rest/v2/server?action=stop` and `POST /rest/v2/container?action=shutdown`
+/// to ask the server to stop. It must return quickly (signal, don't wait) and may be called
+/// more than once.
+pub type ShutdownHook = Arc<dyn Fn() + Send + Sync>;
+
+/// What the routes need: the caches, and the facts about this server they report.
+///
+/// Build it with [`RestState::new`] and the `with_*` methods, then pass it to [`router`]:
+///
+/// ```
+/// use weft_core::{CacheManager, ManagerConfig};
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let manager = CacheManager::new(ManagerConfig::default())?;
+/// let (stop, _stopped) = tokio::sync::watch::channel(false);
+/// let state = weft_rest::RestState::new(manager)
+///     .with_server_version("Weft 0.1.0")
+///     .with_node_name("node-a")
+///     .with_shutdown(move || {
+///         stop.send_replace(true);
+///     });
+/// let _app: axum::Router = weft_rest::router(state);
+/// # Ok(()) }
+/// ```
+pub struct RestState {
+    manager: CacheManager,
+    server_version: String,
+    node_name: String,
+    started: Instant,
+    shutdown: Option<ShutdownHook>,
+}
+
+impl fmt::Debug for RestState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RestState")
+            .field("manager", &self.manager)
+            .field("server_version", &self.server_version)
+            .field("node_name", &self.node_name)
+            .field("started", &self.started)
+            .field("shutdown", &self.shutdown.is_some())
+            .finish()
+    }
+}
+
+impl RestState {
+    /// State over `manager`, reporting version `Weft <crate version>`, node name `weft`,
+    /// started now, with no shutdown hook (stop actions then answer 501).
+    #[must_use]
+    pub fn new(manager: CacheManager) -> Self {
+        Self {
+            manager,
+            server_version: format!("Weft {}", env!("CARGO_PKG_VERSION")),
+            node_name: CLUSTER_NAME.to_owned(),
+            started: Instant::now(),
+            shutdown: None,
+        }
+    }
+
+    /// The version string `GET /rest/v2/server` and the container report.
+    #[must_use]
+    pub fn with_server_version(mut self, version: impl Into<String>) -> Self {
+        self.server_version = version.into();
+        self
+    }
+
+    /// This node's name in health and container reports.
+    #[must_use]
+    pub fn with_node_name(mut self, node_name: impl Into<String>) -> Self {
+        self.node_name = node_name.into();
+        self
+    }
+
+    /// When the server started (for uptime in `/metrics` and the container report).
+    #[must_use]
+    pub fn with_started(mut self, started: Instant) -> Self {
+        self.started = started;
+        self
+    }
+
+    /// What stop and shutdown actions call; see [`ShutdownHook`].
+    #[must_use]
+    pub fn with_shutdown(mut self, hook: impl Fn() + Send + Sync + 'static) -> Self {
+        self.shutdown = Some(Arc::new(hook));
+        self
+    }
+
+    /// The caches served.
+    #[must_use]
+    pub fn manager(&self) -> &CacheManager {
+        &self.manager
+    }
+
+    /// The version string reported.
+    #[must_use]
+    pub fn server_version(&self) -> &str {
+        &self.server_version
+    }
+
+    /// This node's name.
+    #[must_use]
+    pub fn node_name(&self) -> &str {
+        &self.node_name
+    }
+
+    /// When the server started.
+    #[must_use]
+    pub fn started(&self) -> Instant {
+        self.started
+    }
+}
+
+/// The state every handler receives.
+pub(crate) type Shared = Arc<RestState>;
+
+/// A route's query string, extracted without failing the request so that a malformed one
+/// becomes our own 400 (see [`query_params`]).
+pub(crate) type QueryParams = Result<
+    axum::extract::Query<std::collections::HashMap<String, String>>,
+    axum::extract::rejection::QueryRejection,
+>;
+
+/// The query parameters, or a 400 naming what is wrong with them.
+pub(crate) fn query_params(
+    query: QueryParams,
+) -> Result<std::collections::HashMap<String, String>, error::RestError> {
+    query
+        .map(|axum::extract::Query(params)| params)
+        .map_err(|rejection| error::RestError::bad_request(rejection.body_text()))
+}
+
+/// All REST v2 routes and `/metrics`, ready to serve. Unknown paths answer 404 and known
+/// paths with an unsupported method 405 (with `Allow`), both with a text body.
+pub fn router(state: RestState) -> Router {
+    let container = || {
+        get(container::info)
+            .post(container::action)
+            .layer(DefaultBodyLimit::max(CONFIG_BODY_BYTES_MAX))
+    };
+    Router::new()
+        .route("/rest/v2/caches", get(caches::list))
+        .route(
+            "/rest/v2/caches/{cache}",
+            get(caches::get)
+                .head(caches::head)
+                .post(caches::post)
+                .put(caches::put)
+                .delete(caches::delete)
+                .layer(DefaultBodyLimit::max(CONFIG_BODY_BYTES_MAX)),
+        )
+        .route(
+            "/rest/v2/caches/{cache}/{key}",
+            get(entries::get)
+                .put(entries::put)
+                .post(entries::post)
+                .delete(entries::delete)
+                .layer(DefaultBodyLimit::max(ENTRY_BODY_BYTES_MAX)),
+        )
+        .route("/rest/v2/container", container())
+        .route("/rest/v2/container/health", get(container::health))
+        .route(
+            "/rest/v2/container/health/status",
+            get(container::health_status),
+        )
+        .route("/rest/v2/container/stats", get(container::stats))
+        // Infinispan 15 renamed `cache-managers/{name}` to `container`; old clients and
+        // scripts still use the deprecated paths.
+        .route("/rest/v2/cache-managers/default", container())
+        .route(
+            "/rest/v2/cache-managers/default/health",
+            get(container::health),
+        )
+        .route(
+            "/rest/v2/cache-managers/default/health/status",
+            get(container::health_status),
+        )
+        .route(
+            "/rest/v2/cache-managers/default/stats",
+            get(container::stats),
+        )
+        .route(
+            "/rest/v2/server",
+            get(container::server)
+                .post(container::server_action)
+                .layer(DefaultBodyLimit::max(CONFIG_BODY_BYTES_MAX)),
+        )
+        .route("/metrics", get(metrics::metrics))
+        .fallback(error::no_route)
+        .method_not_allowed_fallback(error::method_not_allowed)
+        .with_state(Arc::new(state))
+}

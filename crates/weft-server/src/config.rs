@@ -39,7 +39,9 @@ pub struct ServerSection {
 impl Default for ServerSection {
     fn default() -> Self {
         Self {
-            bind: BIND_DEFAULT.parse().unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 11222))),
+            bind: BIND_DEFAULT
+                .parse()
+                .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 11222))),
             resp_bulk_bytes_max: 512 << 20,
             resp_multibulk_length_max: 1024 * 1024,
             connections_max: 10_000,
@@ -52,7 +54,9 @@ impl Default for ServerSection {
 fn socket_address<'de, D: serde::Deserializer<'de>>(d: D) -> Result<SocketAddr, D::Error> {
     let text = String::deserialize(d)?;
     text.parse().map_err(|_| {
-        serde::de::Error::custom(format!("invalid address `{text}`: expected IP:PORT, e.g. 127.0.0.1:11222"))
+        serde::de::Error::custom(format!(
+            "invalid address `{text}`: expected IP:PORT, e.g. 127.0.0.1:11222"
+        ))
     })
 }
 
@@ -70,7 +74,10 @@ pub struct ServerConfig {
 
 impl Default for ServerConfig {
     fn default() -> Self {
-        Self { server: ServerSection::default(), caches: ManagerConfig::default().caches }
+        Self {
+            server: ServerSection::default(),
+            caches: ManagerConfig::default().caches,
+        }
     }
 }
 
@@ -109,7 +116,9 @@ impl ServerConfig {
     /// The caches as a manager configuration.
     #[must_use]
     pub fn manager_config(&self) -> ManagerConfig {
-        ManagerConfig { caches: self.caches.clone() }
+        ManagerConfig {
+            caches: self.caches.clone(),
+        }
     }
 }
 
@@ -123,17 +132,34 @@ mod tests {
         let config = ServerConfig::parse("weft.toml", "").ok();
         let config = config.unwrap_or_default();
         assert_eq!(config.server.bind.to_string(), BIND_DEFAULT);
-        assert_eq!(config.caches.get("default").and_then(|c| c.resp_database), Some(0));
+        assert_eq!(
+            config.caches.get("default").and_then(|c| c.resp_database),
+            Some(0)
+        );
     }
 
     // Proves errors in either section name the file and line.
     #[test]
     fn errors_name_file_and_line() {
         let text = "[server]\nbind = \"nowhere\"\n";
-        let error = ServerConfig::parse("weft.toml", text).err().map(|e| e.to_string());
-        assert!(error.as_deref().is_some_and(|e| e.starts_with("weft.toml:2:") && e.contains("invalid address")), "{error:?}");
+        let error = ServerConfig::parse("weft.toml", text)
+            .err()
+            .map(|e| e.to_string());
+        assert!(
+            error
+                .as_deref()
+                .is_some_and(|e| e.starts_with("weft.toml:2:") && e.contains("invalid address")),
+            "{error:?}"
+        );
         let text = "[caches.users]\nsegments = 4\n[caches.users.memory]\nmax-cont = 3\n";
-        let error = ServerConfig::parse("weft.toml", text).err().map(|e| e.to_string());
-        assert!(error.as_deref().is_some_and(|e| e.starts_with("weft.toml:4:") && e.contains("unknown field")), "{error:?}");
+        let error = ServerConfig::parse("weft.toml", text)
+            .err()
+            .map(|e| e.to_string());
+        assert!(
+            error
+                .as_deref()
+                .is_some_and(|e| e.starts_with("weft.toml:4:") && e.contains("unknown field")),
+            "{error:?}"
+        );
     }
 }

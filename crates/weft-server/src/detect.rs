@@ -77,7 +77,10 @@ pub async fn detect(stream: &mut TcpStream) -> std::io::Result<(Protocol, BytesM
     match tokio::time::timeout(DETECT_TIMEOUT, read).await {
         Ok(Ok(protocol)) => Ok((protocol, buffer)),
         Ok(Err(error)) => Err(error),
-        Err(_) => Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "no request within the detection timeout")),
+        Err(_) => Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            "no request within the detection timeout",
+        )),
     }
 }
 
@@ -90,12 +93,18 @@ mod tests {
     fn classifies_first_bytes() {
         assert_eq!(classify(b"*1\r\n$4\r\nPING\r\n"), Some(Protocol::Resp));
         assert_eq!(classify(b"PING\r\n"), Some(Protocol::Resp));
-        assert_eq!(classify(b"GET /rest/v2/caches HTTP/1.1\r\n"), Some(Protocol::Http));
+        assert_eq!(
+            classify(b"GET /rest/v2/caches HTTP/1.1\r\n"),
+            Some(Protocol::Http)
+        );
         assert_eq!(classify(b"GET key\r\n"), Some(Protocol::Resp));
         assert_eq!(classify(&[0xA0, 0x01]), Some(Protocol::HotRod));
         assert_eq!(classify(&[0x80, 0x01]), Some(Protocol::MemcachedBinary));
         assert_eq!(classify(b"GET /rest"), None);
         assert_eq!(classify(b""), None);
-        assert_eq!(classify(&[0x00, 0xff, 0x13, b'\n']), Some(Protocol::Unknown));
+        assert_eq!(
+            classify(&[0x00, 0xff, 0x13, b'\n']),
+            Some(Protocol::Unknown)
+        );
     }
 }

@@ -11,12 +11,16 @@ use tokio::net::TcpStream;
 use crate::ServerContext;
 use crate::stream::Rewind;
 
+/// Largest request head (request line and headers) accepted; larger ones get
+/// `431 Request Header Fields Too Large` instead of being buffered.
+pub const HTTP_HEAD_BYTES_MAX: usize = 64 * 1024;
+
 pub(crate) async fn serve(stream: TcpStream, prefix: BytesMut, context: Arc<ServerContext>) {
-    let router = axum::Router::new();
-    let _ = &context.manager;
+    let router = context.rest_router.clone();
     let io = TokioIo::new(Rewind::new(prefix, stream));
     let connection = hyper::server::conn::http1::Builder::new()
         .keep_alive(true)
+        .max_buf_size(HTTP_HEAD_BYTES_MAX)
         .serve_connection(io, TowerToHyperService::new(router));
     let mut connection = std::pin::pin!(connection);
     let mut shutdown = context.shutdown_signal();

@@ -45,9 +45,16 @@ pub struct ServerContext {
     /// Commands processed since start (all protocols).
     pub total_commands: AtomicU64,
     shutdown: watch::Sender<bool>,
+    /// The REST and metrics routes, built once and shared by HTTP connections.
+    pub(crate) rest_router: axum::Router,
 }
 
 impl ServerContext {
+    /// Asks the server to shut down (as SIGTERM does).
+    pub fn request_shutdown(&self) {
+        let _ = self.shutdown.send(true);
+    }
+
     /// A fresh client id (Redis' CLIENT ID: unique, increasing).
     pub fn next_client_id(&self) -> u64 {
         self.next_client_id.fetch_add(1, Ordering::Relaxed) + 1
@@ -74,12 +81,21 @@ impl Server {
     /// If the caches cannot be created or the address cannot be bound.
     pub async fn start(config: ServerConfig) -> anyhow::Result<Self> {
         let manager = CacheManager::new(config.manager_config()).context("create the caches")?;
-        manager.start_reaper().context("start the expiration reaper")?;
+        manager
+            .start_reaper()
+            .context("start the expiration reaper")?;
         let listener = TcpListener::bind(config.server.bind)
             .await
             .with_context(|| format!("listen on {}", config.server.bind))?;
         let local_addr = listener.local_addr().context("read the bound address")?;
         let (shutdown, _) = watch::channel(false);
+        let shutdown_for_rest = shutdown.clone();
+        let rest_state = weft_rest::RestState::new(manager.clone())
+            .with_node_name(local_addr.to_string())
+            .with_shutdown(move || {
+                let _ = shutdown_for_rest.send(true);
+            });
+        let rest_router = weft_rest::router(rest_state);
         let context = Arc::new(ServerContext {
             manager,
             settings: config.server,
@@ -90,10 +106,14 @@ impl Server {
             total_connections: AtomicU64::new(0),
             total_commands: AtomicU64::new(0),
             shutdown,
+            rest_router,
         });
         let accept_task = tokio::spawn(accept_loop(listener, Arc::clone(&context)));
         tracing::info!(address = %local_addr, caches = ?context.manager.cache_names(), "weft server listening (RESP, HTTP)");
-        Ok(Self { context, accept_task })
+        Ok(Self {
+            context,
+            accept_task,
+        })
     }
 
     /// The address the server listens on.
@@ -157,7 +177,9 @@ async fn serve_connection(stream: TcpStream, peer: SocketAddr, context: Arc<Serv
     let mut stream = stream;
     let detected = detect::detect(&mut stream).await;
     match detected {
-        Ok((Protocol::Resp, prefix)) => resp::serve(stream, prefix, peer, Arc::clone(&context)).await,
+        Ok((Protocol::Resp, prefix)) => {
+            resp::serve(stream, prefix, peer, Arc::clone(&context)).await
+        }
         Ok((Protocol::Http, prefix)) => http::serve(stream, prefix, Arc::clone(&context)).await,
         Ok((other, _)) => {
             tracing::debug!(%peer, protocol = ?other, "connection closed: protocol not served");
@@ -173,7 +195,11 @@ async fn serve_connection(stream: TcpStream, peer: SocketAddr, context: Arc<Serv
 /// If the server cannot start.
 pub async fn run_until_signal(config: ServerConfig) -> anyhow::Result<()> {
     let server = Server::start(config).await?;
-    wait_for_signal().await;
+    let mut requested = server.context.shutdown_signal();
+    tokio::select! {
+        () = wait_for_signal() => {}
+        _ = requested.changed() => {}
+    }
     tracing::info!("shutdown requested");
     server.shutdown().await;
     Ok(())

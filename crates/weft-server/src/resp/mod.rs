@@ -50,7 +50,9 @@ pub async fn serve(
     input.reserve(BUFFER_INITIAL_BYTES);
     let mut output = BytesMut::with_capacity(BUFFER_INITIAL_BYTES);
     let Some(mut session) = Session::new(Arc::clone(&context), peer) else {
-        let _ = stream.write_all(b"-ERR no cache is mapped to RESP database 0\r\n").await;
+        let _ = stream
+            .write_all(b"-ERR no cache is mapped to RESP database 0\r\n")
+            .await;
         return;
     };
     let mut shutdown = context.shutdown_signal();
@@ -80,7 +82,9 @@ pub async fn serve(
                 }
             }
         }
-        context.total_commands.fetch_add(processed, Ordering::Relaxed);
+        context
+            .total_commands
+            .fetch_add(processed, Ordering::Relaxed);
         if !output.is_empty() {
             if stream.write_all(&output).await.is_err() {
                 return;

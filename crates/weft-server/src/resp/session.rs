@@ -71,7 +71,10 @@ impl Session {
             return;
         };
         if !spec.arity_ok(args.len()) {
-            reply.error(&format!("ERR wrong number of arguments for '{}' command", spec.name));
+            reply.error(&format!(
+                "ERR wrong number of arguments for '{}' command",
+                spec.name
+            ));
             return;
         }
         if !self.authenticated && !spec.allowed_unauthenticated() {

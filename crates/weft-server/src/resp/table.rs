@@ -6,7 +6,7 @@ use std::sync::LazyLock;
 
 use bytes::Bytes;
 
-use super::commands::{connection, keys, server, strings};
+use super::commands::{connection, counters, expire, keys, server, strings};
 use super::{Reply, Session};
 
 /// A command handler.
@@ -37,7 +37,11 @@ impl CommandSpec {
     pub fn arity_ok(&self, len: usize) -> bool {
         let len = i64::try_from(len).unwrap_or(i64::MAX);
         let arity = i64::from(self.arity);
-        if arity >= 0 { len == arity } else { len >= -arity }
+        if arity >= 0 {
+            len == arity
+        } else {
+            len >= -arity
+        }
     }
 
     /// Commands a client may run before authenticating.
@@ -54,7 +58,15 @@ const fn spec(
     keys: (i32, i32, i32),
     handler: Handler,
 ) -> CommandSpec {
-    CommandSpec { name, arity, flags, first_key: keys.0, last_key: keys.1, step: keys.2, handler }
+    CommandSpec {
+        name,
+        arity,
+        flags,
+        first_key: keys.0,
+        last_key: keys.1,
+        step: keys.2,
+        handler,
+    }
 }
 
 const NO_KEYS: (i32, i32, i32) = (0, 0, 0);
@@ -78,15 +90,33 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("hello", -1, CONNECTION, NO_KEYS, connection::hello),
     spec("auth", -2, CONNECTION, NO_KEYS, connection::auth),
     spec("quit", -1, CONNECTION, NO_KEYS, connection::quit),
-    spec("select", 2, &["loading", "stale", "fast"], NO_KEYS, connection::select),
-    spec("client", -2, &["loading", "stale"], NO_KEYS, connection::client),
+    spec(
+        "select",
+        2,
+        &["loading", "stale", "fast"],
+        NO_KEYS,
+        connection::select,
+    ),
+    spec(
+        "client",
+        -2,
+        &["loading", "stale"],
+        NO_KEYS,
+        connection::client,
+    ),
     // server
     spec("info", -1, ADMIN, NO_KEYS, server::info),
     spec("command", -1, ADMIN, NO_KEYS, server::command),
     spec("dbsize", 1, READ, NO_KEYS, server::dbsize),
     spec("flushdb", -1, WRITE_REMOVE, NO_KEYS, server::flushdb),
     spec("flushall", -1, WRITE_REMOVE, NO_KEYS, server::flushall),
-    spec("time", 1, &["loading", "stale", "fast"], NO_KEYS, server::time),
+    spec(
+        "time",
+        1,
+        &["loading", "stale", "fast"],
+        NO_KEYS,
+        server::time,
+    ),
     // strings
     spec("get", 2, READ, ONE_KEY, strings::get),
     spec("set", -3, WRITE, ONE_KEY, strings::set),
@@ -99,11 +129,11 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("mget", -2, READ, ALL_KEYS, strings::mget),
     spec("mset", -3, WRITE, PAIRS, strings::mset),
     spec("msetnx", -3, WRITE, PAIRS, strings::msetnx),
-    spec("incr", 2, WRITE_FAST, ONE_KEY, strings::incr),
-    spec("decr", 2, WRITE_FAST, ONE_KEY, strings::decr),
-    spec("incrby", 3, WRITE_FAST, ONE_KEY, strings::incrby),
-    spec("decrby", 3, WRITE_FAST, ONE_KEY, strings::decrby),
-    spec("incrbyfloat", 3, WRITE_FAST, ONE_KEY, strings::incrbyfloat),
+    spec("incr", 2, WRITE_FAST, ONE_KEY, counters::incr),
+    spec("decr", 2, WRITE_FAST, ONE_KEY, counters::decr),
+    spec("incrby", 3, WRITE_FAST, ONE_KEY, counters::incrby),
+    spec("decrby", 3, WRITE_FAST, ONE_KEY, counters::decrby),
+    spec("incrbyfloat", 3, WRITE_FAST, ONE_KEY, counters::incrbyfloat),
     spec("append", 3, WRITE_FAST, ONE_KEY, strings::append),
     spec("strlen", 2, READ, ONE_KEY, strings::strlen),
     spec("getrange", 4, &["readonly"], ONE_KEY, strings::getrange),
@@ -113,15 +143,27 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("del", -2, WRITE_REMOVE, ALL_KEYS, keys::del),
     spec("unlink", -2, &["write", "fast"], ALL_KEYS, keys::del),
     spec("exists", -2, READ, ALL_KEYS, keys::exists),
-    spec("expire", -3, &["write", "fast"], ONE_KEY, keys::expire),
-    spec("pexpire", -3, &["write", "fast"], ONE_KEY, keys::pexpire),
-    spec("expireat", -3, &["write", "fast"], ONE_KEY, keys::expireat),
-    spec("pexpireat", -3, &["write", "fast"], ONE_KEY, keys::pexpireat),
-    spec("ttl", 2, READ, ONE_KEY, keys::ttl),
-    spec("pttl", 2, READ, ONE_KEY, keys::pttl),
-    spec("expiretime", 2, READ, ONE_KEY, keys::expiretime),
-    spec("pexpiretime", 2, READ, ONE_KEY, keys::pexpiretime),
-    spec("persist", 2, &["write", "fast"], ONE_KEY, keys::persist),
+    spec("expire", -3, &["write", "fast"], ONE_KEY, expire::expire),
+    spec("pexpire", -3, &["write", "fast"], ONE_KEY, expire::pexpire),
+    spec(
+        "expireat",
+        -3,
+        &["write", "fast"],
+        ONE_KEY,
+        expire::expireat,
+    ),
+    spec(
+        "pexpireat",
+        -3,
+        &["write", "fast"],
+        ONE_KEY,
+        expire::pexpireat,
+    ),
+    spec("ttl", 2, READ, ONE_KEY, expire::ttl),
+    spec("pttl", 2, READ, ONE_KEY, expire::pttl),
+    spec("expiretime", 2, READ, ONE_KEY, expire::expiretime),
+    spec("pexpiretime", 2, READ, ONE_KEY, expire::pexpiretime),
+    spec("persist", 2, &["write", "fast"], ONE_KEY, expire::persist),
     spec("type", 2, READ, ONE_KEY, keys::type_),
     spec("keys", 2, &["readonly"], NO_KEYS, keys::keys),
     spec("scan", -2, &["readonly"], NO_KEYS, keys::scan),
@@ -131,8 +173,12 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("touch", -2, READ, ALL_KEYS, keys::touch),
 ];
 
-static BY_NAME: LazyLock<HashMap<&'static [u8], &'static CommandSpec>> =
-    LazyLock::new(|| COMMANDS.iter().map(|spec| (spec.name.as_bytes(), spec)).collect());
+static BY_NAME: LazyLock<HashMap<&'static [u8], &'static CommandSpec>> = LazyLock::new(|| {
+    COMMANDS
+        .iter()
+        .map(|spec| (spec.name.as_bytes(), spec))
+        .collect()
+});
 
 /// Longest command name, to lower-case names on the stack.
 const NAME_BYTES_MAX: usize = 32;

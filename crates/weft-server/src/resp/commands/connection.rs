@@ -173,7 +173,11 @@ fn valid_client_name(name: &[u8]) -> bool {
 }
 
 fn client_info_line(session: &Session) -> String {
-    let name = session.client_name.as_deref().map(String::from_utf8_lossy).unwrap_or_default();
+    let name = session
+        .client_name
+        .as_deref()
+        .map(String::from_utf8_lossy)
+        .unwrap_or_default();
     format!(
         "id={} addr={} laddr={} fd=0 name={} age={} idle=0 flags=N db={} sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=client|{} user=default redir=-1 resp={}",
         session.client_id,
@@ -183,7 +187,11 @@ fn client_info_line(session: &Session) -> String {
         session.connected_at.elapsed().as_secs(),
         session.database,
         session.last_command,
-        if session.protocol == Protocol::Resp3 { 3 } else { 2 },
+        if session.protocol == Protocol::Resp3 {
+            3
+        } else {
+            2
+        },
     )
 }
 
@@ -191,11 +199,15 @@ fn client_info_line(session: &Session) -> String {
 pub fn client(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
     let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
     let arity_error = |reply: &mut Reply<'_>| {
-        reply.error(&format!("ERR wrong number of arguments for 'client|{sub}' command"));
+        reply.error(&format!(
+            "ERR wrong number of arguments for 'client|{sub}' command"
+        ));
     };
     match sub.as_str() {
         "setname" => {
-            let [_, _, name] = args else { return arity_error(reply) };
+            let [_, _, name] = args else {
+                return arity_error(reply);
+            };
             if !valid_client_name(name) {
                 reply.error(BAD_CLIENT_NAME);
                 return;
@@ -231,7 +243,9 @@ pub fn client(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
             reply.verbatim(&line);
         }
         "setinfo" => {
-            let [_, _, attribute, _value] = args else { return arity_error(reply) };
+            let [_, _, attribute, _value] = args else {
+                return arity_error(reply);
+            };
             if is(attribute, "lib-name") || is(attribute, "lib-ver") {
                 reply.ok();
             } else {

@@ -1,5 +1,351 @@
-//! Key commands (being written).
+//! Key commands: DEL UNLINK EXISTS TYPE KEYS SCAN RANDOMKEY RENAME RENAMENX TOUCH. The
+//! expiration commands are in `expire`.
+//!
+//! Every value is a string, so TYPE answers `string` or `none`. SCAN's cursor is a segment
+//! index: each call returns whole segments, so a key that lives through the whole scan is
+//! returned exactly once, whatever is written meanwhile.
+
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use bytes::Bytes;
+use weft_core::{Expiry, WriteOptions};
+
+use super::strings::{cache_error, expiry_until};
+use super::{errors, glob, is};
 use crate::resp::{Reply, Session};
-macro_rules! pending { ($($n:ident),*) => { $(pub fn $n(_s: &mut Session, _a: &[Bytes], r: &mut Reply<'_>) { r.error("ERR not yet"); })* } }
-pending!(del, exists, expire, pexpire, expireat, pexpireat, ttl, pttl, expiretime, pexpiretime, persist, type_, keys, scan, randomkey, rename, renamenx, touch);
+
+fn count_reply(reply: &mut Reply<'_>, count: usize) {
+    reply.integer(i64::try_from(count).unwrap_or(i64::MAX));
+}
+
+/// `DEL key [key ...]` and `UNLINK key [key ...]`: how many keys were removed.
+pub fn del(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
+    let mut removed = 0;
+    for key in &args[1..] {
+        match session.cache.delete(key) {
+            Ok(true) => removed += 1,
+            Ok(false) => {}
+            Err(error) => return cache_error(reply, &error),
+        }
+    }
+    count_reply(reply, removed);
+}
+
+/// `EXISTS key [key ...]`: how many of the keys exist, a key named twice counting twice.
+pub fn exists(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
+    let mut found = 0;
+    for key in &args[1..] {
+        match session.cache.contains(key) {
+            Ok(true) => found += 1,
+            Ok(false) => {}
+            Err(error) => return cache_error(reply, &error),
+        }
+    }
+    count_reply(reply, found);
+}
+
+/// `TOUCH key [key ...]`: how many of the keys exist; reading them refreshes their idle time.
+pub fn touch(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
+    let mut found = 0;
+    for key in &args[1..] {
+        match session.cache.get_entry(key) {
+            Ok(Some(_)) => found += 1,
+            Ok(None) => {}
+            Err(error) => return cache_error(reply, &error),
+        }
+    }
+    count_reply(reply, found);
+}
+
+/// `TYPE key`: `string`, or `none` for a missing key.
+pub fn type_(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
+    match session.cache.contains(&args[1]) {
+        Ok(true) => reply.simple("string"),
+        Ok(false) => reply.simple("none"),
+        Err(error) => cache_error(reply, &error),
+    }
+}
+
+/// `KEYS pattern`: every live key matching the glob pattern.
+pub fn keys(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
+    let pattern = &args[1];
+    let all = pattern.as_ref() == b"*";
+    let found: Vec<Bytes> = session
+        .cache
+        .iter()
+        .filter(|entry| all || glob::matches(pattern, entry.key()))
+        .map(|entry| entry.key_bytes())
+        .collect();
+    reply.array(found.len());
+    for key in &found {
+        reply.bulk(key);
+    }
+}
+
+/// Parses a SCAN cursor as Redis does (`strtoul` in base 10, the whole argument): an
+/// optional sign, digits; `-n` wraps around as in C; leading whitespace, trailing bytes and
+/// overflow are refused. An empty argument reads as 0, as in Redis.
+fn parse_cursor(text: &[u8]) -> Option<u64> {
+    let (negative, digits) = match text.split_first() {
+        None => return Some(0),
+        Some((b'-', rest)) => (true, rest),
+        Some((b'+', rest)) => (false, rest),
+        Some(_) => (false, text),
+    };
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let mut value: u64 = 0;
+    for &digit in digits {
+        value = value
+            .checked_mul(10)?
+            .checked_add(u64::from(digit - b'0'))?;
+    }
+    Some(if negative {
+        value.wrapping_neg()
+    } else {
+        value
+    })
+}
+
+/// SCAN's options.
+#[derive(Debug)]
+struct ScanOptions<'a> {
+    count: usize,
+    pattern: Option<&'a [u8]>,
+    /// False when a TYPE other than `string` was asked for: nothing matches then (Redis 7
+    /// also accepts unknown type names and returns nothing for them).
+    type_matches: bool,
+}
+
+impl<'a> ScanOptions<'a> {
+    fn parse(options: &'a [Bytes]) -> Result<Self, &'static str> {
+        let mut parsed = Self {
+            count: 10,
+            pattern: None,
+            type_matches: true,
+        };
+        let mut index = 0;
+        while index < options.len() {
+            let option = &options[index];
+            let Some(value) = options.get(index + 1) else {
+                return Err(errors::SYNTAX);
+            };
+            if is(option, "COUNT") {
+                let count = weft_resp::parse_i64_strict(value).ok_or(errors::NOT_INTEGER)?;
+                if count < 1 {
+                    return Err(errors::SYNTAX);
+                }
+                parsed.count = usize::try_from(count).unwrap_or(usize::MAX);
+            } else if is(option, "MATCH") {
+                // `*` matches everything: no need to match at all.
+                parsed.pattern = (value.as_ref() != b"*").then_some(value.as_ref());
+            } else if is(option, "TYPE") {
+                parsed.type_matches = is(value, "string");
+            } else {
+                return Err(errors::SYNTAX);
+            }
+            index += 2;
+        }
+        Ok(parsed)
+    }
+}
+
+/// `SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]`
+///
+/// The cursor is the next segment to visit (0 to start, and 0 again when done). Whole
+/// segments are visited until at least COUNT keys have been looked at (before MATCH and TYPE
+/// filter them, as Redis counts); a cursor past the last segment ends the scan.
+pub fn scan(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
+    let Some(cursor) = parse_cursor(&args[1]) else {
+        reply.error("ERR invalid cursor");
+        return;
+    };
+    let options = match ScanOptions::parse(&args[2..]) {
+        Ok(options) => options,
+        Err(text) => return reply.error(text),
+    };
+    let cache = &session.cache;
+    let segments = cache.segment_count();
+    let mut found = Vec::new();
+    let mut next = 0;
+    if let Ok(mut segment) = u32::try_from(cursor)
+        && segment < segments
+    {
+        let mut visited = 0usize;
+        loop {
+            for entry in cache.iter_segments(vec![segment]) {
+                visited += 1;
+                let wanted = options.type_matches
+                    && options
+                        .pattern
+                        .is_none_or(|pattern| glob::matches(pattern, entry.key()));
+                if wanted {
+                    found.push(entry.key_bytes());
+                }
+            }
+            segment += 1;
+            if segment >= segments {
+                break;
+            }
+            if visited >= options.count {
+                next = segment;
+                break;
+            }
+        }
+    }
+    reply.array(2);
+    reply.bulk(itoa::Buffer::new().format(next).as_bytes());
+    reply.array(found.len());
+    for key in &found {
+        reply.bulk(key);
+    }
+}
+
+/// A random number; a fresh `RandomState` is seeded differently on every call.
+fn random_u64() -> u64 {
+    static CALLS: AtomicU64 = AtomicU64::new(0);
+    let mut hasher = RandomState::new().build_hasher();
+    hasher.write_u64(CALLS.fetch_add(1, Ordering::Relaxed));
+    hasher.finish()
+}
+
+fn random_below(bound: usize) -> usize {
+    usize::try_from(random_u64() % (bound.max(1) as u64)).unwrap_or(0)
+}
+
+/// `RANDOMKEY`: a key of a random non-empty segment, picked at random; nil if none.
+pub fn randomkey(session: &mut Session, _args: &[Bytes], reply: &mut Reply<'_>) {
+    let cache = &session.cache;
+    let segments = cache.segment_count();
+    let start = u32::try_from(random_below(segments as usize)).unwrap_or(0);
+    for step in 0..segments {
+        let segment = (start + step) % segments;
+        if cache.segment_size(segment) == 0 {
+            continue;
+        }
+        // Expired entries counted in the segment's size are skipped by the iterator.
+        let keys: Vec<Bytes> = cache
+            .iter_segments(vec![segment])
+            .map(|e| e.key_bytes())
+            .collect();
+        if let Some(key) = keys.get(random_below(keys.len())) {
+            reply.bulk(key);
+            return;
+        }
+    }
+    reply.null();
+}
+
+/// Redis' `renameGenericCommand`: moves the value and its remaining lifespan to the new
+/// name (put new, then remove old), replacing the target unless `only_new`.
+///
+/// Not one atomic step across the two keys: a reader may briefly see both. The old key is
+/// removed only if it still holds the moved entry, so a concurrent write to it survives
+/// (as if it came after the rename).
+fn rename_generic(session: &Session, args: &[Bytes], reply: &mut Reply<'_>, only_new: bool) {
+    let (from, to) = (&args[1], &args[2]);
+    let cache = &session.cache;
+    let entry = match cache.get_entry(from) {
+        Ok(Some(entry)) => entry,
+        Ok(None) => return reply.error("ERR no such key"),
+        Err(error) => return cache_error(reply, &error),
+    };
+    if from == to {
+        return if only_new {
+            reply.integer(0)
+        } else {
+            reply.ok()
+        };
+    }
+    let expiry = match entry.metadata().expires_at_ms() {
+        Some(deadline) => expiry_until(deadline, cache.clock().now_ms()),
+        None => Expiry::NEVER,
+    };
+    let options = WriteOptions::default()
+        .ignore_return_values()
+        .expiry(expiry);
+    let stored = if only_new {
+        cache
+            .put_if_absent(to, entry.value(), &options)
+            .map(|existing| existing.is_none())
+    } else {
+        cache.put(to, entry.value(), &options).map(|_| true)
+    };
+    match stored {
+        Ok(true) => {}
+        Ok(false) => return reply.integer(0),
+        Err(error) => return cache_error(reply, &error),
+    }
+    if let Err(error) = cache.remove_if_version(from, entry.version(), &WriteOptions::default()) {
+        return cache_error(reply, &error);
+    }
+    if only_new {
+        reply.integer(1)
+    } else {
+        reply.ok()
+    }
+}
+
+/// `RENAME key newkey`
+pub fn rename(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
+    rename_generic(session, args, reply, false);
+}
+
+/// `RENAMENX key newkey`: 1 if renamed, 0 if `newkey` exists.
+pub fn renamenx(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
+    rename_generic(session, args, reply, true);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves SCAN cursors parse like Redis' strtoul: signs, wrap-around, and refusals.
+    #[test]
+    fn cursors() {
+        assert_eq!(parse_cursor(b"0"), Some(0));
+        assert_eq!(parse_cursor(b"17"), Some(17));
+        assert_eq!(parse_cursor(b"007"), Some(7));
+        assert_eq!(parse_cursor(b"+3"), Some(3));
+        assert_eq!(parse_cursor(b"-1"), Some(u64::MAX));
+        assert_eq!(parse_cursor(b""), Some(0));
+        assert_eq!(parse_cursor(b"18446744073709551615"), Some(u64::MAX));
+        assert_eq!(parse_cursor(b"18446744073709551616"), None);
+        assert_eq!(parse_cursor(b"abc"), None);
+        assert_eq!(parse_cursor(b" 1"), None);
+        assert_eq!(parse_cursor(b"1 "), None);
+        assert_eq!(parse_cursor(b"-"), None);
+        assert_eq!(parse_cursor(b"1.5"), None);
+    }
+
+    // Proves SCAN options: defaults, COUNT bounds, MATCH `*` dropped, TYPE filter, syntax.
+    #[test]
+    fn scan_options() {
+        let parse = |text: &str| {
+            let args: Vec<Bytes> = if text.is_empty() {
+                Vec::new()
+            } else {
+                text.split(' ')
+                    .map(|a| Bytes::copy_from_slice(a.as_bytes()))
+                    .collect()
+            };
+            ScanOptions::parse(&args)
+                .map(|o| (o.count, o.pattern.map(<[u8]>::to_vec), o.type_matches))
+        };
+        assert_eq!(parse(""), Ok((10, None, true)));
+        assert_eq!(
+            parse("count 5 match a*"),
+            Ok((5, Some(b"a*".to_vec()), true))
+        );
+        assert_eq!(parse("MATCH *"), Ok((10, None, true)));
+        assert_eq!(parse("TYPE String"), Ok((10, None, true)));
+        assert_eq!(parse("TYPE hash"), Ok((10, None, false)));
+        assert_eq!(parse("COUNT 0"), Err(errors::SYNTAX));
+        assert_eq!(parse("COUNT x"), Err(errors::NOT_INTEGER));
+        assert_eq!(parse("COUNT"), Err(errors::SYNTAX));
+        assert_eq!(parse("LIMIT 5"), Err(errors::SYNTAX));
+    }
+}

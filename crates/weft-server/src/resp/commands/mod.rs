@@ -3,6 +3,9 @@
 //! own words.
 
 pub mod connection;
+pub mod counters;
+pub mod expire;
+pub mod glob;
 pub mod keys;
 pub mod server;
 pub mod strings;
@@ -24,7 +27,8 @@ pub mod errors {
 /// The argument at `index` as an i64 with Redis' strict rules.
 #[must_use]
 pub fn arg_i64(args: &[Bytes], index: usize) -> Option<i64> {
-    args.get(index).and_then(|arg| weft_resp::parse_i64_strict(arg))
+    args.get(index)
+        .and_then(|arg| weft_resp::parse_i64_strict(arg))
 }
 
 /// Case-insensitive comparison of an argument with an ASCII keyword.

@@ -13,9 +13,14 @@ use crate::resp::{Reply, Session};
 
 /// `INFO [section ...]`
 pub fn info(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
-    let wanted: Vec<String> =
-        args[1..].iter().map(|a| String::from_utf8_lossy(a).to_ascii_lowercase()).collect();
-    let all = wanted.is_empty() || wanted.iter().any(|w| w == "all" || w == "everything" || w == "default");
+    let wanted: Vec<String> = args[1..]
+        .iter()
+        .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase())
+        .collect();
+    let all = wanted.is_empty()
+        || wanted
+            .iter()
+            .any(|w| w == "all" || w == "everything" || w == "default");
     let want = |section: &str| all || wanted.iter().any(|w| w == section);
     let context = &session.context;
     let mut text = String::new();
@@ -184,7 +189,9 @@ pub fn flushall(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
 
 /// `TIME`
 pub fn time(_session: &mut Session, _args: &[Bytes], reply: &mut Reply<'_>) {
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
     reply.array(2);
     reply.bulk(now.as_secs().to_string().as_bytes());
     reply.bulk(now.subsec_micros().to_string().as_bytes());

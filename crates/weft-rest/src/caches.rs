@@ -1,0 +1,362 @@
+//! `/rest/v2/caches` and `/rest/v2/caches/{cache}`: list, inspect, create and remove
+//! caches, and the per-cache actions selected by `?action=` (size, keys, entries, stats,
+//! config, clear, stats-reset).
+
+use std::collections::HashMap;
+
+use axum::body::Bytes;
+use axum::extract::{RawPathParams, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use weft_core::{Cache, CacheConfig, CacheEntry};
+
+use crate::error::RestError;
+use crate::headers::content_type;
+use crate::json;
+use crate::keys::KeyEncoding;
+use crate::{QueryParams, Shared, query_params};
+
+/// The cache name from the path (axum has percent-decoded it; names are UTF-8).
+fn cache_name(
+    path: Result<RawPathParams, axum::extract::rejection::RawPathParamsRejection>,
+) -> Result<String, RestError> {
+    let path = path.map_err(|rejection| RestError::bad_request(rejection.body_text()))?;
+    path.iter()
+        .find(|(name, _)| *name == "cache")
+        .map(|(_, value)| value.to_owned())
+        .ok_or_else(|| RestError::bad_request("missing cache name"))
+}
+
+fn existing(state: &Shared, name: &str) -> Result<Cache, RestError> {
+    state
+        .manager()
+        .cache(name)
+        .ok_or_else(|| RestError::no_cache(name))
+}
+
+fn unknown_action(action: &str) -> RestError {
+    RestError::bad_request(format!("unknown action `{action}`"))
+}
+
+/// `GET /rest/v2/caches`: the names as a JSON array; `?action=detailed` adds a summary of
+/// each cache.
+pub(crate) async fn list(
+    State(state): State<Shared>,
+    query: QueryParams,
+) -> Result<Response, RestError> {
+    let params = query_params(query)?;
+    match params.get("action").map(String::as_str) {
+        None => Ok(json::respond(&json!(state.manager().cache_names()))),
+        Some("detailed") => {
+            let caches: Vec<Value> = state
+                .manager()
+                .caches()
+                .iter()
+                .map(|cache| {
+                    let config = cache.config();
+                    json!({
+                        "name": cache.name(),
+                        "status": "RUNNING",
+                        "type": "local-cache",
+                        "health": "HEALTHY",
+                        "simple_cache": false,
+                        "transactional": false,
+                        "persistent": false,
+                        "persistent_storage": false,
+                        "bounded": config.memory.is_bounded(),
+                        "secured": false,
+                        "indexed": false,
+                        "has_remote_backup": false,
+                        "rebalancing_enabled": false,
+                        "statistics": config.statistics,
+                    })
+                })
+                .collect();
+            Ok(json::respond(&Value::Array(caches)))
+        }
+        Some(action) => Err(unknown_action(action)),
+    }
+}
+
+/// `HEAD /rest/v2/caches/{cache}`: 204 if it exists, else 404 (no body either way).
+pub(crate) async fn head(
+    State(state): State<Shared>,
+    path: Result<RawPathParams, axum::extract::rejection::RawPathParamsRejection>,
+) -> StatusCode {
+    match cache_name(path) {
+        Ok(name) if state.manager().cache(&name).is_some() => StatusCode::NO_CONTENT,
+        Ok(_) => StatusCode::NOT_FOUND,
+        Err(_) => StatusCode::BAD_REQUEST,
+    }
+}
+
+/// `GET /rest/v2/caches/{cache}`: details, or a read-only action.
+pub(crate) async fn get(
+    State(state): State<Shared>,
+    path: Result<RawPathParams, axum::extract::rejection::RawPathParamsRejection>,
+    headers: HeaderMap,
+    query: QueryParams,
+) -> Result<Response, RestError> {
+    let name = cache_name(path)?;
+    let params = query_params(query)?;
+    let cache = existing(&state, &name)?;
+    match params.get("action").map(String::as_str) {
+        None => Ok(json::respond(&details(&cache))),
+        Some("size") => Ok(json::respond(&json!(cache.size()))),
+        Some("stats") => Ok(json::respond(&json::statistics(&cache.statistics()))),
+        Some("config") => Ok(json::respond(&json::configuration(cache.config()))),
+        Some("keys") => {
+            let listing = Listing::from_request(&headers, &params)?;
+            listing.run(cache, Items::Keys).await
+        }
+        Some("entries") => {
+            let listing = Listing::from_request(&headers, &params)?;
+            let metadata = match params.get("metadata").map(String::as_str) {
+                None | Some("false") => false,
+                Some("true" | "") => true,
+                Some(other) => {
+                    return Err(RestError::bad_request(format!(
+                        "invalid metadata `{other}`: expected true or false"
+                    )));
+                }
+            };
+            let items = if metadata {
+                Items::EntriesWithMetadata
+            } else {
+                Items::Entries
+            };
+            listing.run(cache, items).await
+        }
+        Some(action) => Err(unknown_action(action)),
+    }
+}
+
+/// The details Infinispan's `GET /rest/v2/caches/{cache}` returns, with the values a
+/// single-node, in-memory, non-indexed Weft cache has.
+fn details(cache: &Cache) -> Value {
+    let config = cache.config();
+    let max_size_bytes = config
+        .memory
+        .max_size_bytes
+        .map_or(-1, |bytes| i64::try_from(bytes).unwrap_or(i64::MAX));
+    json!({
+        "stats": json::statistics(&cache.statistics()),
+        "size": cache.size(),
+        "configuration": json::configuration(config),
+        "rehash_in_progress": false,
+        "indexing_in_progress": false,
+        "rebalancing_enabled": false,
+        "bounded": config.memory.is_bounded(),
+        "indexed": false,
+        "persistent": false,
+        "transactional": false,
+        "secured": false,
+        "has_remote_backup": false,
+        "queryable": false,
+        "statistics": config.statistics,
+        "mode": "LOCAL",
+        "storage_type": "HEAP",
+        "max_size": config.memory.max_size_bytes.map_or_else(String::new, |bytes| bytes.to_string()),
+        "max_size_bytes": max_size_bytes,
+        "key_storage": "application/octet-stream",
+        "value_storage": "application/octet-stream",
+    })
+}
+
+/// What a listing holds per entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Items {
+    /// The key alone, as a string.
+    Keys,
+    /// `{"key": …, "value": …}`.
+    Entries,
+    /// Entries with their expiration times and version.
+    EntriesWithMetadata,
+}
+
+/// A `keys` or `entries` listing: how many, and how to write bytes.
+struct Listing {
+    limit: usize,
+    encoding: KeyEncoding,
+}
+
+impl Listing {
+    /// Reads `limit` (negative = all, Infinispan's `-1`) and the encoding from
+    /// `Key-Content-Type`.
+    fn from_request(
+        headers: &HeaderMap,
+        params: &HashMap<String, String>,
+    ) -> Result<Self, RestError> {
+        let limit = match params.get("limit") {
+            None => usize::MAX,
+            Some(text) => match text.trim().parse::<i64>() {
+                Ok(limit) if limit < 0 => usize::MAX,
+                Ok(limit) => usize::try_from(limit).unwrap_or(usize::MAX),
+                Err(_) => {
+                    return Err(RestError::bad_request(format!(
+                        "invalid limit `{text}`: expected a whole number (-1 = all)"
+                    )));
+                }
+            },
+        };
+        Ok(Self {
+            limit,
+            encoding: KeyEncoding::from_headers(headers)?,
+        })
+    }
+
+    /// Walks the cache on a blocking thread (a large cache takes a while, and the async
+    /// workers must keep serving) and answers the JSON array.
+    async fn run(self, cache: Cache, items: Items) -> Result<Response, RestError> {
+        let body = tokio::task::spawn_blocking(move || {
+            // Written item by item into one buffer: the answer for a large cache is big
+            // enough without also holding every item as a JSON tree first.
+            let mut out = Vec::from(&b"["[..]);
+            for (index, entry) in cache.iter().take(self.limit).enumerate() {
+                if index > 0 {
+                    out.push(b',');
+                }
+                let item = match items {
+                    Items::Keys => Value::String(self.encoding.encode(entry.key())),
+                    Items::Entries => json!({
+                        "key": self.encoding.encode(entry.key()),
+                        "value": self.encoding.encode(entry.value()),
+                    }),
+                    Items::EntriesWithMetadata => self.entry_with_metadata(&entry),
+                };
+                serde_json::to_writer(&mut out, &item)?;
+            }
+            out.push(b']');
+            Ok::<_, serde_json::Error>(out)
+        })
+        .await
+        .map_err(|error| RestError::internal(format!("listing failed: {error}")))?
+        .map_err(|error| RestError::internal(format!("listing failed: {error}")))?;
+        Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
+    }
+
+    /// One `entries` item; times are ms since the epoch or -1, as Infinispan writes them.
+    fn entry_with_metadata(&self, entry: &CacheEntry) -> Value {
+        let meta = entry.metadata();
+        let millis = |ms: Option<u64>| ms.map_or(-1, |ms| i64::try_from(ms).unwrap_or(i64::MAX));
+        let seconds = |ms: Option<u64>| millis(ms.map(|ms| ms / 1_000));
+        json!({
+            "key": self.encoding.encode(entry.key()),
+            "value": self.encoding.encode(entry.value()),
+            "timeToLiveSeconds": seconds(meta.lifespan_ms),
+            "maxIdleTimeSeconds": seconds(meta.max_idle_ms),
+            "created": millis(meta.created_ms),
+            "lastUsed": millis(meta.last_used_ms),
+            "expireTime": millis(meta.expires_at_ms()),
+            "version": meta.version,
+        })
+    }
+}
+
+/// The configuration in a create request's body: JSON (Infinispan's `{"local-cache":…}`
+/// or Weft's own shape) or TOML; an empty body means the default configuration.
+fn parse_config(headers: &HeaderMap, body: &Bytes) -> Result<Option<CacheConfig>, RestError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    let unsupported = |what: &str| {
+        RestError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            format!(
+                "{what}: send the configuration as application/json (Infinispan's \
+                 {{\"local-cache\": {{...}}}} or Weft's own shape) or application/toml"
+            ),
+        )
+    };
+    let media = content_type(headers)?.ok_or_else(|| unsupported("missing Content-Type"))?;
+    let text = std::str::from_utf8(body)
+        .map_err(|_| RestError::bad_request("the configuration is not UTF-8 text"))?;
+    let parsed = match media.essence.as_str() {
+        "application/json" => CacheConfig::from_json("<json>", text),
+        "application/toml" | "application/x-toml" | "text/toml" => {
+            CacheConfig::from_toml("<toml>", text)
+        }
+        other => return Err(unsupported(&format!("unsupported Content-Type `{other}`"))),
+    };
+    parsed
+        .map(Some)
+        .map_err(|error| RestError::bad_request(error.to_string()))
+}
+
+/// `POST /rest/v2/caches/{cache}`: create (400 if it exists), or a write action.
+pub(crate) async fn post(
+    State(state): State<Shared>,
+    path: Result<RawPathParams, axum::extract::rejection::RawPathParamsRejection>,
+    headers: HeaderMap,
+    query: QueryParams,
+    body: Bytes,
+) -> Result<Response, RestError> {
+    let name = cache_name(path)?;
+    let params = query_params(query)?;
+    match params.get("action").map(String::as_str) {
+        None => {
+            let config = parse_config(&headers, &body)?.unwrap_or_default();
+            state.manager().create_cache(&name, config)?;
+            Ok(StatusCode::OK.into_response())
+        }
+        Some("clear") => {
+            existing(&state, &name)?.clear()?;
+            Ok(StatusCode::NO_CONTENT.into_response())
+        }
+        Some("stats-reset") => {
+            existing(&state, &name)?.reset_statistics();
+            Ok(StatusCode::NO_CONTENT.into_response())
+        }
+        Some(action) => Err(unknown_action(action)),
+    }
+}
+
+/// `PUT /rest/v2/caches/{cache}`: create, or 200 if it exists with the same configuration
+/// (or the body is empty). A running cache's configuration cannot change, so a different
+/// one is refused with 400 rather than silently ignored.
+pub(crate) async fn put(
+    State(state): State<Shared>,
+    path: Result<RawPathParams, axum::extract::rejection::RawPathParamsRejection>,
+    headers: HeaderMap,
+    query: QueryParams,
+    body: Bytes,
+) -> Result<Response, RestError> {
+    let name = cache_name(path)?;
+    if let Some(action) = query_params(query)?.get("action") {
+        return Err(unknown_action(action));
+    }
+    let config = parse_config(&headers, &body)?;
+    if let Some(cache) = state.manager().cache(&name) {
+        return match config {
+            Some(config) if &config != cache.config() => Err(RestError::bad_request(format!(
+                "cache `{name}` exists with a different configuration, which cannot be \
+                 changed while it runs; delete and recreate it"
+            ))),
+            _ => Ok(StatusCode::OK.into_response()),
+        };
+    }
+    match state
+        .manager()
+        .create_cache(&name, config.unwrap_or_default())
+    {
+        // A concurrent create of the same name won the race: the cache exists, as asked.
+        Ok(_) | Err(weft_core::ManagerError::AlreadyExists(_)) => {
+            Ok(StatusCode::OK.into_response())
+        }
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// `DELETE /rest/v2/caches/{cache}`: 200, or 404 if there was no such cache.
+pub(crate) async fn delete(
+    State(state): State<Shared>,
+    path: Result<RawPathParams, axum::extract::rejection::RawPathParamsRejection>,
+) -> Result<Response, RestError> {
+    let name = cache_name(path)?;
+    if state.manager().remove_cache(&name) {
+        Ok(StatusCode::OK.into_response())
+    } else {
+        Err(RestError::no_cache(&name))
+    }
+}

@@ -1,0 +1,240 @@
+//! `/rest/v2/caches/{cache}/{key}`: read, write and remove one entry.
+//!
+//! | Method | Cache call | Answers |
+//! |---|---|---|
+//! | GET, HEAD | `get_entry` | 200 with value and metadata headers, 304/412 by preconditions, 404 |
+//! | PUT | `put`, or `compute` under preconditions | 204, 304/412 by preconditions |
+//! | POST | `put_if_absent` | 204, 409 "An entry already exists" |
+//! | DELETE | `delete`, or `compute` under preconditions | 204, 404, 412 |
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE, ETAG, EXPIRES, LAST_MODIFIED};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use percent_encoding::percent_decode_str;
+use weft_core::{Cache, CacheEntry, Compute, WriteOptions};
+
+use crate::error::RestError;
+use crate::headers::{
+    self, CREATED, LAST_USED, MAX_IDLE, Preconditions, Refusal, TIME_TO_LIVE, negotiate,
+};
+use crate::keys::KeyEncoding;
+use crate::{QueryParams, Shared, query_params};
+
+/// Value of the time headers when the entry has no such time (Infinispan's "none").
+const NONE: i64 = -1;
+const MILLIS_PER_SECOND: u64 = 1_000;
+
+/// The response to 409 on POST, word for word as Infinispan sends it.
+pub(crate) const ENTRY_EXISTS: &str = "An entry already exists";
+
+/// The cache and key a request addresses.
+struct Target {
+    cache: Cache,
+    key: Vec<u8>,
+}
+
+/// Finds the cache and decodes the key from the raw path. axum's path extractors would
+/// refuse keys that are not UTF-8 once decoded; keys are bytes, so the last two raw
+/// segments are decoded here (the route guarantees there are two, and a `/` inside a key
+/// arrives as `%2F`, so it cannot split them).
+fn target(state: &Shared, uri: &Uri, headers: &HeaderMap) -> Result<Target, RestError> {
+    let path = uri.path();
+    let (rest, raw_key) = path
+        .rsplit_once('/')
+        .ok_or_else(|| RestError::bad_request("missing key in path"))?;
+    let raw_cache = rest.rsplit_once('/').map_or(rest, |(_, cache)| cache);
+    let name = percent_decode_str(raw_cache)
+        .decode_utf8()
+        .map_err(|_| RestError::bad_request("cache name is not UTF-8 once percent-decoded"))?;
+    let cache = state
+        .manager()
+        .cache(&name)
+        .ok_or_else(|| RestError::no_cache(&name))?;
+    let key = KeyEncoding::from_headers(headers)?.decode(raw_key)?;
+    Ok(Target { cache, key })
+}
+
+/// Entry routes take no actions; `?action=distribution` and the like are refused rather
+/// than silently answered with the value.
+fn refuse_actions(query: QueryParams) -> Result<(), RestError> {
+    match query_params(query)?.get("action") {
+        Some(action) => Err(RestError::bad_request(format!(
+            "unsupported action `{action}` on an entry"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Whole seconds of a duration in ms, or −1.
+fn seconds_or_none(ms: Option<u64>) -> HeaderValue {
+    HeaderValue::from(ms.map_or(NONE, |ms| {
+        i64::try_from(ms / MILLIS_PER_SECOND).unwrap_or(i64::MAX)
+    }))
+}
+
+/// A time in ms, or −1.
+fn millis_or_none(ms: Option<u64>) -> HeaderValue {
+    HeaderValue::from(ms.map_or(NONE, |ms| i64::try_from(ms).unwrap_or(i64::MAX)))
+}
+
+/// The caching headers of an entry, shared by 200 and 304 answers: `ETag`, `Expires` and
+/// `Cache-Control` (seconds until expiry, or `no-cache` when it is due).
+fn caching_headers(entry: &CacheEntry, now_ms: u64, headers: &mut HeaderMap) {
+    headers.insert(ETAG, headers::etag(entry));
+    if let Some(expires_ms) = entry.metadata().expires_at_ms() {
+        if let Some(date) = headers::http_date(expires_ms) {
+            headers.insert(EXPIRES, date);
+        }
+        let fresh_seconds = expires_ms.saturating_sub(now_ms) / MILLIS_PER_SECOND;
+        let control = if fresh_seconds > 0 {
+            HeaderValue::from_str(&format!("max-age={fresh_seconds}"))
+                .unwrap_or_else(|_| HeaderValue::from_static("no-cache"))
+        } else {
+            HeaderValue::from_static("no-cache")
+        };
+        headers.insert(CACHE_CONTROL, control);
+    }
+}
+
+/// GET and HEAD (axum routes HEAD here and drops the body).
+pub(crate) async fn get(
+    State(state): State<Shared>,
+    uri: Uri,
+    request_headers: HeaderMap,
+    query: QueryParams,
+) -> Result<Response, RestError> {
+    refuse_actions(query)?;
+    let target = target(&state, &uri, &request_headers)?;
+    let preconditions = Preconditions::from_headers(&request_headers)?;
+    let min_fresh = headers::min_fresh_seconds(&request_headers)?;
+    let entry = target
+        .cache
+        .get_entry(&target.key)?
+        .ok_or_else(RestError::no_entry)?;
+    let now_ms = target.cache.clock().now_ms();
+    let metadata = entry.metadata();
+    // `Cache-Control: min-fresh` asks only for entries that stay fresh that long;
+    // Infinispan answers 404 for the others.
+    if let (Some(min_fresh), Some(expires_ms)) = (min_fresh, metadata.expires_at_ms())
+        && expires_ms.saturating_sub(now_ms) / MILLIS_PER_SECOND <= min_fresh
+    {
+        return Err(RestError::no_entry());
+    }
+    let mut headers = HeaderMap::new();
+    caching_headers(&entry, now_ms, &mut headers);
+    if let Err(refusal) = preconditions.check_read(&entry) {
+        if refusal == Refusal::Failed {
+            headers.clear();
+        }
+        return Ok((refusal.status(), headers).into_response());
+    }
+    headers.insert(CONTENT_TYPE, negotiate(&request_headers).content_type());
+    if let Some(created) = metadata.created_ms.and_then(headers::http_date) {
+        headers.insert(LAST_MODIFIED, created);
+    }
+    headers.insert(TIME_TO_LIVE, seconds_or_none(metadata.lifespan_ms));
+    headers.insert(MAX_IDLE, seconds_or_none(metadata.max_idle_ms));
+    headers.insert(CREATED, millis_or_none(metadata.created_ms));
+    headers.insert(LAST_USED, millis_or_none(metadata.last_used_ms));
+    // Also for HEAD: axum sets Content-Length from the body, then drops the body, so HEAD
+    // reports the value's true length. The body is a view of the entry, not a copy.
+    Ok((StatusCode::OK, headers, Body::from(entry.value_bytes())).into_response())
+}
+
+/// PUT: store the value (upsert), subject to `If-Match`, `If-None-Match` and
+/// `If-Unmodified-Since`.
+pub(crate) async fn put(
+    State(state): State<Shared>,
+    uri: Uri,
+    request_headers: HeaderMap,
+    query: QueryParams,
+    value: Bytes,
+) -> Result<Response, RestError> {
+    refuse_actions(query)?;
+    let target = target(&state, &uri, &request_headers)?;
+    let expiry = headers::expiry(&request_headers)?;
+    let preconditions = Preconditions::from_headers(&request_headers)?;
+    let options = WriteOptions::default()
+        .expiry(expiry)
+        .ignore_return_values();
+    if !preconditions.constrain_write() {
+        target.cache.put(&target.key, &value, &options)?;
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    }
+    // Preconditions are checked against the live entry under the key's lock, so no other
+    // write can slip between the check and the store. `compute` takes the value by
+    // `Vec`; converting from `Bytes` copies only if the body buffer is shared.
+    let value = Vec::from(value);
+    let outcome = target.cache.compute(&target.key, &options, |current| {
+        match preconditions.check_write(current, true) {
+            Ok(()) => Compute::Put(value, expiry, Ok(())),
+            Err(refusal) => Compute::Keep(Err(refusal)),
+        }
+    })?;
+    Ok(match outcome {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(refusal) => refusal.status().into_response(),
+    })
+}
+
+/// POST: store the value only if the key has no live entry.
+pub(crate) async fn post(
+    State(state): State<Shared>,
+    uri: Uri,
+    request_headers: HeaderMap,
+    query: QueryParams,
+    value: Bytes,
+) -> Result<Response, RestError> {
+    refuse_actions(query)?;
+    let target = target(&state, &uri, &request_headers)?;
+    let expiry = headers::expiry(&request_headers)?;
+    let options = WriteOptions::default().expiry(expiry);
+    match target.cache.put_if_absent(&target.key, &value, &options)? {
+        Some(_) => Err(RestError::new(StatusCode::CONFLICT, ENTRY_EXISTS)),
+        None => Ok(StatusCode::NO_CONTENT.into_response()),
+    }
+}
+
+/// DELETE: remove the entry, subject to `If-Match`, `If-None-Match` and
+/// `If-Unmodified-Since`.
+pub(crate) async fn delete(
+    State(state): State<Shared>,
+    uri: Uri,
+    request_headers: HeaderMap,
+    query: QueryParams,
+) -> Result<Response, RestError> {
+    refuse_actions(query)?;
+    let target = target(&state, &uri, &request_headers)?;
+    let preconditions = Preconditions::from_headers(&request_headers)?;
+    if !preconditions.constrain_write() {
+        return if target.cache.delete(&target.key)? {
+            Ok(StatusCode::NO_CONTENT.into_response())
+        } else {
+            Err(RestError::no_entry())
+        };
+    }
+    /// What the atomic check decided.
+    enum Outcome {
+        Removed,
+        Absent,
+        Refused(Refusal),
+    }
+    let outcome = target
+        .cache
+        .compute(&target.key, &WriteOptions::default(), |current| {
+            let Some(entry) = current else {
+                return Compute::Keep(Outcome::Absent);
+            };
+            match preconditions.check_write(Some(entry), false) {
+                Ok(()) => Compute::Remove(Outcome::Removed),
+                Err(refusal) => Compute::Keep(Outcome::Refused(refusal)),
+            }
+        })?;
+    match outcome {
+        Outcome::Removed => Ok(StatusCode::NO_CONTENT.into_response()),
+        Outcome::Absent => Err(RestError::no_entry()),
+        Outcome::Refused(refusal) => Ok(refusal.status().into_response()),
+    }
+}

@@ -1,0 +1,71 @@
+//! JSON shapes shared by several routes: statistics in Infinispan's field names, and cache
+//! configurations in Infinispan's `{"local-cache": {...}}` wrapper.
+
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use weft_core::{CacheConfig, CacheStatistics};
+
+const NANOS_PER_MILLI: u64 = 1_000_000;
+
+/// Statistics as Infinispan's `Stats` JSON (`?action=stats`, `/container/stats`): its
+/// field names where one exists (times in ms, plus `_nanos` variants as Infinispan 15
+/// also gives), then Weft's additions (`expirations`, `statistics_enabled`).
+pub(crate) fn statistics(stats: &CacheStatistics) -> Value {
+    json!({
+        "statistics_enabled": stats.enabled,
+        "time_since_start": stats.time_since_start_secs,
+        "time_since_reset": stats.time_since_reset_secs,
+        "current_number_of_entries": stats.entries,
+        "current_number_of_entries_in_memory": stats.entries,
+        "off_heap_memory_used": 0,
+        "data_memory_used": stats.memory_bytes,
+        "stores": stats.stores,
+        "retrievals": stats.hits.saturating_add(stats.misses),
+        "hits": stats.hits,
+        "misses": stats.misses,
+        "remove_hits": stats.remove_hits,
+        "remove_misses": stats.remove_misses,
+        "evictions": stats.evictions,
+        "expirations": stats.expirations,
+        "average_read_time": stats.average_read_time_nanos / NANOS_PER_MILLI,
+        "average_read_time_nanos": stats.average_read_time_nanos,
+        "average_write_time": stats.average_write_time_nanos / NANOS_PER_MILLI,
+        "average_write_time_nanos": stats.average_write_time_nanos,
+        "average_remove_time": stats.average_remove_time_nanos / NANOS_PER_MILLI,
+        "average_remove_time_nanos": stats.average_remove_time_nanos,
+        "required_minimum_number_of_nodes": 1,
+    })
+}
+
+/// A cache's configuration as `{"local-cache": {...}}`, in the same attribute names
+/// `CacheConfig::from_json` reads, so the output can create an identical cache. Unset
+/// options are left out rather than written as `null` (as Infinispan does).
+pub(crate) fn configuration(config: &CacheConfig) -> Value {
+    let mut inner = serde_json::to_value(config).unwrap_or(Value::Null);
+    drop_nulls(&mut inner);
+    json!({ "local-cache": inner })
+}
+
+fn drop_nulls(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.retain(|_, field| !field.is_null());
+            map.values_mut().for_each(drop_nulls);
+        }
+        Value::Array(items) => items.iter_mut().for_each(drop_nulls),
+        _ => {}
+    }
+}
+
+/// A JSON body with `Content-Type: application/json`.
+pub(crate) fn respond(value: &Value) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        value.to_string(),
+    )
+        .into_response()
+}

@@ -1,0 +1,90 @@
+//! Checks the crate dependency rules of ARCHITECTURE.md from `cargo metadata`, so a change that
+//! breaks a boundary fails the build instead of eroding it quietly.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::process::Command;
+
+fn normal_dependencies() -> BTreeMap<String, Vec<String>> {
+    let output = Command::new(env!("CARGO"))
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run cargo metadata");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let metadata: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let mut graph = BTreeMap::new();
+    for package in metadata["packages"].as_array().unwrap() {
+        let name = package["name"].as_str().unwrap().to_owned();
+        let dependencies = package["dependencies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|d| d["kind"].is_null())
+            .map(|d| d["name"].as_str().unwrap().to_owned())
+            .collect();
+        graph.insert(name, dependencies);
+    }
+    graph
+}
+
+// Proves the engine depends on no other workspace crate and on no networking or runtime.
+#[test]
+fn core_is_standalone_and_does_no_io() {
+    let graph = normal_dependencies();
+    let core = &graph["weft-core"];
+    for forbidden in [
+        "weft-resp",
+        "weft-rest",
+        "weft-server",
+        "tokio",
+        "axum",
+        "hyper",
+    ] {
+        assert!(
+            !core.iter().any(|d| d == forbidden),
+            "weft-core depends on {forbidden}"
+        );
+    }
+}
+
+// Proves codecs stay sans-IO: no runtime, no sockets, no cache.
+#[test]
+fn codecs_depend_on_no_networking() {
+    let graph = normal_dependencies();
+    for codec in ["weft-resp"] {
+        for forbidden in ["tokio", "hyper", "axum", "weft-core", "weft-server"] {
+            assert!(
+                !graph[codec].iter().any(|d| d == forbidden),
+                "{codec} depends on {forbidden}"
+            );
+        }
+    }
+}
+
+// Proves only the server binary depends on every protocol crate.
+#[test]
+fn only_the_server_depends_on_protocols() {
+    let graph = normal_dependencies();
+    for (crate_name, dependencies) in &graph {
+        if crate_name == "weft-server" {
+            continue;
+        }
+        for protocol in ["weft-resp", "weft-rest"] {
+            assert!(
+                !dependencies.iter().any(|d| d == protocol),
+                "{crate_name} depends on {protocol}"
+            );
+        }
+    }
+}
