@@ -109,7 +109,8 @@ def test_health_and_metrics(weft_port):
 
 
 def test_malformed_http_leaves_data_intact(weft_port):
-    # Proves garbage after an HTTP request line gets a 400 (or a close) and loses no data.
+    # Proves garbage after an HTTP request line gets a 4xx (or a close) at once, never a hang,
+    # and loses no data. A timeout is a failure: the server must answer or close.
     request(weft_port, "PUT", "/rest/v2/caches/default/survivor", b"alive")
     for garbage in (b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n",
                     b"PUT /rest/v2/caches/default/x HTTP/1.1\r\n\x00\x01\x02\r\n\r\n",
@@ -118,7 +119,7 @@ def test_malformed_http_leaves_data_intact(weft_port):
             sock.sendall(garbage)
             try:
                 reply = sock.recv(200)
-            except (ConnectionResetError, TimeoutError):
+            except ConnectionResetError:
                 reply = b""
             assert reply == b"" or reply.startswith(b"HTTP/1.1 4"), reply
     assert request(weft_port, "GET", "/rest/v2/caches/default/survivor")[2] == b"alive"

@@ -14,7 +14,7 @@ use weft_core::{CacheConfig, DEFAULT_CACHE_NAME, ManagerConfig};
 pub const BIND_DEFAULT: &str = "127.0.0.1:11222";
 /// Default cap on one client's pending input (a single command, or a pipeline burst).
 pub const CLIENT_INPUT_BYTES_MAX_DEFAULT: usize = 1 << 30;
-/// Default cap on bytes of replies buffered for a client before the server stops reading.
+/// Default cap on bytes of replies buffered for a client's request before it is closed.
 pub const CLIENT_OUTPUT_BYTES_MAX_DEFAULT: usize = 64 << 20;
 
 /// The `[server]` section.
@@ -34,6 +34,12 @@ pub struct ServerSection {
     pub password: Option<String>,
     /// Seconds to wait for connections to finish on shutdown.
     pub shutdown_grace_secs: u64,
+    /// Most bytes of one unfinished RESP request a connection may hold (Redis'
+    /// `client-query-buffer-limit`); beyond it the connection is closed.
+    pub client_input_bytes_max: usize,
+    /// Most bytes of replies a RESP connection may buffer for one request (Redis'
+    /// `client-output-buffer-limit`); a reply that outgrows it closes the connection.
+    pub client_output_bytes_max: usize,
 }
 
 impl Default for ServerSection {
@@ -47,6 +53,8 @@ impl Default for ServerSection {
             connections_max: 10_000,
             password: None,
             shutdown_grace_secs: 5,
+            client_input_bytes_max: CLIENT_INPUT_BYTES_MAX_DEFAULT,
+            client_output_bytes_max: CLIENT_OUTPUT_BYTES_MAX_DEFAULT,
         }
     }
 }
@@ -129,12 +137,41 @@ mod tests {
     // Proves an empty file gives the embedded default: one `default` cache on database 0.
     #[test]
     fn empty_file_is_the_default() {
-        let config = ServerConfig::parse("weft.toml", "").ok();
-        let config = config.unwrap_or_default();
+        // Must parse: falling back to `ServerConfig::default()` here would make the test
+        // pass whatever the parser does with an empty file.
+        let config = match ServerConfig::parse("weft.toml", "") {
+            Ok(config) => config,
+            Err(error) => panic!("an empty file must parse: {error}"),
+        };
         assert_eq!(config.server.bind.to_string(), BIND_DEFAULT);
         assert_eq!(
             config.caches.get("default").and_then(|c| c.resp_database),
             Some(0)
+        );
+        assert_eq!(config.server, ServerSection::default());
+    }
+
+    // Proves the connection limits are read from `[server]`.
+    #[test]
+    fn connection_limits_are_configurable() {
+        let text = "[server]\nclient-input-bytes-max = 1000\nclient-output-bytes-max = 2000\n";
+        let server = ServerConfig::parse("weft.toml", text).map(|config| config.server);
+        assert_eq!(
+            server
+                .as_ref()
+                .map(|s| (s.client_input_bytes_max, s.client_output_bytes_max)),
+            Ok((1000, 2000))
+        );
+        let defaults = ServerSection::default();
+        assert_eq!(
+            (
+                defaults.client_input_bytes_max,
+                defaults.client_output_bytes_max
+            ),
+            (
+                CLIENT_INPUT_BYTES_MAX_DEFAULT,
+                CLIENT_OUTPUT_BYTES_MAX_DEFAULT
+            )
         );
     }
 

@@ -14,7 +14,9 @@ use tokio::net::TcpStream;
 use weft_resp::Detection;
 
 /// How long a new connection may stay silent before it is closed.
-pub const DETECT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Long enough for connection pools that open connections before using them (Redis itself
+/// has no such timeout); `connections-max` bounds how many silent connections can pile up.
+pub const DETECT_TIMEOUT: Duration = Duration::from_secs(300);
 /// Bytes read at most before giving up on recognising a protocol.
 pub const DETECT_BYTES_MAX: usize = 8 * 1024;
 

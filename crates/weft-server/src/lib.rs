@@ -175,7 +175,13 @@ async fn serve_connection(stream: TcpStream, peer: SocketAddr, context: Arc<Serv
     context.connected_clients.fetch_add(1, Ordering::Relaxed);
     context.total_connections.fetch_add(1, Ordering::Relaxed);
     let mut stream = stream;
-    let detected = detect::detect(&mut stream).await;
+    // A connection that has sent nothing yet has nothing to finish: shutdown closes it
+    // at once instead of waiting for the detection timeout.
+    let mut shutdown = context.shutdown_signal();
+    let detected = tokio::select! {
+        detected = detect::detect(&mut stream) => detected,
+        () = stopped(&mut shutdown) => Err(std::io::Error::other("server shutting down")),
+    };
     match detected {
         Ok((Protocol::Resp, prefix)) => {
             resp::serve(stream, prefix, peer, Arc::clone(&context)).await
@@ -187,6 +193,13 @@ async fn serve_connection(stream: TcpStream, peer: SocketAddr, context: Arc<Serv
         Err(error) => tracing::debug!(%peer, %error, "connection closed during protocol detection"),
     }
     context.connected_clients.fetch_sub(1, Ordering::Relaxed);
+}
+
+/// Resolves once the server is shutting down, including when it already was before this
+/// receiver was created (which `watch::Receiver::changed` would miss).
+pub(crate) async fn stopped(shutdown: &mut watch::Receiver<bool>) {
+    // An error means the sender is gone, i.e. the server is gone: stop too.
+    let _ = shutdown.wait_for(|&stop| stop).await;
 }
 
 /// Runs a server until Ctrl-C or SIGTERM, then shuts it down cleanly.

@@ -153,6 +153,15 @@ fn auth_with_password() {
     let mut third = server.client();
     assert_eq!(third.cmd("AUTH default s3cret"), Frame::ok());
     assert_eq!(third.cmd("GET k"), bulk("v"));
+
+    // A HELLO that fails on its SETNAME authenticates nothing, as in Redis, where the
+    // name is checked before the credentials.
+    let mut fourth = server.client();
+    assert_eq!(
+        fourth.call(&["HELLO", "3", "AUTH", "default", "s3cret", "SETNAME", "a b"]),
+        err("ERR Client names cannot contain spaces, newlines or special characters.")
+    );
+    assert_eq!(fourth.cmd("GET k"), err("NOAUTH Authentication required."));
 }
 
 // Proves QUIT replies OK and then the server closes the connection.
@@ -177,6 +186,14 @@ fn select_databases() {
     assert_eq!(c.cmd("SELECT 2"), err("ERR DB index is out of range"));
     assert_eq!(c.cmd("SELECT -1"), err("ERR DB index is out of range"));
     assert_eq!(c.cmd("SELECT x"), err(NOT_INTEGER));
+    // Redis reads the index as a C int before looking the database up.
+    let int_range = "ERR value is out of range, value must between -2147483648 and 2147483647";
+    assert_eq!(c.cmd("SELECT 2147483648"), err(int_range));
+    assert_eq!(c.cmd("SELECT -2147483649"), err(int_range));
+    assert_eq!(
+        c.cmd("SELECT 2147483647"),
+        err("ERR DB index is out of range")
+    );
     assert_eq!(c.cmd("GET k"), bulk("one"));
     assert_eq!(c.cmd("SELECT 0"), Frame::ok());
     assert_eq!(c.cmd("GET k"), bulk("zero"));
@@ -234,6 +251,40 @@ fn command_introspection() {
         c.cmd("COMMAND NOPE"),
         err("ERR unknown subcommand 'NOPE'. Try COMMAND HELP.")
     );
+    assert_eq!(
+        sorted_texts(&c.cmd("COMMAND LIST FILTERBY PATTERN GET*")),
+        ["get", "getdel", "getex", "getrange", "getset"]
+    );
+    assert_eq!(
+        c.cmd("COMMAND LIST FILTERBY pattern nosuch*").items(),
+        Vec::<Frame>::new()
+    );
+    assert_eq!(
+        c.cmd("COMMAND LIST FILTERBY MODULE json").items(),
+        Vec::<Frame>::new()
+    );
+    assert_eq!(c.cmd("COMMAND LIST FILTERBY COLOR red"), err(SYNTAX));
+    assert_eq!(c.cmd("COMMAND LIST FILTERBY PATTERN"), err(SYNTAX));
+    assert_eq!(
+        c.cmd("COMMAND COUNT x"),
+        err("ERR wrong number of arguments for 'command|count' command")
+    );
+    // In RESP3, flags, ACL categories, tips, key specs and subcommands are all sets.
+    assert!(matches!(c.cmd("HELLO 3"), Frame::Map(_)));
+    let get = c.cmd("COMMAND INFO get").items()[0].items();
+    assert!(
+        matches!(&get[2], Frame::Set(flags) if !flags.is_empty()),
+        "{get:?}"
+    );
+    assert_eq!(
+        get[6..],
+        [
+            Frame::Set(Vec::new()),
+            Frame::Set(Vec::new()),
+            Frame::Set(Vec::new()),
+            Frame::Set(Vec::new())
+        ]
+    );
 }
 
 // Proves CLIENT SETNAME/GETNAME/ID/SETINFO and their errors.
@@ -268,6 +319,47 @@ fn client_subcommands() {
         err("ERR unknown subcommand 'NOPE'. Try CLIENT HELP.")
     );
     assert!(c.cmd("CLIENT INFO").text().contains(&format!("id={id} ")));
+    assert_eq!(
+        c.call(&["CLIENT", "SETINFO", "lib-name", "has space"]),
+        err("ERR lib-name cannot contain spaces, newlines or special characters.")
+    );
+    assert_eq!(
+        c.cmd("CLIENT HELP x"),
+        err("ERR wrong number of arguments for 'client|help' command")
+    );
+}
+
+// Proves CLIENT INFO/LIST name the running command and LIST applies Redis' TYPE and ID
+// filters and argument errors.
+#[test]
+fn client_info_and_list() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    let id = c.cmd("CLIENT ID").int();
+    let info = c.cmd("CLIENT INFO").text();
+    assert!(
+        info.contains(" cmd=client|info ") && info.ends_with('\n'),
+        "{info}"
+    );
+    let list = c.cmd("CLIENT LIST").text();
+    assert!(
+        list.starts_with(&format!("id={id} ")) && list.contains(" cmd=client|list "),
+        "{list}"
+    );
+    assert_eq!(c.cmd("CLIENT LIST TYPE normal").text(), list);
+    assert_eq!(c.cmd("CLIENT LIST TYPE pubsub").text(), "");
+    assert_eq!(
+        c.cmd("CLIENT LIST TYPE nope"),
+        err("ERR Unknown client type 'nope'")
+    );
+    assert_eq!(c.cmd(&format!("CLIENT LIST ID {id}")).text(), list);
+    assert_eq!(
+        c.cmd(&format!("CLIENT LIST ID {} -1", id + 1000)).text(),
+        ""
+    );
+    assert_eq!(c.cmd("CLIENT LIST ID x"), err("ERR Invalid client ID"));
+    assert_eq!(c.cmd("CLIENT LIST ID"), err(SYNTAX));
+    assert_eq!(c.cmd("CLIENT LIST FOO bar"), err(SYNTAX));
 }
 
 // Proves DBSIZE counts the selected database, FLUSHDB clears only it, FLUSHALL clears all.

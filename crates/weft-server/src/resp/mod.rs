@@ -21,7 +21,7 @@ use tokio::net::TcpStream;
 use weft_resp::{Limits, RequestDecoder};
 
 pub use reply::Reply;
-pub use session::Session;
+pub use session::{OutputLimitExceeded, Session};
 
 use crate::ServerContext;
 
@@ -62,7 +62,13 @@ pub async fn serve(
             match decoder.decode(&mut input) {
                 Ok(Some(request)) => {
                     processed += 1;
-                    session.execute(&request.args, &mut output);
+                    if let Err(exceeded) = session.execute(&request.args, &mut output) {
+                        // As Redis does for a client over its output-buffer limit: the
+                        // replies before this one are sent, then the connection is closed.
+                        tracing::warn!(%peer, limit = exceeded.limit, "closing RESP connection: reply exceeds client-output-bytes-max");
+                        let _ = stream.write_all(&output).await;
+                        return;
+                    }
                     if session.quit {
                         break;
                     }
@@ -98,19 +104,27 @@ pub async fn serve(
             let _ = stream.shutdown().await;
             return;
         }
+        if input.len() >= context.settings.client_input_bytes_max {
+            // What is left is one unfinished request (complete ones were executed above).
+            // Redis closes a client whose query buffer passes its limit, without a reply.
+            tracing::warn!(%peer, pending = input.len(), limit = context.settings.client_input_bytes_max, "closing RESP connection: request exceeds client-input-bytes-max");
+            return;
+        }
         if input.is_empty() && input.capacity() > BUFFER_KEEP_BYTES {
             input = BytesMut::with_capacity(BUFFER_INITIAL_BYTES);
         }
         if input.capacity() - input.len() < 4096 {
             input.reserve(BUFFER_INITIAL_BYTES);
         }
+        // Shutdown first: requests already read have been answered above, and a client that
+        // never stops sending must not keep the connection open through a shutdown.
         tokio::select! {
             biased;
+            () = crate::stopped(&mut shutdown) => return,
             read = stream.read_buf(&mut input) => match read {
                 Ok(0) | Err(_) => return,
                 Ok(_) => {}
             },
-            _ = shutdown.changed() => return,
         }
     }
 }

@@ -6,16 +6,50 @@ use bytes::BytesMut;
 use weft_resp::Protocol;
 
 /// Appends replies to a connection's output buffer.
+///
+/// The buffer is bounded: once it holds more than `limit` bytes, further writes are
+/// dropped and [`Reply::overflowed`] turns true, so that one request cannot make the
+/// server buffer an unbounded reply (`MGET k k k …` on a large value). The connection is
+/// then closed, as Redis closes a client over its output-buffer limit. At most one element
+/// is written past the limit, so a single value larger than the limit is still served.
 #[derive(Debug)]
 pub struct Reply<'a> {
     out: &'a mut BytesMut,
     protocol: Protocol,
+    limit: usize,
+    overflowed: bool,
 }
 
 impl<'a> Reply<'a> {
-    /// Writes into `out` with `protocol`'s encodings.
+    /// Writes into `out` with `protocol`'s encodings, without a size limit.
     pub fn new(out: &'a mut BytesMut, protocol: Protocol) -> Self {
-        Self { out, protocol }
+        Self::with_limit(out, protocol, usize::MAX)
+    }
+
+    /// Writes into `out` with `protocol`'s encodings until it holds more than `limit`
+    /// bytes.
+    pub fn with_limit(out: &'a mut BytesMut, protocol: Protocol, limit: usize) -> Self {
+        Self {
+            out,
+            protocol,
+            limit,
+            overflowed: false,
+        }
+    }
+
+    /// Whether writes were dropped because the buffer passed its limit; the reply in the
+    /// buffer is then incomplete.
+    #[must_use]
+    pub fn overflowed(&self) -> bool {
+        self.overflowed
+    }
+
+    /// Whether there is room for another write; records an overflow otherwise.
+    fn room(&mut self) -> bool {
+        if self.out.len() > self.limit {
+            self.overflowed = true;
+        }
+        !self.overflowed
     }
 
     /// The protocol replies are encoded in.
@@ -31,61 +65,97 @@ impl<'a> Reply<'a> {
 
     /// `+OK`.
     pub fn ok(&mut self) {
+        if !self.room() {
+            return;
+        }
         weft_resp::write_simple(self.out, "OK");
     }
 
     /// A simple string.
     pub fn simple(&mut self, text: &str) {
+        if !self.room() {
+            return;
+        }
         weft_resp::write_simple(self.out, text);
     }
 
     /// An error; `text` starts with its code (`ERR`, `WRONGTYPE`, …).
     pub fn error(&mut self, text: &str) {
+        if !self.room() {
+            return;
+        }
         weft_resp::write_error(self.out, text);
     }
 
     /// An integer.
     pub fn integer(&mut self, value: i64) {
+        if !self.room() {
+            return;
+        }
         weft_resp::write_integer(self.out, value);
     }
 
     /// A bulk string.
     pub fn bulk(&mut self, bytes: &[u8]) {
+        if !self.room() {
+            return;
+        }
         weft_resp::write_bulk(self.out, bytes);
     }
 
     /// A null bulk string (RESP2 `$-1`, RESP3 `_`).
     pub fn null(&mut self) {
+        if !self.room() {
+            return;
+        }
         weft_resp::write_null(self.out, self.protocol);
     }
 
     /// A null array (RESP2 `*-1`, RESP3 `_`).
     pub fn null_array(&mut self) {
+        if !self.room() {
+            return;
+        }
         weft_resp::write_null_array(self.out, self.protocol);
     }
 
     /// An array header; `len` elements follow.
     pub fn array(&mut self, len: usize) {
+        if !self.room() {
+            return;
+        }
         weft_resp::write_array_len(self.out, len);
     }
 
     /// A map header; `len` key/value pairs follow (RESP2: an array of `2 × len`).
     pub fn map(&mut self, len: usize) {
+        if !self.room() {
+            return;
+        }
         weft_resp::write_map_len(self.out, len, self.protocol);
     }
 
     /// A set header; `len` elements follow (RESP2: an array).
     pub fn set(&mut self, len: usize) {
+        if !self.room() {
+            return;
+        }
         weft_resp::write_set_len(self.out, len, self.protocol);
     }
 
     /// A double (RESP2: a bulk string).
     pub fn double(&mut self, value: f64) {
+        if !self.room() {
+            return;
+        }
         weft_resp::write_double(self.out, value, self.protocol);
     }
 
     /// A verbatim text (RESP3 `=`; RESP2 a bulk string).
     pub fn verbatim(&mut self, text: &str) {
+        if !self.room() {
+            return;
+        }
         weft_resp::write_verbatim(self.out, b"txt", text.as_bytes(), self.protocol);
     }
 }

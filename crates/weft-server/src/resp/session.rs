@@ -13,6 +13,13 @@ use super::reply::Reply;
 use super::table;
 use crate::ServerContext;
 
+/// A reply outgrew `client-output-bytes-max`: the connection is to be closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutputLimitExceeded {
+    /// The limit in force, in bytes.
+    pub limit: usize,
+}
+
 /// A RESP connection's state.
 #[derive(Debug)]
 pub struct Session {
@@ -36,7 +43,8 @@ pub struct Session {
     pub peer: SocketAddr,
     /// When the connection was opened.
     pub connected_at: Instant,
-    /// The last command's name, for CLIENT INFO/LIST.
+    /// The last command's name (Redis' `cmd=`). CLIENT INFO/LIST list only this connection,
+    /// whose last command is the one running, so they do not read it yet.
     pub last_command: &'static str,
 }
 
@@ -63,8 +71,28 @@ impl Session {
     }
 
     /// Executes one request and appends its reply to `output`.
-    pub fn execute(&mut self, args: &[Bytes], output: &mut BytesMut) {
-        let mut reply = Reply::new(output, self.protocol);
+    ///
+    /// # Errors
+    /// [`OutputLimitExceeded`] when the reply would take `output` past
+    /// `client-output-bytes-max`; the partial reply is removed from `output` (replies to
+    /// earlier requests stay) and the connection must be closed.
+    pub fn execute(
+        &mut self,
+        args: &[Bytes],
+        output: &mut BytesMut,
+    ) -> Result<(), OutputLimitExceeded> {
+        let start = output.len();
+        let limit = self.context.settings.client_output_bytes_max;
+        let mut reply = Reply::with_limit(output, self.protocol, start.saturating_add(limit));
+        self.dispatch(args, &mut reply);
+        if reply.overflowed() {
+            output.truncate(start);
+            return Err(OutputLimitExceeded { limit });
+        }
+        Ok(())
+    }
+
+    fn dispatch(&mut self, args: &[Bytes], reply: &mut Reply<'_>) {
         let Some(name) = args.first() else { return };
         let Some(spec) = table::lookup(name) else {
             reply.error(&table::unknown_command_error(args));
@@ -82,6 +110,6 @@ impl Session {
             return;
         }
         self.last_command = spec.name;
-        (spec.handler)(self, args, &mut reply);
+        (spec.handler)(self, args, reply);
     }
 }

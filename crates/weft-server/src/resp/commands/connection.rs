@@ -91,6 +91,12 @@ pub fn hello(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
             credentials = Some((args[index + 1].clone(), args[index + 2].clone()));
             index += 3;
         } else if is(&args[index], "SETNAME") && remaining >= 1 {
+            // Checked while parsing, as Redis does: a bad name fails HELLO before AUTH is
+            // tried, so the client does not end up authenticated by a failed HELLO.
+            if !valid_client_name(&args[index + 1]) {
+                reply.error(BAD_CLIENT_NAME);
+                return;
+            }
             name = Some(args[index + 1].clone());
             index += 2;
         } else {
@@ -113,10 +119,6 @@ pub fn hello(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
         return;
     }
     if let Some(name) = name {
-        if !valid_client_name(&name) {
-            reply.error(BAD_CLIENT_NAME);
-            return;
-        }
         session.client_name = (!name.is_empty()).then_some(name);
     }
     session.protocol = protocol;
@@ -152,6 +154,11 @@ pub fn select(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
         reply.error(errors::NOT_INTEGER);
         return;
     };
+    // Redis reads the index as a C int (`getIntFromObjectOrReply`).
+    if i32::try_from(database).is_err() {
+        reply.error("ERR value is out of range, value must between -2147483648 and 2147483647");
+        return;
+    }
     let cache = u32::try_from(database)
         .ok()
         .and_then(|database| session.context.manager.cache_for_resp_database(database));
@@ -172,27 +179,68 @@ fn valid_client_name(name: &[u8]) -> bool {
     name.iter().all(|&b| (b'!'..=b'~').contains(&b))
 }
 
-fn client_info_line(session: &Session) -> String {
+/// The CLIENT INFO/LIST line of this connection; `command` is the command running now
+/// (`client|info`, `client|list`), which is the connection's last command.
+fn client_info_line(session: &Session, command: &str) -> String {
     let name = session
         .client_name
         .as_deref()
         .map(String::from_utf8_lossy)
         .unwrap_or_default();
     format!(
-        "id={} addr={} laddr={} fd=0 name={} age={} idle=0 flags=N db={} sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=client|{} user=default redir=-1 resp={}",
+        "id={} addr={} laddr={} fd=0 name={} age={} idle=0 flags=N db={} sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={}",
         session.client_id,
         session.peer,
         session.context.local_addr,
         name,
         session.connected_at.elapsed().as_secs(),
         session.database,
-        session.last_command,
+        command,
         if session.protocol == Protocol::Resp3 {
             3
         } else {
             2
         },
     )
+}
+
+/// `CLIENT LIST [TYPE type | ID id [id ...]]`, with Redis 7's argument rules. Only this
+/// connection is listed: connections do not share a registry yet.
+fn client_list(session: &Session, args: &[Bytes], reply: &mut Reply<'_>) {
+    // How many times this connection's line is listed (Redis repeats a repeated ID).
+    let listed: usize = match args {
+        [_, _] => 1,
+        [_, _, option, kind] if is(option, "TYPE") => {
+            if is(kind, "normal") {
+                1
+            } else if ["slave", "replica", "pubsub", "master"]
+                .iter()
+                .any(|name| is(kind, name))
+            {
+                0
+            } else {
+                return reply.error(&format!(
+                    "ERR Unknown client type '{}'",
+                    String::from_utf8_lossy(kind)
+                ));
+            }
+        }
+        [_, _, option, ids @ ..] if is(option, "ID") && !ids.is_empty() => {
+            let mut listed = 0;
+            for id in ids {
+                let Some(id) = weft_resp::parse_i64_strict(id) else {
+                    return reply.error("ERR Invalid client ID");
+                };
+                if u64::try_from(id).is_ok_and(|id| id == session.client_id) {
+                    listed += 1;
+                }
+            }
+            listed
+        }
+        _ => return reply.error(errors::SYNTAX),
+    };
+    let line = client_info_line(session, "client|list") + "\n";
+    reply.verbatim(&line.repeat(listed));
 }
 
 /// `CLIENT SETNAME|GETNAME|ID|INFO|LIST|SETINFO|HELP`
@@ -234,28 +282,32 @@ pub fn client(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
             if args.len() != 2 {
                 return arity_error(reply);
             }
-            let line = client_info_line(session) + "\n";
+            let line = client_info_line(session, "client|info") + "\n";
             reply.verbatim(&line);
         }
-        "list" => {
-            // Only this connection is listed: connections do not share a registry yet.
-            let line = client_info_line(session) + "\n";
-            reply.verbatim(&line);
-        }
+        "list" => client_list(session, args, reply),
         "setinfo" => {
-            let [_, _, attribute, _value] = args else {
+            let [_, _, attribute, value] = args else {
                 return arity_error(reply);
             };
-            if is(attribute, "lib-name") || is(attribute, "lib-ver") {
-                reply.ok();
-            } else {
+            if !is(attribute, "lib-name") && !is(attribute, "lib-ver") {
                 reply.error(&format!(
                     "ERR Unrecognized option '{}'",
                     String::from_utf8_lossy(attribute)
                 ));
+            } else if !valid_client_name(value) {
+                reply.error(&format!(
+                    "ERR {} cannot contain spaces, newlines or special characters.",
+                    String::from_utf8_lossy(attribute)
+                ));
+            } else {
+                reply.ok();
             }
         }
         "help" => {
+            if args.len() != 2 {
+                return arity_error(reply);
+            }
             let lines = [
                 "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
                 "GETNAME",

@@ -7,7 +7,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 
 use super::connection::REDIS_COMPATIBLE_VERSION;
-use super::{errors, is};
+use super::{errors, glob, is};
 use crate::resp::table::{COMMANDS, CommandSpec, lookup};
 use crate::resp::{Reply, Session};
 
@@ -96,10 +96,11 @@ fn write_command_info(spec: &CommandSpec, reply: &mut Reply<'_>) {
     reply.integer(i64::from(spec.first_key));
     reply.integer(i64::from(spec.last_key));
     reply.integer(i64::from(spec.step));
+    // Redis 7 sends all four as sets (RESP3 `~`), even when empty.
     reply.set(0); // ACL categories
-    reply.array(0); // tips
-    reply.array(0); // key specs
-    reply.array(0); // subcommands
+    reply.set(0); // tips
+    reply.set(0); // key specs
+    reply.set(0); // subcommands
 }
 
 /// `COMMAND [COUNT | INFO name ... | LIST | DOCS [name ...]]`
@@ -111,13 +112,14 @@ pub fn command(_session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
         }
         return;
     };
-    if is(sub, "COUNT") && args.len() == 2 {
+    if is(sub, "COUNT") {
+        if args.len() != 2 {
+            reply.error("ERR wrong number of arguments for 'command|count' command");
+            return;
+        }
         reply.integer(i64::try_from(COMMANDS.len()).unwrap_or(i64::MAX));
     } else if is(sub, "LIST") {
-        reply.array(COMMANDS.len());
-        for spec in COMMANDS {
-            reply.bulk(spec.name.as_bytes());
-        }
+        command_list(&args[2..], reply);
     } else if is(sub, "INFO") {
         let names: Vec<&Bytes> = args[2..].iter().collect();
         if names.is_empty() {
@@ -142,6 +144,43 @@ pub fn command(_session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
             "ERR unknown subcommand '{}'. Try COMMAND HELP.",
             String::from_utf8_lossy(sub)
         ));
+    }
+}
+
+/// `COMMAND LIST [FILTERBY MODULE name | ACLCAT category | PATTERN pattern]`, with Redis 7's
+/// rules: the pattern is a case-insensitive glob; no command belongs to a module, and ACL
+/// categories are not reported, so those two filters select nothing.
+fn command_list(options: &[Bytes], reply: &mut Reply<'_>) {
+    let pattern = match options {
+        [] => None,
+        [filterby, kind, argument] if is(filterby, "FILTERBY") => {
+            if is(kind, "PATTERN") {
+                Some(argument.to_ascii_lowercase())
+            } else if is(kind, "MODULE") || is(kind, "ACLCAT") {
+                reply.array(0);
+                return;
+            } else {
+                reply.error(errors::SYNTAX);
+                return;
+            }
+        }
+        _ => {
+            reply.error(errors::SYNTAX);
+            return;
+        }
+    };
+    let names: Vec<&str> = COMMANDS
+        .iter()
+        .map(|spec| spec.name)
+        .filter(|name| {
+            pattern
+                .as_deref()
+                .is_none_or(|pattern| glob::matches(pattern, name.as_bytes()))
+        })
+        .collect();
+    reply.array(names.len());
+    for name in names {
+        reply.bulk(name.as_bytes());
     }
 }
 

@@ -1,0 +1,212 @@
+//! Connection robustness: the per-connection input and output limits, the HTTP request-head
+//! timeout, and shutdown with connections that have not sent anything yet.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::io::Read;
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use common::{Frame, TestServer, encode};
+
+// Proves a request that outgrows client-input-bytes-max closes its connection, while the
+// same bytes as many small pipelined requests, and other clients' data, are unaffected.
+#[test]
+fn input_limit_closes_only_the_oversized_request() {
+    let server = TestServer::start_with("client-input-bytes-max = 65536", "");
+    let mut c = server.client();
+    assert_eq!(c.cmd("SET kept safe"), Frame::ok());
+    // 200 kB of small requests in one write: each completes long before the limit.
+    let mut batch = Vec::new();
+    for i in 0..2000 {
+        batch.extend_from_slice(&encode(&[
+            "SET".to_owned(),
+            format!("k{i}"),
+            "x".repeat(80),
+        ]));
+    }
+    let mut writer = c.writer();
+    let sender = std::thread::spawn(move || std::io::Write::write_all(&mut writer, &batch));
+    for i in 0..2000 {
+        assert_eq!(c.read_frame(), Frame::ok(), "SET {i}");
+    }
+    sender.join().unwrap().unwrap();
+
+    // One request declaring 1 MB of arguments (each bulk within proto-max-bulk-len): the
+    // server keeps at most the limit of it, then closes the connection.
+    let mut c = server.client();
+    let arg = vec![b'a'; 16 * 1024];
+    let mut request = b"*65\r\n$3\r\nDEL\r\n".to_vec();
+    for _ in 0..64 {
+        request.extend_from_slice(&encode(&[&arg])[4..]);
+    }
+    let mut writer = c.writer();
+    // The write fails once the server has closed; what matters is what the client reads.
+    let sender = std::thread::spawn(move || std::io::Write::write_all(&mut writer, &request));
+    assert!(c.closed_by_server(), "an oversized request was buffered");
+    let _ = sender.join();
+
+    let mut other = server.client();
+    assert_eq!(other.cmd("GET kept"), Frame::bulk("safe"));
+    assert_eq!(other.cmd("DBSIZE"), Frame::Integer(2001));
+}
+
+// Proves a reply that outgrows client-output-bytes-max closes the connection after the
+// replies before it, instead of being buffered whole (MGET of one value many times would
+// otherwise make a small request allocate without bound); a reply of one value larger than
+// the limit is still served, or a stored value could not be read back.
+#[test]
+fn output_limit_closes_instead_of_buffering() {
+    let server = TestServer::start_with("client-output-bytes-max = 100000", "");
+    let mut c = server.client();
+    let big = "v".repeat(150_000);
+    assert_eq!(c.call(&["SET", "big", &big]), Frame::ok());
+    assert_eq!(c.cmd("GET big"), Frame::bulk(&big));
+    c.cmd("SET small s");
+    let mut mget = vec!["MGET".to_owned()];
+    mget.extend(std::iter::repeat_n("small".to_owned(), 1000));
+    assert_eq!(c.call(&mget).items().len(), 1000);
+
+    let mut pipeline = encode(&["PING"]);
+    pipeline.extend_from_slice(&encode(&["MGET", "big", "big", "big"]));
+    pipeline.extend_from_slice(&encode(&["PING"]));
+    c.send_raw(&pipeline);
+    assert_eq!(c.read_frame(), Frame::Simple("PONG".into()));
+    assert!(
+        c.closed_by_server(),
+        "a reply over the limit was sent, in part or whole"
+    );
+
+    let mut other = server.client();
+    assert_eq!(other.cmd("STRLEN big"), Frame::Integer(150_000));
+}
+
+// Proves a connection that has sent nothing does not hold up shutdown until the detection
+// timeout (or the grace period): it is closed as soon as shutdown starts.
+#[test]
+fn silent_connection_does_not_delay_shutdown() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let config = weft_server::config::ServerConfig::parse(
+        "test.toml",
+        "[server]\nbind = \"127.0.0.1:0\"\nshutdown-grace-secs = 20\n",
+    )
+    .unwrap();
+    let server = runtime
+        .block_on(weft_server::Server::start(config))
+        .unwrap();
+    let mut silent = TcpStream::connect(server.local_addr()).unwrap();
+    // Let the server accept it and start detection.
+    std::thread::sleep(Duration::from_millis(100));
+    let started = Instant::now();
+    runtime.block_on(server.shutdown());
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "shutdown waited {:?} for a silent connection",
+        started.elapsed()
+    );
+    silent
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut byte = [0u8; 1];
+    assert!(matches!(silent.read(&mut byte), Ok(0) | Err(_)));
+}
+
+// Proves a client that never stops sending does not keep its connection open through a
+// shutdown: the requests already read are answered, then the connection closes.
+#[test]
+fn busy_connection_does_not_delay_shutdown() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let config = weft_server::config::ServerConfig::parse(
+        "test.toml",
+        "[server]\nbind = \"127.0.0.1:0\"\nshutdown-grace-secs = 20\n",
+    )
+    .unwrap();
+    let server = runtime
+        .block_on(weft_server::Server::start(config))
+        .unwrap();
+    let stream = TcpStream::connect(server.local_addr()).unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    let mut reader = stream;
+    // Pipelines PINGs without pause until the server closes, and drains the replies.
+    let sending = std::thread::spawn(move || {
+        let batch = encode(&["PING"]).repeat(20_000);
+        while std::io::Write::write_all(&mut writer, &batch).is_ok() {}
+    });
+    let draining = std::thread::spawn(move || {
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut received = 0usize;
+        while let Ok(n @ 1..) = reader.read(&mut buf) {
+            received += n;
+        }
+        received
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let started = Instant::now();
+    runtime.block_on(server.shutdown());
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "shutdown waited {:?} for a busy connection",
+        started.elapsed()
+    );
+    assert!(draining.join().unwrap() > 0, "no PING was answered");
+    sending.join().unwrap();
+}
+
+// Proves an HTTP client that sends part of a request head, or idles on a kept-alive
+// connection, is closed after the head timeout rather than held forever (the clock is
+// paused: tokio advances it while every task waits).
+#[tokio::test(start_paused = true)]
+async fn http_head_timeout_closes_slow_clients() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let config = weft_server::config::ServerConfig::parse(
+        "test.toml",
+        "[server]\nbind = \"127.0.0.1:0\"\nshutdown-grace-secs = 1\n",
+    )
+    .unwrap();
+    let server = weft_server::Server::start(config).await.unwrap();
+    let addr = server.local_addr();
+    // Longer than the head timeout, shorter than forever.
+    let patience = Duration::from_secs(300);
+
+    let mut partial = tokio::net::TcpStream::connect(addr).await.unwrap();
+    partial
+        .write_all(b"GET /rest/v2/caches HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    let mut buf = vec![0u8; 4096];
+    let read = tokio::time::timeout(patience, partial.read(&mut buf)).await;
+    assert!(
+        matches!(read, Ok(Ok(0) | Err(_))),
+        "a partial request head kept the connection open: {read:?}"
+    );
+
+    let mut idle = tokio::net::TcpStream::connect(addr).await.unwrap();
+    idle.write_all(b"GET /rest/v2/caches HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut response = Vec::new();
+    while !response.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = idle.read(&mut buf).await.unwrap();
+        assert!(n > 0, "closed before answering");
+        response.extend_from_slice(&buf[..n]);
+    }
+    assert!(response.starts_with(b"HTTP/1.1 200"));
+    let mut rest = Vec::new();
+    let read = tokio::time::timeout(patience, idle.read_to_end(&mut rest)).await;
+    assert!(
+        matches!(read, Ok(Ok(_) | Err(_))),
+        "an idle kept-alive connection was held open: {read:?}"
+    );
+    server.shutdown().await;
+}
