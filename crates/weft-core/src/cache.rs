@@ -343,13 +343,41 @@ impl Cache {
             || uses(expiry.max_idle, defaults.max_idle.is_some())
     }
 
-    fn new_entry(&self, key: &[u8], value: &[u8], expiry: Expiry) -> CacheEntry {
+    /// Builds the entry a write stores; `existing`, the live entry it overwrites, matters only
+    /// for `Lifetime::Keep`.
+    fn new_entry(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        expiry: Expiry,
+        existing: Option<&CacheEntry>,
+    ) -> CacheEntry {
         if self.needs_clock(expiry) {
             let now = self.inner.clock.now_ms();
-            CacheEntry::new(key, value, self.resolve(expiry, None, now), now)
+            CacheEntry::new(key, value, self.resolve(expiry, existing, now), now)
         } else {
             CacheEntry::new(key, value, StoredExpiration::IMMORTAL, 0)
         }
+    }
+
+    /// The entry a write stores, built before the segment lock is taken — unless its expiry
+    /// keeps the overwritten entry's (`Lifetime::Keep`), which needs the live entry and so is
+    /// built under the lock by [`Cache::entry_for`].
+    fn prebuilt(&self, key: &[u8], value: &[u8], expiry: Expiry) -> Option<CacheEntry> {
+        let keeps = expiry.lifespan == Lifetime::Keep || expiry.max_idle == Lifetime::Keep;
+        (!keeps).then(|| self.new_entry(key, value, expiry, None))
+    }
+
+    /// The prebuilt entry, or one built now against the live entry it overwrites.
+    fn entry_for(
+        &self,
+        prebuilt: Option<CacheEntry>,
+        key: &[u8],
+        value: &[u8],
+        expiry: Expiry,
+        existing: Option<&CacheEntry>,
+    ) -> CacheEntry {
+        prebuilt.unwrap_or_else(|| self.new_entry(key, value, expiry, existing))
     }
 
     /// The live entry for `key`, dropping it (with an expired event) if it has expired.
@@ -550,8 +578,10 @@ impl Cache {
     ) -> Result<Option<CacheEntry>, CacheError> {
         Self::check_sizes(key, value)?;
         let timer = self.inner.stats.start();
-        let fresh = self.new_entry(key, value, options.expiry);
-        let applied = self.write(key, options, move |_| Change::Put(fresh))?;
+        let fresh = self.prebuilt(key, value, options.expiry);
+        let applied = self.write(key, options, |existing| {
+            Change::Put(self.entry_for(fresh, key, value, options.expiry, existing))
+        })?;
         self.inner.stats.write_done(timer, true);
         Ok(applied.previous)
     }
@@ -570,7 +600,7 @@ impl Cache {
     ) -> Result<Option<CacheEntry>, CacheError> {
         Self::check_sizes(key, value)?;
         let timer = self.inner.stats.start();
-        let fresh = self.new_entry(key, value, options.expiry);
+        let fresh = self.new_entry(key, value, options.expiry, None);
         let mut existing_entry = None;
         let options_keep = WriteOptions {
             ignore_return_values: false,
@@ -600,13 +630,13 @@ impl Cache {
     ) -> Result<Option<CacheEntry>, CacheError> {
         Self::check_sizes(key, value)?;
         let timer = self.inner.stats.start();
-        let fresh = self.new_entry(key, value, options.expiry);
+        let fresh = self.prebuilt(key, value, options.expiry);
         let options_keep = WriteOptions {
             ignore_return_values: false,
             ..*options
         };
         let applied = self.write(key, &options_keep, |existing| match existing {
-            Some(_) => Change::Put(fresh),
+            Some(_) => Change::Put(self.entry_for(fresh, key, value, options.expiry, existing)),
             None => Change::Keep,
         })?;
         self.inner.stats.write_done(timer, applied.stored.is_some());
@@ -626,14 +656,16 @@ impl Cache {
     ) -> Result<VersionedOutcome, CacheError> {
         Self::check_sizes(key, value)?;
         let timer = self.inner.stats.start();
-        let fresh = self.new_entry(key, value, options.expiry);
+        let fresh = self.prebuilt(key, value, options.expiry);
         let mut outcome = VersionedOutcome::Absent;
         let options_keep = WriteOptions {
             ignore_return_values: false,
             ..*options
         };
         let applied = self.write(key, &options_keep, |existing| match existing {
-            Some(existing) if existing.version() == version => Change::Put(fresh),
+            Some(live) if live.version() == version => {
+                Change::Put(self.entry_for(fresh, key, value, options.expiry, existing))
+            }
             Some(existing) => {
                 outcome = VersionedOutcome::Mismatch(existing.clone());
                 Change::Keep
@@ -726,6 +758,16 @@ impl Cache {
         options: &WriteOptions,
         f: impl FnOnce(Option<&CacheEntry>) -> Compute<R>,
     ) -> Result<R, CacheError> {
+        Ok(self.compute_stored(key, options, f)?.1)
+    }
+
+    /// [`Cache::compute`], also returning the entry it stored.
+    fn compute_stored<R>(
+        &self,
+        key: &[u8],
+        options: &WriteOptions,
+        f: impl FnOnce(Option<&CacheEntry>) -> Compute<R>,
+    ) -> Result<(Option<CacheEntry>, R), CacheError> {
         self.check_live()?;
         let timer = self.inner.stats.start();
         let (segment, hash) = self.inner.container.locate(key);
@@ -745,13 +787,10 @@ impl Cache {
                         size_error = Some(error);
                         return (Change::Keep, result);
                     }
-                    let stored = if self.needs_clock(expiry) {
-                        let now = self.inner.clock.now_ms();
-                        CacheEntry::new(key, &value, self.resolve(expiry, existing, now), now)
-                    } else {
-                        CacheEntry::new(key, &value, StoredExpiration::IMMORTAL, 0)
-                    };
-                    (Change::Put(stored), result)
+                    (
+                        Change::Put(self.new_entry(key, &value, expiry, existing)),
+                        result,
+                    )
                 }
             },
         );
@@ -769,7 +808,7 @@ impl Cache {
         } else if applied.previous.is_some() {
             self.inner.stats.remove_done(timer, true);
         }
-        Ok(result)
+        Ok((applied.stored, result))
     }
 
     /// Atomically merges `value` into `key`'s current value with `f(old, new)`, or stores
@@ -786,14 +825,16 @@ impl Cache {
         f: impl FnOnce(&[u8], &[u8]) -> Option<Vec<u8>>,
     ) -> Result<Option<CacheEntry>, CacheError> {
         let expiry = options.expiry;
-        self.compute(key, options, |existing| match existing {
+        // The entry stored by this very write: reading the key afterwards could see another
+        // writer's value, and would count as a read in the statistics.
+        let (stored, ()) = self.compute_stored(key, options, |existing| match existing {
             None => Compute::Put(value.to_vec(), expiry, ()),
             Some(current) => match f(current.value(), value) {
                 Some(merged) => Compute::Put(merged, expiry, ()),
                 None => Compute::Remove(()),
             },
         })?;
-        self.get_entry(key)
+        Ok(stored)
     }
 
     /// Stores every pair.

@@ -398,10 +398,12 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("size `{text}` is too large"))
 }
 
-/// A number given either as a TOML/JSON integer or as a string (Infinispan's JSON quotes them).
+/// A number given either as a TOML/JSON integer or as a string (Infinispan's JSON quotes them),
+/// or a JSON `null` (how an absent optional value serializes) meaning "not set".
 enum NumberOrText {
     Number(i64),
     Text(String),
+    Null,
 }
 
 impl<'de> Deserialize<'de> for NumberOrText {
@@ -423,6 +425,12 @@ impl<'de> Deserialize<'de> for NumberOrText {
             fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
                 Ok(NumberOrText::Text(v.to_owned()))
             }
+            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(NumberOrText::Null)
+            }
+            fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(NumberOrText::Null)
+            }
         }
         deserializer.deserialize_any(V)
     }
@@ -431,7 +439,7 @@ impl<'de> Deserialize<'de> for NumberOrText {
 fn optional_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
     match NumberOrText::deserialize(d)? {
         // Infinispan writes -1 for "never"; accept it as absent.
-        NumberOrText::Number(-1) => Ok(None),
+        NumberOrText::Number(-1) | NumberOrText::Null => Ok(None),
         NumberOrText::Number(n) if n <= 0 => Err(de::Error::custom(format!(
             "duration must be positive, got {n}"
         ))),
@@ -450,6 +458,7 @@ fn positive_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Err
 
 fn optional_count<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
     let value = match NumberOrText::deserialize(d)? {
+        NumberOrText::Null => return Ok(None),
         NumberOrText::Number(n) => n,
         NumberOrText::Text(text) => text
             .trim()
@@ -467,7 +476,7 @@ fn optional_count<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Err
 
 fn optional_size<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
     let value = match NumberOrText::deserialize(d)? {
-        NumberOrText::Number(-1) => return Ok(None),
+        NumberOrText::Number(-1) | NumberOrText::Null => return Ok(None),
         NumberOrText::Number(n) if n <= 0 => {
             return Err(de::Error::custom(format!(
                 "max-size must be positive, got {n}"

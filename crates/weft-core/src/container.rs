@@ -16,7 +16,10 @@ use parking_lot::RwLock;
 
 use crate::clock::Clock;
 use crate::entry::{CacheEntry, allocator_footprint};
-use crate::eviction::{EVICTION_SAMPLE_SIZE, EVICTION_SCAN_BUCKETS_MAX, random_index};
+use crate::eviction::{
+    EVICTION_LARGE_SEGMENT_LEN, EVICTION_PROBES_PER_SEGMENT, EVICTION_SAMPLE_SIZE,
+    EVICTION_SEGMENT_PICKS_MAX, EVICTION_SMALL_SEGMENT_TAKE, random_index,
+};
 use crate::hash;
 
 /// Bytes charged per entry for its slot in a segment table: an 8-byte pointer and a control
@@ -335,63 +338,112 @@ impl Container {
         expired
     }
 
-    /// Evicts one entry from the first non-empty segment at or after a random one: the
-    /// sampled entry with the lowest `score`, or an expired one. `protect` is never chosen
-    /// (the entry whose write triggered the eviction). Returns the entry and whether it had
-    /// expired.
+    /// Evicts one entry: the sampled entry with the lowest `score`, or an expired one met
+    /// while sampling. `protect` is never chosen (the entry whose write triggered the
+    /// eviction). Returns the entry and whether it had expired.
     pub(crate) fn evict_one(
         &self,
         protect: Option<&CacheEntry>,
         now_ms: u64,
         score: impl Fn(&CacheEntry) -> u32,
     ) -> Option<(CacheEntry, bool)> {
+        loop {
+            let (segment, victim, expired) = self.sample_victim(protect, now_ms, &score)?;
+            // Chosen under a read lock: a writer may have replaced or removed it since.
+            let hash = self.hasher.hash_one(victim.key());
+            if self.remove_exact(segment, hash, &victim) {
+                return Some((victim, expired));
+            }
+        }
+    }
+
+    /// Picks an eviction victim from a sample of `EVICTION_SAMPLE_SIZE` entries found at
+    /// random buckets of randomly chosen segments.
+    ///
+    /// Why random buckets, and at most `EVICTION_SMALL_SEGMENT_TAKE` entries from a small
+    /// segment: a bounded cache of a few thousand entries over 256 segments holds a handful
+    /// per segment. Sampling one segment (or a run of neighbouring buckets or segments)
+    /// makes the sample a few entries that were often all popular ones, since unpopular
+    /// entries next to popular ones are the first to go; popular entries were then evicted
+    /// about as often as under random eviction.
+    fn sample_victim(
+        &self,
+        protect: Option<&CacheEntry>,
+        now_ms: u64,
+        score: &impl Fn(&CacheEntry) -> u32,
+    ) -> Option<(usize, CacheEntry, bool)> {
         let count = self.segments.len();
-        let start = random_index(count);
-        for offset in 0..count {
-            let segment = &self.segments[(start + offset) % count];
+        let mut best: Option<(usize, CacheEntry, u32)> = None;
+        let mut sampled = 0;
+        let mut consider = |index: usize, candidate: &CacheEntry| -> Option<bool> {
+            if protect.is_some_and(|p| p.same_as(candidate)) {
+                return None;
+            }
+            if candidate.is_expired(now_ms) {
+                return Some(true);
+            }
+            let candidate_score = score(candidate);
+            if best.as_ref().is_none_or(|(_, _, s)| candidate_score < *s) {
+                best = Some((index, candidate.clone(), candidate_score));
+            }
+            Some(false)
+        };
+        for _ in 0..EVICTION_SEGMENT_PICKS_MAX {
+            let index = random_index(count);
+            let segment = &self.segments[index];
             if segment.len.load(Ordering::Relaxed) == 0 {
                 continue;
             }
-            let mut table = segment.table.write();
+            let table = segment.table.read();
             let buckets = table.num_buckets();
-            if buckets == 0 {
-                continue;
-            }
-            let first = random_index(buckets);
-            let mut best: Option<(usize, u32)> = None;
-            let mut sampled = 0;
-            for step in 0..buckets.min(EVICTION_SCAN_BUCKETS_MAX.max(buckets / 8)) {
-                let index = (first + step) % buckets;
-                let Some(candidate) = table.get_bucket(index) else {
+            let take = if table.len() >= EVICTION_LARGE_SEGMENT_LEN {
+                EVICTION_SAMPLE_SIZE
+            } else {
+                EVICTION_SMALL_SEGMENT_TAKE
+            };
+            let mut taken = 0;
+            for _ in 0..EVICTION_PROBES_PER_SEGMENT {
+                let Some(candidate) = table.get_bucket(random_index(buckets)) else {
                     continue;
                 };
-                if protect.is_some_and(|p| p.same_as(candidate)) {
-                    continue;
+                match consider(index, candidate) {
+                    Some(true) => return Some((index, candidate.clone(), true)),
+                    Some(false) => {
+                        taken += 1;
+                        sampled += 1;
+                    }
+                    None => {}
                 }
-                if candidate.is_expired(now_ms) {
-                    best = Some((index, 0));
-                    break;
-                }
-                let candidate_score = score(candidate).saturating_add(1);
-                if best.is_none_or(|(_, s)| candidate_score < s) {
-                    best = Some((index, candidate_score));
-                }
-                sampled += 1;
-                if sampled == EVICTION_SAMPLE_SIZE {
+                if taken == take || sampled == EVICTION_SAMPLE_SIZE {
                     break;
                 }
             }
-            let Some((index, best_score)) = best else {
-                continue;
-            };
-            let Ok(occupied) = table.get_bucket_entry(index) else {
-                continue;
-            };
-            let (victim, _) = occupied.remove();
-            self.account_remove(segment, &victim);
-            return Some((victim, best_score == 0));
+            drop(table);
+            if sampled == EVICTION_SAMPLE_SIZE {
+                break;
+            }
         }
-        None
+        if sampled == 0 {
+            // Random probes found nothing (an almost empty, sparse container): scan until
+            // one candidate is found.
+            let start = random_index(count);
+            'scan: for offset in 0..count {
+                let index = (start + offset) % count;
+                let segment = &self.segments[index];
+                if segment.len.load(Ordering::Relaxed) == 0 {
+                    continue;
+                }
+                let table = segment.table.read();
+                for candidate in table.iter() {
+                    match consider(index, candidate) {
+                        Some(true) => return Some((index, candidate.clone(), true)),
+                        Some(false) => break 'scan,
+                        None => {}
+                    }
+                }
+            }
+        }
+        best.map(|(index, victim, _)| (index, victim, false))
     }
 
     /// Checks the container's own invariants; run by tests after mutations.

@@ -2,10 +2,11 @@
 //!
 //! A count-min sketch of 4-bit counters records how often each key hash is accessed (reads,
 //! misses included, and writes), halving all counters periodically so that old popularity
-//! fades. To evict, the cache samples a handful of entries from one segment and removes the
-//! one the sketch rates least frequent (an expired entry first, if the sample has one). The
-//! sketch remembers keys that are no longer cached, so a key that is popular but was evicted
-//! is rated above a stream of one-time keys: scans do not flush the hot set.
+//! fades. To evict, the cache samples a handful of entries at random buckets of random
+//! segments and removes the one the sketch rates least frequent (an expired entry first, if
+//! the sample has one). The sketch remembers keys that are no longer cached, so a key that is
+//! popular but was evicted is rated above a stream of one-time keys: scans do not flush the
+//! hot set.
 //!
 //! Why sampling rather than W-TinyLFU's LRU queues: queues need two pointers per entry (16
 //! bytes), a quarter of our whole per-entry budget; sampling needs none, and Redis' LFU shows
@@ -15,8 +16,14 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// Entries examined per eviction.
 pub(crate) const EVICTION_SAMPLE_SIZE: usize = 8;
-/// Buckets scanned at most to find the sample, so a sparse table cannot stall a write.
-pub(crate) const EVICTION_SCAN_BUCKETS_MAX: usize = 256;
+/// Random buckets probed at most per segment visited while sampling.
+pub(crate) const EVICTION_PROBES_PER_SEGMENT: usize = 4 * EVICTION_SAMPLE_SIZE;
+/// A segment with at least this many entries may supply the whole sample.
+pub(crate) const EVICTION_LARGE_SEGMENT_LEN: usize = 8 * EVICTION_SAMPLE_SIZE;
+/// Entries sampled at most from one visit to a smaller segment.
+pub(crate) const EVICTION_SMALL_SEGMENT_TAKE: usize = 2;
+/// Segments picked at most (empty ones included) before falling back to a scan.
+pub(crate) const EVICTION_SEGMENT_PICKS_MAX: usize = 64;
 
 #[derive(Debug)]
 pub(crate) struct FrequencySketch {

@@ -314,17 +314,21 @@ impl Listeners {
             Delivery::Async { queue_capacity } => {
                 let (sender, receiver) = mpsc::sync_channel::<CacheEvent>(queue_capacity.max(1));
                 let name = format!("weft-listener-{cache_name}-{}", id.0);
+                let worker = Arc::clone(&handler);
                 let spawned = std::thread::Builder::new().name(name).spawn(move || {
                     // Ends when the registration (the only sender) is dropped and the queue
                     // is drained, so removal loses no queued event.
                     for event in receiver {
-                        handler(&event);
+                        worker(&event);
                     }
                 });
-                if let Err(error) = spawned {
-                    tracing::error!(%error, "cannot start listener thread; delivering synchronously");
+                match spawned {
+                    Ok(_) => Sink::Async(sender),
+                    Err(error) => {
+                        tracing::error!(%error, "cannot start listener thread; delivering synchronously");
+                        Sink::Sync(handler)
+                    }
                 }
-                Sink::Async(sender)
             }
         };
         let registration = Arc::new(Registration {
