@@ -22,7 +22,11 @@ def run_benchmark(port: int, test: str, pipeline: int, size: int, requests: int)
     argv = ["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-t", test,
             "-n", str(requests), "-r", "100000", "-c", "50", "-P", str(pipeline),
             "-d", str(size), "--csv"]
-    out = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=True).stdout
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=True)
+    out = done.stdout
+    # redis-benchmark reports server errors on stderr/stdout and still prints a rate.
+    if "error" in (done.stderr + out).lower():
+        raise RuntimeError(f"redis-benchmark reported errors: {done.stderr[-500:]} {out[-500:]}")
     rows = list(csv.reader(io.StringIO(out)))
     for row in rows[1:]:
         if row and row[0].upper().startswith(test.upper()):
