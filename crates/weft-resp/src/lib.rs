@@ -9,7 +9,8 @@
 //!   RESP2 the way Redis does when the connection speaks [`Protocol::Resp2`].
 //! - **Redis number rules** ([`parse_i64_strict`], [`parse_f64_redis`],
 //!   [`format_double`], [`format_double_reply`]), shared by the codec and the
-//!   command implementations so both agree with Redis byte for byte.
+//!   command implementations so both agree with Redis byte for byte, and
+//!   [`LongDouble`], Redis' x87 `long double` arithmetic for `INCRBYFLOAT`.
 //! - **Protocol sniffing** ([`looks_like_http`], [`looks_like_resp`]) for the
 //!   server's single-port detector.
 //!
@@ -29,6 +30,7 @@ mod detect;
 mod encode;
 mod error;
 mod inline;
+mod long_double;
 mod number;
 
 pub use decode::{
@@ -42,4 +44,5 @@ pub use encode::{
     write_push_len, write_request, write_set_len, write_simple, write_verbatim,
 };
 pub use error::ProtocolError;
+pub use long_double::{LONG_DOUBLE_TEXT_BYTES_MAX, LongDouble};
 pub use number::{format_double, format_double_reply, parse_f64_redis, parse_i64_strict};

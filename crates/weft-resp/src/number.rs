@@ -75,8 +75,8 @@ pub fn parse_i64_strict(text: &[u8]) -> Option<i64> {
 /// Rejected, as in Redis: empty input, leading or trailing whitespace or any
 /// other trailing byte, NaN in any spelling, and inputs of 5 KiB or more.
 ///
-/// Redis parses into a `long double`; this parses into `f64`, so "out of
-/// range" means out of `f64` range: a finite literal that overflows to
+/// Redis parses into a `long double` ([`crate::LongDouble::parse`] does that
+/// exactly); this parses into `f64`, so "out of range" means out of `f64` range: a finite literal that overflows to
 /// infinity, or a non-zero literal that underflows to zero, is rejected the
 /// way `strtod` reports `ERANGE`. Subnormal results are accepted.
 #[must_use]
@@ -239,20 +239,18 @@ fn power_of_two(exponent: i64) -> f64 {
     f64::from_bits(biased << 52)
 }
 
-/// Formats a double the way Redis stores and returns the result of
-/// `INCRBYFLOAT`/`HINCRBYFLOAT` (`ld2string` in human mode): plain decimal
-/// notation, never an exponent, at most 17 digits after the point, trailing
-/// zeros and a trailing point removed, `-0` printed as `0`, and `inf`, `-inf`,
-/// `nan` for the special values.
+/// Formats an `f64` in the layout of Redis' `ld2string` human mode: plain
+/// decimal notation, never an exponent, at most 17 digits after the point,
+/// trailing zeros and a trailing point removed, `-0` printed as `0`, and
+/// `inf`, `-inf`, `nan` for the special values.
 ///
 /// Examples: `10.5` → `10.5`, `3.0e3` → `3000`, `1e-20` → `0`.
 ///
-/// Redis computes in 80-bit `long double` and prints `%.17Lf`; Weft computes
-/// in `f64`, so this prints the shortest text that reads back as the same
-/// `f64`, rounded to 17 fractional digits when longer. For values produced by
-/// ordinary decimal inputs this matches Redis; sums whose `f64` rounding error
-/// shows within 17 significant digits (`0.1 + 0.2` → `0.30000000000000004`)
-/// differ from Redis's `0.3` because the value itself differs.
+/// This prints the shortest text that reads back as the same `f64`, rounded
+/// to 17 fractional digits when longer. It is not what `INCRBYFLOAT` and
+/// `HINCRBYFLOAT` use: Redis computes those in 80-bit `long double`, which
+/// [`crate::LongDouble`] emulates exactly (`0.1 + 0.2` prints `0.3` there,
+/// `0.30000000000000004` here).
 #[must_use]
 pub fn format_double(value: f64) -> String {
     if value.is_nan() {

@@ -655,9 +655,21 @@ fn incrbyfloat() {
         c.cmd("INCRBYFLOAT f inf"),
         err("ERR increment would produce NaN or Infinity")
     );
+    // Redis adds in `long double` (x87 extended): no f64 rounding noise, and far more range.
+    c.cmd("SET d 0.2");
+    assert_eq!(c.cmd("INCRBYFLOAT d 0.1"), bulk("0.3"));
+    c.cmd("SET d 1.1");
+    assert_eq!(c.cmd("INCRBYFLOAT d 2.2"), bulk("3.3"));
+    assert_eq!(c.cmd("INCRBYFLOAT e 200.1"), bulk("200.10000000000000001"));
     c.cmd("SET big 1.7e308");
+    let sum = c.cmd("INCRBYFLOAT big 1.7e308").text();
+    assert!(
+        sum.len() == 309 && sum.starts_with("34000000000000000000627355605039519359"),
+        "{sum}"
+    );
+    c.cmd("SET big 1e4932");
     assert_eq!(
-        c.cmd("INCRBYFLOAT big 1.7e308"),
+        c.cmd("INCRBYFLOAT big 1e4932"),
         err("ERR increment would produce NaN or Infinity")
     );
     c.cmd("SET t 1 PX 100000");

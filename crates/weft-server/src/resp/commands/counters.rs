@@ -2,7 +2,8 @@
 //!
 //! Each is one `Cache::compute`, so concurrent increments of a key never lose an update.
 //! The value must read as a number with Redis' rules (`string2ll`, `string2ld`); the result
-//! is stored as text, like Redis, and the key keeps its expiration.
+//! is stored as text, like Redis, and the key keeps its expiration. INCRBYFLOAT computes in
+//! emulated `long double`, as Redis does.
 
 use bytes::Bytes;
 use weft_core::{Compute, Expiry, WriteOptions};
@@ -68,8 +69,11 @@ pub fn decrby(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
 
 /// `INCRBYFLOAT key increment`: stores and returns (as a bulk string, in RESP3 too) the sum
 /// printed like Redis' `ld2string`; keeps the key's expiration.
+///
+/// Like Redis, the arithmetic is C `long double` (x87 80-bit extended precision on x86-64),
+/// emulated bit for bit by [`weft_resp::LongDouble`]: `0.1 + 0.2` is `0.3` here too.
 pub fn incrbyfloat(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
-    let Some(delta) = weft_resp::parse_f64_redis(&args[2]) else {
+    let Some(delta) = weft_resp::LongDouble::parse(&args[2]) else {
         reply.error(errors::NOT_FLOAT);
         return;
     };
@@ -77,8 +81,8 @@ pub fn incrbyfloat(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>)
         .cache
         .compute(&args[1], &WriteOptions::default(), |existing| {
             let current = match existing {
-                None => 0.0,
-                Some(entry) => match weft_resp::parse_f64_redis(entry.value()) {
+                None => weft_resp::LongDouble::ZERO,
+                Some(entry) => match weft_resp::LongDouble::parse(entry.value()) {
                     Some(current) => current,
                     None => return Compute::Keep(Err(errors::NOT_FLOAT)),
                 },
@@ -87,7 +91,7 @@ pub fn incrbyfloat(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>)
             if !next.is_finite() {
                 return Compute::Keep(Err("ERR increment would produce NaN or Infinity"));
             }
-            let text = weft_resp::format_double(next);
+            let text = next.format_human();
             Compute::Put(text.clone().into_bytes(), Expiry::KEEP, Ok(text))
         });
     match result {
