@@ -246,6 +246,86 @@ pub struct CacheConfig {
     pub memory: MemoryConfig,
     /// The RESP database number (`SELECT n`) that addresses this cache.
     pub resp_database: Option<u32>,
+    /// Media types of keys and values, as Infinispan declares them.
+    pub encoding: EncodingConfig,
+}
+
+/// The media type of one side (keys or values): `{ media-type = "text/plain" }`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct MediaTypeConfig {
+    /// A MIME type such as `application/x-protostream` or `text/plain; charset=UTF-8`.
+    #[serde(deserialize_with = "media_type")]
+    pub media_type: String,
+}
+
+/// Declared media types of a cache's keys and values (Infinispan's `encoding` element).
+///
+/// Entries are stored as the bytes clients send whatever is declared here; the declaration
+/// is kept so that configurations written for Infinispan load unchanged, and so that the
+/// Hot Rod endpoint can convert between media types.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct EncodingConfig {
+    /// One media type for both keys and values.
+    #[serde(
+        deserialize_with = "optional_media_type",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub media_type: Option<String>,
+    /// The keys' media type, overriding `media-type`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<MediaTypeConfig>,
+    /// The values' media type, overriding `media-type`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value: Option<MediaTypeConfig>,
+}
+
+impl EncodingConfig {
+    /// The declared media type of keys, if any.
+    #[must_use]
+    pub fn key_media_type(&self) -> Option<&str> {
+        self.key
+            .as_ref()
+            .map(|k| k.media_type.as_str())
+            .or(self.media_type.as_deref())
+    }
+
+    /// The declared media type of values, if any.
+    #[must_use]
+    pub fn value_media_type(&self) -> Option<&str> {
+        self.value
+            .as_ref()
+            .map(|v| v.media_type.as_str())
+            .or(self.media_type.as_deref())
+    }
+}
+
+/// Accepts `type/subtype` with optional `; parameters`, as a MIME type is written.
+fn check_media_type(text: &str) -> Result<(), String> {
+    let essence = text.split(';').next().unwrap_or_default().trim();
+    let valid_token = |token: &str| {
+        !token.is_empty()
+            && token
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "!#$&-^_.+".contains(c))
+    };
+    match essence.split_once('/') {
+        Some((kind, subtype)) if valid_token(kind) && valid_token(subtype) => Ok(()),
+        _ => Err(format!(
+            "invalid media type `{text}`: expected e.g. `text/plain` or `application/x-protostream`"
+        )),
+    }
+}
+
+fn media_type<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let text = String::deserialize(d)?;
+    check_media_type(&text).map_err(de::Error::custom)?;
+    Ok(text)
+}
+
+fn optional_media_type<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    media_type(d).map(Some)
 }
 
 impl Default for CacheConfig {
@@ -257,6 +337,7 @@ impl Default for CacheConfig {
             expiration: ExpirationConfig::default(),
             memory: MemoryConfig::default(),
             resp_database: None,
+            encoding: EncodingConfig::default(),
         }
     }
 }
@@ -562,6 +643,27 @@ when-full = "exception"
                 "{error}"
             );
         }
+    }
+
+    // Proves Infinispan's encoding element is accepted in both its forms and media types checked.
+    #[test]
+    fn encoding_is_accepted_and_checked() {
+        let text = r#"{"local-cache":{"encoding":{"media-type":"application/x-protostream"}}}"#;
+        let config = CacheConfig::from_json("<json>", text).unwrap_or_default();
+        assert_eq!(
+            config.encoding.key_media_type(),
+            Some("application/x-protostream")
+        );
+        assert_eq!(
+            config.encoding.value_media_type(),
+            Some("application/x-protostream")
+        );
+        let text = "[encoding]\nkey = { media-type = \"text/plain\" }\nvalue = { media-type = \"application/json\" }\n";
+        let config = CacheConfig::from_toml("c.toml", text).unwrap_or_default();
+        assert_eq!(config.encoding.key_media_type(), Some("text/plain"));
+        assert_eq!(config.encoding.value_media_type(), Some("application/json"));
+        let error = CacheConfig::from_toml("c.toml", "[encoding]\nmedia-type = \"plain\"\n").err();
+        assert!(error.is_some_and(|e| e.line == 2 && e.reason.contains("invalid media type")));
     }
 
     // Proves Infinispan's JSON wrapper with quoted numbers is understood, and clustered modes refused.

@@ -33,7 +33,10 @@ pub mod typed;
 
 pub use cache::{Cache, CacheIter, Compute, Expiry, Lifetime, VersionedOutcome, WriteOptions};
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use config::{CacheConfig, CacheMode, ConfigError, ExpirationConfig, MemoryConfig, WhenFull};
+pub use config::{
+    CacheConfig, CacheMode, ConfigError, EncodingConfig, ExpirationConfig, MediaTypeConfig,
+    MemoryConfig, WhenFull,
+};
 pub use container::{TABLE_SLOT_BYTES, entry_charge};
 pub use entry::{CacheEntry, EntryMetadata};
 pub use error::{CacheError, ManagerError};
