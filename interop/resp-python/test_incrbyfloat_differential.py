@@ -9,24 +9,21 @@ must be identical, as must the final values.
 
 Run: cargo build --release -p weft-server && pytest -q test_incrbyfloat_differential.py
 (WEFT_BIN overrides the Weft binary, default target/release/weft from the repository root;
-REDIS_SERVER_BIN the redis-server binary, default the one on PATH; the test is skipped
+REDIS_SERVER_BIN the redis-server binary, default the one on PATH; the test fails
 without one; INCRBYFLOAT_SEED picks another random sequence.)
 """
 
 import os
 import random
 import shutil
-import signal
-import socket
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 import redis
 
-ROOT = Path(__file__).resolve().parents[2]
-WEFT_BIN = Path(os.environ.get("WEFT_BIN", ROOT / "target" / "release" / "weft"))
+from weft_process import free_port, stop, wait_for_port
+
 REDIS_SERVER_BIN = os.environ.get("REDIS_SERVER_BIN") or shutil.which("redis-server")
 SEED = int(os.environ.get("INCRBYFLOAT_SEED", "20240607"))
 
@@ -37,61 +34,21 @@ SET_EVERY = 10
 TIME_LIMIT_S = 120.0
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for_port(port: int, name: str, timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise TimeoutError(f"{name} did not listen on {port} within {timeout_s}s")
-
-
-def stop(process: subprocess.Popen) -> None:
-    """SIGTERM the process we started, by its handle; SIGKILL if it hangs."""
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=5)
-
-
 @pytest.fixture(scope="module")
-def servers():
-    """Ports of a fresh Weft and a fresh redis-server on loopback; both stopped at the end."""
-    if not WEFT_BIN.exists():
-        pytest.fail(f"{WEFT_BIN} missing: run `cargo build --release -p weft-server`")
+def servers(weft_port):
+    """Ports of the module's Weft (interop/conftest.py) and a fresh redis-server on loopback."""
     if REDIS_SERVER_BIN is None:
-        pytest.skip("redis-server not installed (set REDIS_SERVER_BIN)")
-    weft_port, redis_port = free_port(), free_port()
-    weft = subprocess.Popen(
-        [str(WEFT_BIN), "server", "--bind", f"127.0.0.1:{weft_port}"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        pytest.fail("redis-server not installed (set REDIS_SERVER_BIN); .ci/run installs it")
+    redis_port = free_port()
+    real = subprocess.Popen(
+        [REDIS_SERVER_BIN, "--port", str(redis_port), "--bind", "127.0.0.1",
+         "--save", "", "--appendonly", "no", "--daemonize", "no", "--protected-mode", "yes"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        real = subprocess.Popen(
-            [REDIS_SERVER_BIN, "--port", str(redis_port), "--bind", "127.0.0.1",
-             "--save", "", "--appendonly", "no", "--daemonize", "no", "--protected-mode", "yes"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            wait_for_port(weft_port, "weft")
-            wait_for_port(redis_port, "redis-server")
-            yield weft_port, redis_port
-        finally:
-            stop(real)
+        wait_for_port(redis_port, "redis-server")
+        yield weft_port, redis_port
     finally:
-        stop(weft)
-        output = weft.stdout.read().decode(errors="replace") if weft.stdout else ""
-        assert weft.returncode == 0, f"weft exited with {weft.returncode}:\n{output}"
-        assert "panicked" not in output, output
+        stop(real)
 
 
 def client(port: int) -> redis.Redis:

@@ -5,63 +5,18 @@ Run: cargo build --release -p weft-server && pip install -r requirements.txt && 
 (WEFT_BIN overrides the binary, default target/release/weft from the repository root).
 """
 
-import os
 import shutil
-import signal
 import socket
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 import redis
 
-ROOT = Path(__file__).resolve().parents[2]
-WEFT_BIN = Path(os.environ.get("WEFT_BIN", ROOT / "target" / "release" / "weft"))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for_port(port: int, timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise TimeoutError(f"weft did not listen on {port} within {timeout_s}s")
-
-
 @pytest.fixture(scope="module")
-def weft(tmp_path_factory):
-    """Port of a running server with caches `default` (db 0) and `second` (db 1); it must
-    exit cleanly on SIGTERM at the end."""
-    if not WEFT_BIN.exists():
-        pytest.fail(f"{WEFT_BIN} missing: run `cargo build --release -p weft-server`")
-    config = tmp_path_factory.mktemp("weft") / "weft.toml"
-    config.write_text("[caches.second]\nresp-database = 1\n")
-    port = free_port()
-    process = subprocess.Popen(
-        [str(WEFT_BIN), "server", "--config", str(config), "--bind", f"127.0.0.1:{port}"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    try:
-        wait_for_port(port)
-        yield port
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            code = process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            raise
-        output = process.stdout.read().decode(errors="replace") if process.stdout else ""
-        assert code == 0, f"weft exited with {code} after SIGTERM:\n{output}"
-        assert "panicked" not in output, output
+def weft(weft_port):
+    """Port of the module's server (see interop/conftest.py)."""
+    return weft_port
 
 
 @pytest.fixture(params=[2, 3], ids=["resp2", "resp3"])
@@ -350,10 +305,11 @@ def test_malformed_bytes_leave_data_intact(r, weft):
 # redis-cli
 
 REDIS_CLI = shutil.which("redis-cli")
-needs_cli = pytest.mark.skipif(REDIS_CLI is None, reason="redis-cli is not installed")
 
 
 def cli(port: int, *args: str) -> str:
+    # A missing redis-cli is a broken environment (.ci/run installs it), not a reason to skip.
+    assert REDIS_CLI is not None, "redis-cli is not installed (apt-get install redis-tools)"
     done = subprocess.run([REDIS_CLI, "-h", "127.0.0.1", "-p", str(port), *args],
                           capture_output=True, text=True, timeout=30, check=True)
     return done.stdout
@@ -368,7 +324,6 @@ def cli_supports_resp3() -> bool:
 
 # Proves redis-cli can set, get (formatted and --raw), ping and read INFO. (redis-cli
 # prints raw replies when its output is not a terminal; --no-raw forces the formatted view.)
-@needs_cli
 def test_redis_cli_basics(weft):
     cli(weft, "flushall")
     assert cli(weft, "ping") == "PONG\n"
@@ -385,7 +340,6 @@ def test_redis_cli_basics(weft):
 
 
 # Proves redis-cli's RESP3 mode (-3) works: HELLO 3 handshake, PING, nulls and maps.
-@needs_cli
 @pytest.mark.skipif(not cli_supports_resp3(), reason="this redis-cli has no -3 option")
 def test_redis_cli_resp3(weft):
     assert cli(weft, "-3", "ping") == "PONG\n"
