@@ -1068,3 +1068,50 @@ fn concurrent_read_modify_writes() {
     assert_eq!(c.cmd("GET float"), bulk("500"));
     assert_eq!(c.cmd("STRLEN log"), int(1000));
 }
+
+// Proves RESP expiration commands keep Infinispan's max idle apart from the lifespan: EXPIRE
+// changes only the lifespan, SET EX takes the cache's default max idle, RENAME carries both
+// over, and PERSIST clears both.
+#[test]
+fn expiration_commands_respect_max_idle() {
+    let server = TestServer::start_with(
+        "",
+        "[caches.default]\nresp-database = 0\n[caches.default.expiration]\nmax-idle = \"1h\"\n",
+    );
+    let mut c = server.client();
+    let cache = server.manager().cache("default").unwrap();
+    let metadata = |key: &str| cache.get_metadata(key.as_bytes()).unwrap().unwrap();
+    let hour = Some(3_600_000);
+
+    assert_eq!(c.cmd("SET k v"), Frame::ok());
+    assert_eq!(
+        metadata("k").max_idle_ms,
+        hour,
+        "plain SET takes the default max idle"
+    );
+    assert_eq!(c.cmd("EXPIRE k 100").int(), 1);
+    assert_eq!(metadata("k").lifespan_ms, Some(100_000));
+    assert_eq!(metadata("k").max_idle_ms, hour, "EXPIRE keeps the max idle");
+
+    assert_eq!(c.cmd("SET s v EX 50"), Frame::ok());
+    assert_eq!(metadata("s").lifespan_ms, Some(50_000));
+    assert_eq!(
+        metadata("s").max_idle_ms,
+        hour,
+        "SET EX takes the default max idle"
+    );
+
+    assert_eq!(c.cmd("RENAME k moved"), Frame::ok());
+    let moved = metadata("moved");
+    assert_eq!(moved.max_idle_ms, hour, "RENAME keeps the max idle");
+    assert!(
+        moved
+            .lifespan_ms
+            .is_some_and(|l| (99_000..=100_000).contains(&l))
+    );
+
+    assert_eq!(c.cmd("PERSIST moved").int(), 1);
+    let persisted = metadata("moved");
+    assert_eq!((persisted.lifespan_ms, persisted.max_idle_ms), (None, None));
+    assert_eq!(c.cmd("TTL moved").int(), -1);
+}

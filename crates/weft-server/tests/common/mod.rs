@@ -50,6 +50,12 @@ impl TestServer {
     }
 
     /// A new client connection.
+    /// The server's cache manager, to inspect what commands stored.
+    #[allow(dead_code)]
+    pub fn manager(&self) -> weft_core::CacheManager {
+        self.server.as_ref().unwrap().context().manager.clone()
+    }
+
     pub fn client(&self) -> Client {
         Client::connect(self.addr)
     }

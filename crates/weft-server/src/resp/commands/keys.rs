@@ -10,9 +10,9 @@ use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
-use weft_core::{Expiry, WriteOptions};
+use weft_core::WriteOptions;
 
-use super::strings::{cache_error, expiry_until};
+use super::strings::{cache_error, expiry_of};
 use super::{errors, glob, is};
 use crate::resp::{Reply, Session};
 
@@ -260,10 +260,7 @@ fn rename_generic(session: &Session, args: &[Bytes], reply: &mut Reply<'_>, only
             reply.ok()
         };
     }
-    let expiry = match entry.metadata().expires_at_ms() {
-        Some(deadline) => expiry_until(deadline, cache.clock().now_ms()),
-        None => Expiry::NEVER,
-    };
+    let expiry = expiry_of(&entry, cache.clock().now_ms());
     let options = WriteOptions::default()
         .ignore_return_values()
         .expiry(expiry);

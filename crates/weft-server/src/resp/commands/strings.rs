@@ -92,12 +92,42 @@ pub fn deadline_ms(unit: ExpireUnit, value: &[u8], now_ms: u64) -> Result<u64, E
     Ok(deadline)
 }
 
-/// The expiry that makes an entry written at `now_ms` live until `deadline_ms`.
+/// The expiry that gives an existing entry, rewritten at `now_ms`, a lifespan ending at
+/// `deadline_ms` (EXPIRE, GETEX). Redis has one TTL; an entry may also have a max idle (from
+/// REST or a cache default), which this keeps: only the lifespan changes.
 #[must_use]
 pub fn expiry_until(deadline_ms: u64, now_ms: u64) -> Expiry {
     Expiry {
         lifespan: Lifetime::millis(deadline_ms.saturating_sub(now_ms)),
-        max_idle: Lifetime::Never,
+        max_idle: Lifetime::Keep,
+    }
+}
+
+/// The expiry of a new value written at `now_ms` with a lifespan ending at `deadline_ms`
+/// (SET EX, SETEX): the value replaces the entry, so its max idle is the cache default, as
+/// for any write that does not name one.
+#[must_use]
+pub fn expiry_replacing_until(deadline_ms: u64, now_ms: u64) -> Expiry {
+    Expiry {
+        max_idle: Lifetime::Default,
+        ..expiry_until(deadline_ms, now_ms)
+    }
+}
+
+/// The expiry that carries `entry`'s expiration, as of `now_ms`, over to a rewrite of it
+/// under another key (RENAME): the same absolute lifespan deadline and the same max idle.
+#[must_use]
+pub fn expiry_of(entry: &weft_core::CacheEntry, now_ms: u64) -> Expiry {
+    let expiration = entry.expiration();
+    Expiry {
+        lifespan: expiration
+            .lifespan_deadline_ms()
+            .map_or(Lifetime::Never, |deadline| {
+                Lifetime::millis(deadline.saturating_sub(now_ms))
+            }),
+        max_idle: expiration
+            .max_idle_ms
+            .map_or(Lifetime::Never, Lifetime::millis),
     }
 }
 
@@ -244,7 +274,7 @@ pub fn set(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
             Expiration::Keep => Expiry::KEEP,
             // A deadline already past deletes the key, as Redis does.
             Expiration::Until(deadline) if deadline <= now => return Compute::Remove((true, old)),
-            Expiration::Until(deadline) => expiry_until(deadline, now),
+            Expiration::Until(deadline) => expiry_replacing_until(deadline, now),
         };
         Compute::Put(value.to_vec(), expiry, (true, old))
     });
@@ -286,7 +316,7 @@ fn set_with_expiry(
     };
     let options = WriteOptions::default()
         .ignore_return_values()
-        .expiry(expiry_until(deadline, now));
+        .expiry(expiry_replacing_until(deadline, now));
     match cache.put(&args[1], &args[3], &options) {
         Ok(_) => reply.ok(),
         Err(error) => cache_error(reply, &error),
