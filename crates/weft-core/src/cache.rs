@@ -149,6 +149,12 @@ pub enum Compute<R> {
     Put(Vec<u8>, Expiry, R),
 }
 
+/// A configured bound as the signed type the totals use; bounds beyond `i64::MAX` mean
+/// "unbounded" rather than wrapping negative (which would evict everything).
+fn saturating_i64(bound: u64) -> i64 {
+    i64::try_from(bound).unwrap_or(i64::MAX)
+}
+
 pub(crate) struct CacheInner {
     name: Arc<str>,
     config: CacheConfig,
@@ -442,10 +448,10 @@ impl Cache {
         let memory = &self.inner.config.memory;
         memory
             .max_count
-            .is_some_and(|max| totals.count.load(Ordering::Relaxed) > max as i64)
+            .is_some_and(|max| totals.count.load(Ordering::Relaxed) > saturating_i64(max))
             || memory
                 .max_size_bytes
-                .is_some_and(|max| totals.bytes.load(Ordering::Relaxed) > max as i64)
+                .is_some_and(|max| totals.bytes.load(Ordering::Relaxed) > saturating_i64(max))
     }
 
     fn may_add(&self, entry: &CacheEntry) -> bool {
@@ -458,10 +464,11 @@ impl Cache {
         };
         let fits_count = memory
             .max_count
-            .is_none_or(|max| totals.count.load(Ordering::Relaxed) < max as i64);
+            .is_none_or(|max| totals.count.load(Ordering::Relaxed) < saturating_i64(max));
         let fits_bytes = memory.max_size_bytes.is_none_or(|max| {
-            totals.bytes.load(Ordering::Relaxed) + crate::container::entry_charge(entry) as i64
-                <= max as i64
+            totals.bytes.load(Ordering::Relaxed).saturating_add(
+                i64::try_from(crate::container::entry_charge(entry)).unwrap_or(i64::MAX),
+            ) <= saturating_i64(max)
         });
         fits_count && fits_bytes
     }
@@ -795,6 +802,10 @@ impl Cache {
             },
         );
         if let Some(error) = size_error {
+            // The write failed, but an expired entry it met was dropped all the same.
+            if let Some(expired) = applied.expired {
+                self.expired(expired);
+            }
             return Err(error);
         }
         if applied.refused_full {

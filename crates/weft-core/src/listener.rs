@@ -4,11 +4,14 @@
 //! * `Sync`: called on the writer's thread after the write is applied and its segment lock
 //!   released, before the write returns (so a listener may read the cache).
 //! * `Async`: events go into a bounded queue drained by the listener's own thread. When the
-//!   queue is full the writer waits: back-pressure instead of unbounded memory.
+//!   queue is full the writer waits: back-pressure instead of unbounded memory — unless the
+//!   writer is itself a listener thread (an asynchronous listener writing to a cache), which
+//!   could be waiting for itself: it then delivers the event on its own thread instead.
 //!
 //! Events carry the old and new entries themselves (zero-copy handles), hence key, values and
 //! metadata. `clear()` raises no per-entry events, as in Infinispan.
 
+use std::cell::Cell;
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -245,9 +248,15 @@ pub struct ListenerId(u64);
 
 type Handler = Arc<dyn Fn(&CacheEvent) + Send + Sync>;
 
+thread_local! {
+    /// Set on asynchronous listeners' threads: they must never wait for a queue to drain,
+    /// since the queue may be their own (or another's that waits for theirs).
+    static ON_LISTENER_THREAD: Cell<bool> = const { Cell::new(false) };
+}
+
 enum Sink {
     Sync(Handler),
-    Async(SyncSender<CacheEvent>),
+    Async(SyncSender<CacheEvent>, Handler),
 }
 
 struct Registration {
@@ -316,6 +325,7 @@ impl Listeners {
                 let name = format!("weft-listener-{cache_name}-{}", id.0);
                 let worker = Arc::clone(&handler);
                 let spawned = std::thread::Builder::new().name(name).spawn(move || {
+                    ON_LISTENER_THREAD.with(|flag| flag.set(true));
                     // Ends when the registration (the only sender) is dropped and the queue
                     // is drained, so removal loses no queued event.
                     for event in receiver {
@@ -323,7 +333,7 @@ impl Listeners {
                     }
                 });
                 match spawned {
-                    Ok(_) => Sink::Async(sender),
+                    Ok(_) => Sink::Async(sender, handler),
                     Err(error) => {
                         tracing::error!(%error, "cannot start listener thread; delivering synchronously");
                         Sink::Sync(handler)
@@ -377,8 +387,13 @@ impl Listeners {
             }
             match &registration.sink {
                 Sink::Sync(handler) => handler(&event),
-                Sink::Async(sender) => match sender.try_send(event.clone()) {
+                Sink::Async(sender, handler) => match sender.try_send(event.clone()) {
                     Ok(()) | Err(TrySendError::Disconnected(_)) => {}
+                    Err(TrySendError::Full(event)) if ON_LISTENER_THREAD.with(Cell::get) => {
+                        // Waiting could deadlock (this thread may be the one that drains the
+                        // queue): deliver here, out of queue order.
+                        handler(&event);
+                    }
                     Err(TrySendError::Full(event)) => {
                         self.backpressure_waits.fetch_add(1, Ordering::Relaxed);
                         // The receiver lives until the sender is dropped; an error means the

@@ -21,6 +21,8 @@ pub const DEFAULT_CACHE_NAME: &str = "default";
 pub const CACHE_NAME_BYTES_MAX: usize = 255;
 /// The reaper wakes at least this often to notice new caches and shutdown.
 const REAPER_TICK_MAX: Duration = Duration::from_secs(1);
+/// The shortest interval between two purges of one cache.
+const REAPER_INTERVAL_MIN: Duration = Duration::from_millis(10);
 
 /// The caches a manager starts with.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
@@ -164,7 +166,9 @@ impl CacheManager {
                 cache: holder.clone(),
             });
         }
-        let interval = config.expiration.interval;
+        // A zero interval (possible when built in code; the parser refuses it) would make the
+        // reaper spin.
+        let interval = config.expiration.interval.max(REAPER_INTERVAL_MIN);
         let cache = Cache::new(name, config, Arc::clone(&self.inner.clock));
         caches.insert(
             name.to_owned(),
@@ -252,7 +256,13 @@ impl CacheManager {
                 .values_mut()
                 .filter(|slot| slot.next_purge <= now)
                 .map(|slot| {
-                    slot.next_purge = now + slot.cache.config().expiration.interval;
+                    slot.next_purge = now
+                        + slot
+                            .cache
+                            .config()
+                            .expiration
+                            .interval
+                            .max(REAPER_INTERVAL_MIN);
                     slot.cache.clone()
                 })
                 .collect()

@@ -317,3 +317,20 @@ fn expired_entries_go_first_and_count_as_expirations() {
     let stats = cache.statistics();
     assert_eq!((stats.evictions, stats.expirations), (0, 1));
 }
+
+// Proves a bound beyond i64::MAX means "unbounded" instead of wrapping negative and evicting
+// every entry.
+#[test]
+fn huge_bound_does_not_evict_everything() {
+    let mut config = weft_core::CacheConfig::default();
+    config.memory.max_count = Some(u64::MAX);
+    let manager = weft_core::CacheManager::new(weft_core::ManagerConfig::default()).unwrap();
+    let cache = manager.create_cache("huge", config).unwrap();
+    for i in 0..100u32 {
+        cache
+            .put(&i.to_le_bytes(), b"v", &weft_core::WriteOptions::default())
+            .unwrap();
+    }
+    assert_eq!(cache.size(), 100);
+    assert_eq!(cache.statistics().evictions, 0);
+}

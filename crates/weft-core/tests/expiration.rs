@@ -223,6 +223,38 @@ fn writes_see_expired_entries_as_absent() {
     cache.check_invariants();
 }
 
+// Proves a compute that fails (its value is too large) after meeting an expired entry still
+// reports that entry as expired: the entry was dropped, so its event and count must not be.
+#[test]
+fn failed_compute_still_reports_the_expired_entry() {
+    let (_m, cache, clock) = default_cache();
+    let seen = record(
+        &cache,
+        ListenerOptions::default().kinds(EventKinds::NONE.with(EventKind::Expired)),
+    );
+    cache.put(b"k", b"old", &opts().lifespan(ms(10))).unwrap();
+    clock.advance_ms(11);
+    // Zeroed pages: only the length is looked at, nothing is touched.
+    let huge = vec![0u8; weft_core::cache::VALUE_BYTES_MAX + 1];
+    let result = cache.compute(b"k", &opts(), |existing| {
+        assert!(
+            existing.is_none(),
+            "an expired entry is presented as absent"
+        );
+        Compute::Put(huge, Expiry::default(), ())
+    });
+    assert!(
+        matches!(result, Err(weft_core::CacheError::TooLarge { .. })),
+        "{result:?}"
+    );
+    assert_eq!(cache.size(), 0, "the expired entry was dropped");
+    cache.check_invariants();
+    let events = take(&seen);
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].old.as_deref(), Some(&b"old"[..]));
+    assert_eq!(cache.statistics().expirations, 1);
+}
+
 // Proves purge_expired removes exactly the expired entries and raises one Expired event for
 // each, carrying its value; reads that meet an expired entry raise one as well.
 #[test]

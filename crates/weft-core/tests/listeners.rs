@@ -428,3 +428,46 @@ fn remove_listener_stops_delivery() {
         Err(mpsc::RecvTimeoutError::Disconnected)
     ));
 }
+
+// Proves an asynchronous listener may write to the cache it listens to even when its own
+// queue is full: its thread must not wait for itself to drain the queue.
+#[test]
+fn async_listener_writing_to_its_cache_does_not_deadlock() {
+    let (_m, cache, _clock) = default_cache();
+    let writer = cache.clone();
+    let handled = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&handled);
+    let queue_full = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let full = Arc::clone(&queue_full);
+    cache.add_listener(
+        ListenerOptions::default()
+            .kinds(EventKinds::NONE.with(EventKind::Created))
+            .asynchronous(1),
+        move |event| {
+            if event.key() == b"user-0" {
+                // Hold the first event until the writer has filled the queue.
+                wait_until("the queue to fill", || full.load(Ordering::SeqCst));
+            }
+            if event.key().starts_with(b"user") {
+                let echo = [&b"echo-"[..], event.key()].concat();
+                writer.put(&echo, b"v", &opts()).unwrap();
+            }
+            counter.fetch_add(1, Ordering::SeqCst);
+        },
+    );
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let finished = Arc::clone(&done);
+    let main_writer = cache.clone();
+    // The scenario runs on its own thread so that a deadlock fails the test instead of
+    // hanging it.
+    std::thread::spawn(move || {
+        main_writer.put(b"user-0", b"v", &opts()).unwrap();
+        main_writer.put(b"user-1", b"v", &opts()).unwrap();
+        queue_full.store(true, Ordering::SeqCst);
+        finished.store(true, Ordering::SeqCst);
+    });
+    wait_until("both writes", || done.load(Ordering::SeqCst));
+    wait_until("all four events", || handled.load(Ordering::SeqCst) == 4);
+    assert!(cache.contains(b"echo-user-0").unwrap());
+    assert!(cache.contains(b"echo-user-1").unwrap());
+}
