@@ -512,7 +512,7 @@ impl Cache {
         self.check_live()?;
         let (segment, hash) = self.inner.container.locate(key);
         self.record_access(hash);
-        let (mut applied, ()) = self.inner.container.update(
+        let (applied, ()) = self.inner.container.update(
             segment,
             hash,
             key,
@@ -526,9 +526,6 @@ impl Cache {
             });
         }
         self.after_write(&applied, options.skip_listeners);
-        if options.ignore_return_values {
-            applied.previous = None;
-        }
         Ok(applied)
     }
 
@@ -590,7 +587,13 @@ impl Cache {
             Change::Put(self.entry_for(fresh, key, value, options.expiry, existing))
         })?;
         self.inner.stats.write_done(timer, true);
-        Ok(applied.previous)
+        // `put` and `remove` honour the flag; conditional writes report the entry they met
+        // whatever it says, since that tells whether they applied.
+        Ok(if options.ignore_return_values {
+            None
+        } else {
+            applied.previous
+        })
     }
 
     /// Stores `value` only if `key` is absent; returns the existing entry if there was one
@@ -609,11 +612,7 @@ impl Cache {
         let timer = self.inner.stats.start();
         let fresh = self.new_entry(key, value, options.expiry, None);
         let mut existing_entry = None;
-        let options_keep = WriteOptions {
-            ignore_return_values: false,
-            ..*options
-        };
-        let applied = self.write(key, &options_keep, |existing| match existing {
+        let applied = self.write(key, options, |existing| match existing {
             Some(existing) => {
                 existing_entry = Some(existing.clone());
                 Change::Keep
@@ -638,11 +637,7 @@ impl Cache {
         Self::check_sizes(key, value)?;
         let timer = self.inner.stats.start();
         let fresh = self.prebuilt(key, value, options.expiry);
-        let options_keep = WriteOptions {
-            ignore_return_values: false,
-            ..*options
-        };
-        let applied = self.write(key, &options_keep, |existing| match existing {
+        let applied = self.write(key, options, |existing| match existing {
             Some(_) => Change::Put(self.entry_for(fresh, key, value, options.expiry, existing)),
             None => Change::Keep,
         })?;
@@ -665,11 +660,7 @@ impl Cache {
         let timer = self.inner.stats.start();
         let fresh = self.prebuilt(key, value, options.expiry);
         let mut outcome = VersionedOutcome::Absent;
-        let options_keep = WriteOptions {
-            ignore_return_values: false,
-            ..*options
-        };
-        let applied = self.write(key, &options_keep, |existing| match existing {
+        let applied = self.write(key, options, |existing| match existing {
             Some(live) if live.version() == version => {
                 Change::Put(self.entry_for(fresh, key, value, options.expiry, existing))
             }
@@ -696,11 +687,7 @@ impl Cache {
         options: &WriteOptions,
     ) -> Result<Option<CacheEntry>, CacheError> {
         let timer = self.inner.stats.start();
-        let options_keep = WriteOptions {
-            ignore_return_values: false,
-            ..*options
-        };
-        let applied = self.write(key, &options_keep, |existing| match existing {
+        let applied = self.write(key, options, |existing| match existing {
             Some(_) => Change::Remove,
             None => Change::Keep,
         })?;
@@ -735,11 +722,7 @@ impl Cache {
     ) -> Result<VersionedOutcome, CacheError> {
         let timer = self.inner.stats.start();
         let mut outcome = VersionedOutcome::Absent;
-        let options_keep = WriteOptions {
-            ignore_return_values: false,
-            ..*options
-        };
-        let applied = self.write(key, &options_keep, |existing| match existing {
+        let applied = self.write(key, options, |existing| match existing {
             Some(existing) if existing.version() == version => Change::Remove,
             Some(existing) => {
                 outcome = VersionedOutcome::Mismatch(existing.clone());
