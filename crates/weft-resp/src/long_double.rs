@@ -501,24 +501,7 @@ fn divide_by_pow10(negative: bool, digits: &Big, power: u32) -> LongDouble {
 /// Parses a decimal literal without sign: digits with an optional point (at
 /// least one digit), then an optional `e`/`E`, optional sign and digits.
 fn parse_decimal(text: &[u8]) -> Option<Literal> {
-    let (mantissa, written_exponent) = match text.iter().position(|&b| b == b'e' || b == b'E') {
-        Some(at) => (&text[..at], Some(&text[at + 1..])),
-        None => (text, None),
-    };
-    let exponent_value = match written_exponent {
-        Some(exponent) => parse_exponent(exponent)?,
-        None => 0,
-    };
-    let (integer, fraction) = match mantissa.iter().position(|&b| b == b'.') {
-        Some(at) => (&mantissa[..at], &mantissa[at + 1..]),
-        None => (mantissa, &mantissa[mantissa.len()..]),
-    };
-    if integer.is_empty() && fraction.is_empty() {
-        return None;
-    }
-    if !integer.iter().chain(fraction).all(u8::is_ascii_digit) {
-        return None;
-    }
+    let (integer, fraction, exponent_value) = split_literal(text, b'e', u8::is_ascii_digit)?;
     // Significant digits: from the first non-zero to the last non-zero one.
     let all: Vec<u8> = integer.iter().chain(fraction).copied().collect();
     let Some(first) = all.iter().position(|&b| b != b'0') else {
@@ -544,6 +527,36 @@ fn parse_decimal(text: &[u8]) -> Option<Literal> {
     })
 }
 
+/// Splits an unsigned literal into its integer digits, fraction digits and written exponent:
+/// digits with an optional point (at least one digit, each passing `is_digit`), then an
+/// optional exponent after `marker` (either case).
+fn split_literal(
+    text: &[u8],
+    marker: u8,
+    is_digit: fn(&u8) -> bool,
+) -> Option<(&[u8], &[u8], i64)> {
+    let (mantissa, written_exponent) =
+        match text.iter().position(|&b| b.eq_ignore_ascii_case(&marker)) {
+            Some(at) => (&text[..at], Some(&text[at + 1..])),
+            None => (text, None),
+        };
+    let exponent = match written_exponent {
+        Some(exponent) => parse_exponent(exponent)?,
+        None => 0,
+    };
+    let (integer, fraction) = match mantissa.iter().position(|&b| b == b'.') {
+        Some(at) => (&mantissa[..at], &mantissa[at + 1..]),
+        None => (mantissa, &mantissa[mantissa.len()..]),
+    };
+    if integer.is_empty() && fraction.is_empty() {
+        return None;
+    }
+    if !integer.iter().chain(fraction).all(is_digit) {
+        return None;
+    }
+    Some((integer, fraction, exponent))
+}
+
 /// Parses the part after `e`/`p`: an optional sign and at least one digit,
 /// clamped to [`WRITTEN_EXPONENT_CLAMP`].
 fn parse_exponent(text: &[u8]) -> Option<i64> {
@@ -565,24 +578,7 @@ fn parse_exponent(text: &[u8]) -> Option<i64> {
 /// an optional point (at least one digit), then an optional `p`/`P` binary
 /// exponent (sign optional, digits required).
 fn parse_hex(text: &[u8]) -> Option<Literal> {
-    let (mantissa, written_exponent) = match text.iter().position(|&b| b == b'p' || b == b'P') {
-        Some(at) => (&text[..at], Some(&text[at + 1..])),
-        None => (text, None),
-    };
-    let exponent_value = match written_exponent {
-        Some(exponent) => parse_exponent(exponent)?,
-        None => 0,
-    };
-    let (integer, fraction) = match mantissa.iter().position(|&b| b == b'.') {
-        Some(at) => (&mantissa[..at], &mantissa[at + 1..]),
-        None => (mantissa, &mantissa[mantissa.len()..]),
-    };
-    if integer.is_empty() && fraction.is_empty() {
-        return None;
-    }
-    if !integer.iter().chain(fraction).all(u8::is_ascii_hexdigit) {
-        return None;
-    }
+    let (integer, fraction, exponent_value) = split_literal(text, b'p', u8::is_ascii_hexdigit)?;
     let mut value = Big::default();
     for &digit in integer.iter().chain(fraction) {
         value.mul_add_small(16, u32::from(hex_value(digit)));
