@@ -2,32 +2,13 @@
 reading a process's resident memory. Every load is bounded in count and time and targets
 only 127.0.0.1."""
 
-import os
-import signal
-import socket
 import subprocess
-import time
+import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-WEFT_BIN = Path(os.environ.get("WEFT_BIN", ROOT / "target" / "release" / "weft"))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for_port(port: int, timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout_s}s")
+# Ports, readiness and stopping are shared with the interop suites.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "interop"))
+from weft_process import WEFT_BIN, free_port, stop, wait_for_port  # noqa: E402
 
 
 class Server:
@@ -35,8 +16,8 @@ class Server:
 
     def __init__(self, name: str, argv: list[str], port: int):
         self.name, self.port = name, port
-        self.process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        wait_for_port(port)
+        self.process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for_port(port, name)
 
     def rss_bytes(self) -> int:
         for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
@@ -45,13 +26,7 @@ class Server:
         raise RuntimeError("no VmRSS")
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop(self.process)
 
 
 def start_weft(extra: list[str] | None = None) -> Server:
