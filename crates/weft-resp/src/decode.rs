@@ -86,6 +86,9 @@ pub struct RequestDecoder {
     /// How many bytes of the line starting at the current parse position have
     /// already been searched for its terminator without finding it.
     scanned: usize,
+    /// Capacity kept from the last multibulk request's argument ranges, so that
+    /// a pipeline of requests does not allocate a range list for each one.
+    spare_ranges: Vec<Range<usize>>,
 }
 
 #[derive(Debug, Default)]
@@ -142,6 +145,7 @@ impl RequestDecoder {
             limits,
             state: State::Start,
             scanned: 0,
+            spare_ranges: Vec::new(),
         }
     }
 
@@ -186,10 +190,15 @@ impl RequestDecoder {
             match progress {
                 Progress::NeedMore => return Ok(None),
                 Progress::Skip(consumed) => buf.advance(consumed),
-                Progress::Multibulk { consumed, args } => {
+                Progress::Multibulk { consumed, mut args } => {
                     let frame = buf.split_to(consumed).freeze();
-                    let args = args.into_iter().map(|range| frame.slice(range)).collect();
-                    return Ok(Some(Request { args }));
+                    let request = Request {
+                        args: args.drain(..).map(|range| frame.slice(range)).collect(),
+                    };
+                    if args.capacity() <= ARGS_PREALLOCATED_MAX {
+                        self.spare_ranges = args;
+                    }
+                    return Ok(Some(request));
                 }
                 Progress::Inline { consumed, args } => {
                     let frame = buf.split_to(consumed).freeze();
@@ -268,7 +277,12 @@ impl RequestDecoder {
         }
         let mut multibulk = Multibulk {
             remaining: count,
-            args: Vec::with_capacity(count.min(ARGS_PREALLOCATED_MAX)),
+            args: {
+                let mut ranges = std::mem::take(&mut self.spare_ranges);
+                ranges.clear();
+                ranges.reserve(count.min(ARGS_PREALLOCATED_MAX));
+                ranges
+            },
             pos: header_len,
             bulk_len: None,
         };
