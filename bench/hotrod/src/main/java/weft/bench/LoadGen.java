@@ -1,0 +1,297 @@
+package weft.bench;
+
+import java.lang.management.ManagementFactory;
+import java.util.HashMap;
+import java.util.Locale;
+import java.util.Map;
+import java.util.SplittableRandom;
+import java.util.concurrent.atomic.AtomicLong;
+
+import org.HdrHistogram.Histogram;
+import org.infinispan.client.hotrod.RemoteCache;
+import org.infinispan.client.hotrod.RemoteCacheManager;
+import org.infinispan.client.hotrod.configuration.ConfigurationBuilder;
+
+/**
+ * Closed-loop Hot Rod load through the official Java client (default ProtoStream marshaller):
+ * {@code --threads} threads each loop GET or PUT on String keys {@code key-000000…} with byte[]
+ * values, chosen by a per-thread seeded RNG, first for {@code --warmup-seconds} unrecorded, then
+ * for {@code --seconds} recorded into a per-thread HdrHistogram. Every loop stops at its deadline
+ * or at its share of {@code --max-ops}, whichever comes first. The key space is preloaded with
+ * putAll before the warmup.
+ *
+ * <p>Prints one JSON line on stdout:
+ * {@code {"threads":N,"value_bytes":B,"ops":…,"ops_per_sec":…,"p50_us":…,"p99_us":…,
+ * "p999_us":…,"errors":…,"client_cpu_seconds":…,"get_misses":…}}. {@code ops} counts the
+ * measured operations that succeeded; {@code errors} those that threw (not in {@code ops} nor in
+ * the latencies); {@code get_misses} counts GETs of a
+ * preloaded key that returned nothing or a value of the wrong length; {@code client_cpu_seconds} is
+ * this JVM's process CPU time over the measured window. Diagnostics go to stderr.
+ */
+public final class LoadGen {
+    private static final int PRELOAD_BATCH = 1000;
+    private static final int ERRORS_SHOWN = 5;
+
+    public static void main(String[] argv) throws Exception {
+        Map<String, String> opts = parse(argv);
+        String host = opts.getOrDefault("host", "127.0.0.1");
+        int port = Integer.parseInt(opts.getOrDefault("port", "11222"));
+        String cacheName = opts.getOrDefault("cache", "bench");
+        int threads = Integer.parseInt(opts.getOrDefault("threads", "1"));
+        double seconds = Double.parseDouble(opts.getOrDefault("seconds", "10"));
+        double warmupSeconds = Double.parseDouble(opts.getOrDefault("warmup-seconds", "3"));
+        int valueBytes = Integer.parseInt(opts.getOrDefault("value-bytes", "100"));
+        int keys = Integer.parseInt(opts.getOrDefault("keys", "100000"));
+        double getRatio = Double.parseDouble(opts.getOrDefault("get-ratio", "0.8"));
+        long maxOps = Long.parseLong(opts.getOrDefault("max-ops", "100000000"));
+        long seed = Long.parseLong(opts.getOrDefault("seed", "42"));
+        if (threads < 1 || keys < 1 || valueBytes < 0 || seconds <= 0 || warmupSeconds < 0
+                || getRatio < 0 || getRatio > 1 || maxOps < threads) {
+            usage("invalid option value");
+        }
+        InfinispanServer.quietLogging();
+
+        ConfigurationBuilder config = new ConfigurationBuilder();
+        config.addServer().host(host).port(port);
+        // The 15.0 client's pool is unbounded by default (maxActive -1); should that ever change,
+        // make sure the pool does not throttle the load threads.
+        int maxActive = config.connectionPool().maxActive();
+        if (maxActive >= 0 && maxActive < threads) {
+            config.connectionPool().maxActive(threads);
+        }
+
+        RemoteCacheManager manager = new RemoteCacheManager(config.build());
+        int status = 0;
+        try {
+            RemoteCache<String, byte[]> cache = manager.getCache(cacheName);
+            if (cache == null) {
+                throw new IllegalStateException("server has no cache " + cacheName);
+            }
+            preload(cache, keys, valueBytes, seed);
+            status = run(cache, threads, seconds, warmupSeconds, valueBytes, keys, getRatio, maxOps, seed);
+        } finally {
+            manager.stop();
+        }
+        System.exit(status);
+    }
+
+    static void preload(RemoteCache<String, byte[]> cache, int keys, int valueBytes, long seed) {
+        SplittableRandom random = new SplittableRandom(seed);
+        Map<String, byte[]> batch = new HashMap<>();
+        for (int i = 0; i < keys; i++) {
+            byte[] value = new byte[valueBytes];
+            random.nextBytes(value);
+            batch.put(key(i), value);
+            if (batch.size() == PRELOAD_BATCH || i == keys - 1) {
+                cache.putAll(batch);
+                batch.clear();
+            }
+        }
+    }
+
+    static String key(int i) {
+        return String.format(Locale.ROOT, "key-%06d", i);
+    }
+
+    /** One load thread's counts, written only by that thread and read after it is joined. */
+    static final class Worker extends Thread {
+        final Histogram histogram = new Histogram(3);
+        /** Measured operations that completed, that threw, and GETs that found no right value. */
+        long ops, errors, misses, lastDoneNanos;
+        private final RemoteCache<String, byte[]> cache;
+        private final SplittableRandom random;
+        private final String[] keys;
+        private final int valueBytes;
+        private final double getRatio;
+        private final long warmupEnd, measureEnd, maxOps;
+        private final AtomicLong errorsShown;
+
+        Worker(int id, RemoteCache<String, byte[]> cache, String[] keys, int valueBytes, double getRatio,
+               long seed, long warmupEnd, long measureEnd, long maxOps, AtomicLong errorsShown) {
+            super("load-" + id);
+            setDaemon(true);
+            this.cache = cache;
+            this.random = new SplittableRandom(seed * 1_000_003L + id);
+            this.keys = keys;
+            this.valueBytes = valueBytes;
+            this.getRatio = getRatio;
+            this.warmupEnd = warmupEnd;
+            this.measureEnd = measureEnd;
+            this.maxOps = maxOps;
+            this.errorsShown = errorsShown;
+        }
+
+        @Override
+        public void run() {
+            byte[] value = new byte[valueBytes];
+            random.nextBytes(value);
+            long warmupAttempts = 0, attempts = 0;
+            while (true) {
+                long start = System.nanoTime();
+                boolean measured = start >= warmupEnd;
+                if (start >= measureEnd || (measured ? attempts : warmupAttempts) >= maxOps) {
+                    return;
+                }
+                String key = keys[random.nextInt(keys.length)];
+                boolean get = random.nextDouble() < getRatio;
+                boolean ok = true, hit = true;
+                try {
+                    if (get) {
+                        byte[] got = cache.get(key);
+                        hit = got != null && got.length == valueBytes;
+                    } else {
+                        if (valueBytes > 0) {
+                            value[0]++; // a different value each time, without allocating
+                        }
+                        cache.put(key, value);
+                    }
+                } catch (Exception e) {
+                    ok = false;
+                    if (errorsShown.getAndIncrement() < ERRORS_SHOWN) {
+                        System.err.println("error: " + (get ? "GET " : "PUT ") + key + ": " + e);
+                    }
+                }
+                long end = System.nanoTime();
+                if (!measured) {
+                    warmupAttempts++;
+                    if (!ok) {
+                        pause();
+                    }
+                    continue;
+                }
+                attempts++;
+                lastDoneNanos = end;
+                if (ok) {
+                    ops++;
+                    histogram.recordValue(end - start);
+                    if (!hit) {
+                        misses++;
+                    }
+                } else {
+                    errors++;
+                    pause();
+                }
+            }
+        }
+
+        /** After a failed operation, do not spin on a server that is down. */
+        private static void pause() {
+            try {
+                Thread.sleep(1);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }
+    }
+
+    static int run(RemoteCache<String, byte[]> cache, int threads, double seconds, double warmupSeconds,
+                   int valueBytes, int keyCount, double getRatio, long maxOps, long seed) throws Exception {
+        String[] keys = new String[keyCount];
+        for (int i = 0; i < keyCount; i++) {
+            keys[i] = key(i);
+        }
+        com.sun.management.OperatingSystemMXBean os =
+                (com.sun.management.OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean();
+        long begin = System.nanoTime() + 50_000_000L; // all threads start together
+        long warmupEnd = begin + (long) (warmupSeconds * 1e9);
+        long measureEnd = warmupEnd + (long) (seconds * 1e9);
+        long perThreadMax = maxOps / threads;
+        AtomicLong errorsShown = new AtomicLong();
+        Worker[] workers = new Worker[threads];
+        for (int i = 0; i < threads; i++) {
+            workers[i] = new Worker(i, cache, keys, valueBytes, getRatio, seed, warmupEnd, measureEnd,
+                    perThreadMax, errorsShown);
+        }
+        sleepUntil(begin);
+        for (Worker worker : workers) {
+            worker.start();
+        }
+        sleepUntil(warmupEnd);
+        long cpuBefore = os.getProcessCpuTime();
+        // A thread stuck in one operation past the deadline gets the client's own timeouts'
+        // worth of grace, then the run is reported without it.
+        long joinDeadline = measureEnd + 90_000_000_000L;
+        int stuck = 0;
+        for (Worker worker : workers) {
+            long left = joinDeadline - System.nanoTime();
+            if (left > 0) {
+                worker.join(Math.max(1, left / 1_000_000));
+            }
+            if (worker.isAlive()) {
+                stuck++;
+            }
+        }
+        long cpuAfter = os.getProcessCpuTime();
+        long finished = Math.max(System.nanoTime() > measureEnd ? measureEnd : System.nanoTime(), warmupEnd + 1);
+
+        Histogram all = new Histogram(3);
+        long ops = 0, errors = stuck, misses = 0, lastDone = 0;
+        for (Worker worker : workers) {
+            if (worker.isAlive()) {
+                continue;
+            }
+            all.add(worker.histogram);
+            ops += worker.ops;
+            errors += worker.errors;
+            misses += worker.misses;
+            lastDone = Math.max(lastDone, worker.lastDoneNanos);
+        }
+        // Ops are counted when they start inside the window; the window closes when the last of
+        // them completes (or at the deadline if a thread had nothing to do after it).
+        double elapsed = (Math.max(lastDone, finished) - warmupEnd) / 1e9;
+        double opsPerSec = ops / elapsed;
+        System.out.println(String.format(Locale.ROOT,
+                "{\"threads\":%d,\"value_bytes\":%d,\"ops\":%d,\"ops_per_sec\":%.1f,\"p50_us\":%.1f,"
+                        + "\"p99_us\":%.1f,\"p999_us\":%.1f,\"errors\":%d,\"client_cpu_seconds\":%.3f,"
+                        + "\"get_misses\":%d}",
+                threads, valueBytes, ops, opsPerSec, micros(all, 50.0), micros(all, 99.0),
+                micros(all, 99.9), errors, (cpuAfter - cpuBefore) / 1e9, misses));
+        System.out.flush();
+        if (stuck > 0) {
+            System.err.println("error: " + stuck + " load thread(s) still blocked after the deadline");
+            Runtime.getRuntime().halt(3);
+        }
+        return 0;
+    }
+
+    static double micros(Histogram histogram, double percentile) {
+        return histogram.getTotalCount() == 0 ? 0.0 : histogram.getValueAtPercentile(percentile) / 1000.0;
+    }
+
+    static void sleepUntil(long deadline) throws InterruptedException {
+        long left;
+        while ((left = deadline - System.nanoTime()) > 0) {
+            Thread.sleep(left / 1_000_000, (int) (left % 1_000_000));
+        }
+    }
+
+    static Map<String, String> parse(String[] argv) {
+        Map<String, String> opts = new HashMap<>();
+        for (int i = 0; i < argv.length; i++) {
+            String arg = argv[i];
+            if (arg.equals("-h") || arg.equals("--help")) {
+                usage(null);
+            }
+            if (!arg.startsWith("--") || i + 1 >= argv.length) {
+                usage("bad argument " + arg);
+            }
+            String name = arg.substring(2);
+            switch (name) {
+                case "host", "port", "cache", "threads", "seconds", "warmup-seconds", "value-bytes",
+                        "keys", "get-ratio", "max-ops", "seed" -> opts.put(name, argv[++i]);
+                default -> usage("unknown option " + arg);
+            }
+        }
+        return opts;
+    }
+
+    static void usage(String problem) {
+        if (problem != null) {
+            System.err.println(problem);
+        }
+        System.err.println("usage: LoadGen [--host 127.0.0.1] [--port 11222] [--cache bench] [--threads 1]"
+                + " [--seconds 10] [--warmup-seconds 3] [--value-bytes 100] [--keys 100000]"
+                + " [--get-ratio 0.8] [--max-ops 100000000] [--seed 42]");
+        System.exit(problem == null ? 0 : 2);
+    }
+}
