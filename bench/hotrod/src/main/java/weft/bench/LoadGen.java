@@ -26,11 +26,14 @@ import org.infinispan.client.hotrod.configuration.ConfigurationBuilder;
  * measured operations that succeeded; {@code errors} those that threw (not in {@code ops} nor in
  * the latencies); {@code get_misses} counts GETs of a
  * preloaded key that returned nothing or a value of the wrong length; {@code client_cpu_seconds} is
- * this JVM's process CPU time over the measured window. Diagnostics go to stderr.
+ * this JVM's process CPU time over the measured window. Diagnostics go to stderr, and so do two
+ * marker lines at the start and end of the measured window.
  */
 public final class LoadGen {
     private static final int PRELOAD_BATCH = 1000;
     private static final int ERRORS_SHOWN = 5;
+    static final String WINDOW_START = "# measured window: start";
+    static final String WINDOW_END = "# measured window: end";
 
     public static void main(String[] argv) throws Exception {
         Map<String, String> opts = parse(argv);
@@ -60,19 +63,36 @@ public final class LoadGen {
             config.connectionPool().maxActive(threads);
         }
 
-        RemoteCacheManager manager = new RemoteCacheManager(config.build());
-        int status = 0;
+        int status;
+        RemoteCacheManager manager = null;
         try {
+            manager = new RemoteCacheManager(config.build());
             RemoteCache<String, byte[]> cache = manager.getCache(cacheName);
             if (cache == null) {
                 throw new IllegalStateException("server has no cache " + cacheName);
             }
             preload(cache, keys, valueBytes, seed);
             status = run(cache, threads, seconds, warmupSeconds, valueBytes, keys, getRatio, maxOps, seed);
+        } catch (Exception e) {
+            // Connecting or preloading failed: one line for the driver, the trace after it.
+            System.err.println("fatal: " + causes(e));
+            e.printStackTrace();
+            status = 1;
         } finally {
-            manager.stop();
+            if (manager != null) {
+                manager.stop();
+            }
         }
         System.exit(status);
+    }
+
+    /** An exception and its causes on one line. */
+    static String causes(Throwable e) {
+        StringBuilder line = new StringBuilder(String.valueOf(e));
+        for (Throwable cause = e.getCause(); cause != null && cause != cause.getCause(); cause = cause.getCause()) {
+            line.append(" <- ").append(cause);
+        }
+        return line.toString();
     }
 
     static void preload(RemoteCache<String, byte[]> cache, int keys, int valueBytes, long seed) {
@@ -208,6 +228,8 @@ public final class LoadGen {
         }
         sleepUntil(warmupEnd);
         long cpuBefore = os.getProcessCpuTime();
+        // A driver can sample the server's CPU time over the same window on these markers.
+        System.err.println(WINDOW_START);
         // A thread stuck in one operation past the deadline gets the client's own timeouts'
         // worth of grace, then the run is reported without it.
         long joinDeadline = measureEnd + 90_000_000_000L;
@@ -222,6 +244,7 @@ public final class LoadGen {
             }
         }
         long cpuAfter = os.getProcessCpuTime();
+        System.err.println(WINDOW_END);
         long finished = Math.max(System.nanoTime() > measureEnd ? measureEnd : System.nanoTime(), warmupEnd + 1);
 
         Histogram all = new Histogram(3);
