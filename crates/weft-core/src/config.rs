@@ -343,6 +343,34 @@ impl Default for CacheConfig {
 }
 
 impl CacheConfig {
+    /// How keys are stored: the declared key media type, else `application/octet-stream`
+    /// for a cache serving a RESP database (Redis data is raw bytes, as Infinispan's
+    /// `respCache`), else `application/x-protostream` (Infinispan's recommended default).
+    #[must_use]
+    pub fn key_format(&self) -> crate::media::Format {
+        self.encoding.key_media_type().map_or_else(
+            || self.default_format(),
+            crate::media::Format::from_media_type,
+        )
+    }
+
+    /// How values are stored; as [`CacheConfig::key_format`].
+    #[must_use]
+    pub fn value_format(&self) -> crate::media::Format {
+        self.encoding.value_media_type().map_or_else(
+            || self.default_format(),
+            crate::media::Format::from_media_type,
+        )
+    }
+
+    fn default_format(&self) -> crate::media::Format {
+        if self.resp_database.is_some() {
+            crate::media::Format::Octet
+        } else {
+            crate::media::Format::Protostream
+        }
+    }
+
     /// Parses a cache configuration from TOML.
     ///
     /// # Errors

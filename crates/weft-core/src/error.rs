@@ -51,4 +51,16 @@ pub enum ManagerError {
         /// The cache holding it.
         cache: String,
     },
+    /// A cache serving a RESP database must store raw bytes.
+    #[error(
+        "cache `{cache}` serves RESP database {database} but stores {media_type}; RESP needs application/octet-stream, text/plain or application/unknown"
+    )]
+    RespNeedsBytes {
+        /// The cache.
+        cache: String,
+        /// Its RESP database.
+        database: u32,
+        /// The media type it declares.
+        media_type: &'static str,
+    },
 }

@@ -28,6 +28,7 @@ mod eviction;
 pub mod hash;
 pub mod listener;
 pub mod manager;
+pub mod media;
 mod stats;
 pub mod typed;
 
@@ -42,5 +43,6 @@ pub use entry::{CacheEntry, EntryMetadata};
 pub use error::{CacheError, ManagerError};
 pub use listener::{CacheEvent, Delivery, EventKind, EventKinds, ListenerId, ListenerOptions};
 pub use manager::{CacheManager, DEFAULT_CACHE_NAME, ManagerConfig};
+pub use media::{Format, TranscodeError, transcode};
 pub use stats::CacheStatistics;
 pub use typed::{Codec, CodecError, Json, TypedCache, TypedError};

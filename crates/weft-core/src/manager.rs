@@ -13,6 +13,7 @@ use crate::cache::Cache;
 use crate::clock::{Clock, SystemClock};
 use crate::config::CacheConfig;
 use crate::error::ManagerError;
+use crate::media::Format;
 use crate::stats::CacheStatistics;
 
 /// Name of the cache every server has unless configured otherwise.
@@ -155,6 +156,17 @@ impl CacheManager {
         let mut caches = self.inner.caches.write();
         if caches.contains_key(name) {
             return Err(ManagerError::AlreadyExists(name.to_owned()));
+        }
+        if let Some(database) = config.resp_database {
+            for format in [config.key_format(), config.value_format()] {
+                if matches!(format, Format::Protostream | Format::Json) {
+                    return Err(ManagerError::RespNeedsBytes {
+                        cache: name.to_owned(),
+                        database,
+                        media_type: format.media_type(),
+                    });
+                }
+            }
         }
         if let Some(database) = config.resp_database
             && let Some((holder, _)) = caches
