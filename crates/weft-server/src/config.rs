@@ -40,6 +40,9 @@ pub struct ServerSection {
     /// Most bytes of replies a RESP connection may buffer for one request (Redis'
     /// `client-output-buffer-limit`); a reply that outgrows it closes the connection.
     pub client_output_bytes_max: usize,
+    /// Largest Hot Rod key or value accepted, in bytes; larger declared lengths get an
+    /// error response and the connection is closed.
+    pub hotrod_value_bytes_max: usize,
 }
 
 impl Default for ServerSection {
@@ -55,6 +58,7 @@ impl Default for ServerSection {
             shutdown_grace_secs: 5,
             client_input_bytes_max: CLIENT_INPUT_BYTES_MAX_DEFAULT,
             client_output_bytes_max: CLIENT_OUTPUT_BYTES_MAX_DEFAULT,
+            hotrod_value_bytes_max: 512 << 20,
         }
     }
 }

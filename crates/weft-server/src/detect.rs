@@ -28,7 +28,7 @@ pub enum Protocol {
     Resp,
     /// HTTP/1.x (REST and metrics).
     Http,
-    /// Infinispan Hot Rod (not served yet).
+    /// Infinispan Hot Rod.
     HotRod,
     /// memcached binary (not served yet).
     MemcachedBinary,

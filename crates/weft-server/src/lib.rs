@@ -1,13 +1,14 @@
 //! `weft-server` is the `weft` binary's library: it reads the configuration, builds the
 //! cache manager, listens on one port and serves every protocol there, detected from each
-//! connection's first bytes (see [`detect`]). RESP connections go to [`resp`]; HTTP ones to
-//! the REST router of `weft-rest`.
+//! connection's first bytes (see [`detect`]). Hot Rod connections go to [`hotrod`], RESP ones
+//! to [`resp`], HTTP ones to the REST router of `weft-rest`.
 //!
 //! It owns sockets, tasks, shutdown and the per-connection protocol adapters. It must not
 //! reach into the data container: every command goes through `weft_core::Cache`.
 
 pub mod config;
 pub mod detect;
+pub mod hotrod;
 mod http;
 pub mod resp;
 mod stream;
@@ -47,6 +48,8 @@ pub struct ServerContext {
     shutdown: watch::Sender<bool>,
     /// The REST and metrics routes, built once and shared by HTTP connections.
     pub(crate) rest_router: axum::Router,
+    /// Hot Rod iterations and client listeners.
+    pub(crate) hotrod: hotrod::HotRodState,
 }
 
 impl ServerContext {
@@ -107,9 +110,10 @@ impl Server {
             total_commands: AtomicU64::new(0),
             shutdown,
             rest_router,
+            hotrod: hotrod::HotRodState::default(),
         });
         let accept_task = tokio::spawn(accept_loop(listener, Arc::clone(&context)));
-        tracing::info!(address = %local_addr, caches = ?context.manager.cache_names(), "weft server listening (RESP, HTTP)");
+        tracing::info!(address = %local_addr, caches = ?context.manager.cache_names(), "weft server listening (Hot Rod, RESP, HTTP)");
         Ok(Self {
             context,
             accept_task,
@@ -187,6 +191,9 @@ async fn serve_connection(stream: TcpStream, peer: SocketAddr, context: Arc<Serv
             resp::serve(stream, prefix, peer, Arc::clone(&context)).await
         }
         Ok((Protocol::Http, prefix)) => http::serve(stream, prefix, Arc::clone(&context)).await,
+        Ok((Protocol::HotRod, prefix)) => {
+            hotrod::serve(stream, prefix, peer, Arc::clone(&context)).await;
+        }
         Ok((other, _)) => {
             tracing::debug!(%peer, protocol = ?other, "connection closed: protocol not served");
         }

@@ -1,0 +1,383 @@
+//! Server tasks. Only the administration tasks `RemoteCacheManagerAdmin` sends are served:
+//! `@@cache@create`, `@@cache@getorcreate`, `@@cache@remove`, `@@cache@names`,
+//! `@@cache@templates`. A configuration string may be Infinispan JSON
+//! (`{"local-cache":{...}}`), Infinispan XML (`<local-cache>...</local-cache>`) or Weft TOML.
+
+use bytes::BytesMut;
+use serde_json::{Map, Value};
+use weft_core::{CacheConfig, ManagerError};
+use weft_hotrod::response::write_header;
+use weft_hotrod::wire::put_array;
+use weft_hotrod::{Frame, Span, Status, opcode};
+
+use super::Connection;
+use super::ops::Failure;
+
+/// Template names clients send (`DefaultTemplate`). Every one makes a cache with the
+/// server's defaults; until clustering exists, clustered templates make local caches.
+const TEMPLATES: [&str; 10] = [
+    "org.infinispan.LOCAL",
+    "org.infinispan.REPL_SYNC",
+    "org.infinispan.REPL_ASYNC",
+    "org.infinispan.DIST_SYNC",
+    "org.infinispan.DIST_ASYNC",
+    "org.infinispan.INVALIDATION_SYNC",
+    "org.infinispan.INVALIDATION_ASYNC",
+    "org.infinispan.SCATTERED_SYNC",
+    "org.infinispan.REPL_SYNC_TX",
+    "org.infinispan.DIST_SYNC_TX",
+];
+
+/// Attributes of clustered caches that a local cache does without.
+const CLUSTERING_ATTRIBUTES: [&str; 9] = [
+    "mode",
+    "owners",
+    "remote-timeout",
+    "l1-lifespan",
+    "capacity-factor",
+    "state-transfer",
+    "partition-handling",
+    "backups",
+    "zero-capacity",
+];
+
+pub(super) fn exec(
+    connection: &Connection,
+    frame: &Frame,
+    task: &str,
+    params: &[(String, Span)],
+    out: &mut BytesMut,
+) -> Result<(), Failure> {
+    let param = |name: &str| {
+        params
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, span)| String::from_utf8_lossy(frame.slice(*span)).into_owned())
+    };
+    let manager = &connection.context.manager;
+    let result: Vec<u8> = match task {
+        "@@cache@create" | "@@cache@getorcreate" => {
+            let name = param("name").ok_or_else(|| Failure::server("missing parameter 'name'"))?;
+            let config = match (param("configuration"), param("template")) {
+                (Some(text), _) => parse_configuration(&text)?,
+                (None, Some(template)) => template_config(&template)?,
+                (None, None) => CacheConfig::default(),
+            };
+            let created = if task == "@@cache@create" {
+                manager.create_cache(&name, config)
+            } else {
+                manager.get_or_create_cache(&name, config)
+            };
+            match created {
+                Ok(_) => {}
+                Err(ManagerError::AlreadyExists(_)) => {
+                    return Err(Failure::server(format!(
+                        "org.infinispan.commons.CacheConfigurationException: ISPN000507: Cache {name} already exists"
+                    )));
+                }
+                Err(error) => return Err(Failure::server(error.to_string())),
+            }
+            tracing::info!(cache = name, "cache created by a Hot Rod admin request");
+            Vec::new()
+        }
+        "@@cache@remove" => {
+            let name = param("name").ok_or_else(|| Failure::server("missing parameter 'name'"))?;
+            if manager.remove_cache(&name) {
+                tracing::info!(cache = name, "cache removed by a Hot Rod admin request");
+            }
+            Vec::new()
+        }
+        "@@cache@names" => serde_json::to_vec(&manager.cache_names())
+            .map_err(|e| Failure::server(e.to_string()))?,
+        "@@cache@templates" => {
+            serde_json::to_vec(&TEMPLATES).map_err(|e| Failure::server(e.to_string()))?
+        }
+        other => return Err(Failure::server(format!("Unknown task '{other}'"))),
+    };
+    write_header(
+        out,
+        frame.header.message_id,
+        opcode::response_of(frame.header.opcode),
+        Status::Success,
+        None,
+    );
+    put_array(out, &result);
+    Ok(())
+}
+
+fn template_config(template: &str) -> Result<CacheConfig, Failure> {
+    if TEMPLATES.contains(&template) {
+        Ok(CacheConfig::default())
+    } else {
+        Err(Failure::server(format!(
+            "org.infinispan.commons.CacheConfigurationException: ISPN000436: Cache '{template}' has been requested, but no matching cache configuration exists"
+        )))
+    }
+}
+
+/// Parses a configuration string in any of the accepted forms.
+pub(super) fn parse_configuration(text: &str) -> Result<CacheConfig, Failure> {
+    let trimmed = text.trim_start();
+    let invalid =
+        |e: &dyn std::fmt::Display| Failure::server(format!("invalid cache configuration: {e}"));
+    if trimmed.starts_with('<') {
+        let json = xml_to_json(trimmed).map_err(|e| invalid(&e))?;
+        let json = localize(json);
+        return CacheConfig::from_json("configuration", &json.to_string()).map_err(|e| invalid(&e));
+    }
+    if trimmed.starts_with('{') {
+        let json: Value = serde_json::from_str(trimmed).map_err(|e| invalid(&e))?;
+        return CacheConfig::from_json("configuration", &localize(json).to_string())
+            .map_err(|e| invalid(&e));
+    }
+    CacheConfig::from_toml("configuration", text).map_err(|e| invalid(&e))
+}
+
+/// Rewrites `{"distributed-cache": {...}}` and the other clustered kinds as a local cache
+/// (this server has one node), dropping attributes only clustering uses, and drops the
+/// `name` attribute (the name is a separate parameter).
+fn localize(json: Value) -> Value {
+    let Value::Object(map) = json else {
+        return json;
+    };
+    if map.len() != 1 {
+        return Value::Object(map);
+    }
+    let Some((kind, body)) = map.into_iter().next() else {
+        return Value::Object(Map::new());
+    };
+    let Value::Object(mut body) = body else {
+        return Value::Object(Map::from_iter([(kind, body)]));
+    };
+    body.remove("name");
+    body.remove("statistics-available");
+    if kind.ends_with("-cache") && kind != "local-cache" {
+        tracing::info!(
+            kind,
+            "clustered cache requested; this server has one node, so it is local"
+        );
+        for attribute in CLUSTERING_ATTRIBUTES {
+            body.remove(attribute);
+        }
+        return Value::Object(Map::from_iter([(
+            "local-cache".to_owned(),
+            Value::Object(body),
+        )]));
+    }
+    Value::Object(Map::from_iter([(kind, Value::Object(body))]))
+}
+
+/// Converts the first `*-cache` element of an XML document to Infinispan's JSON form:
+/// attributes become members (numbers and booleans typed), child elements nested objects.
+fn xml_to_json(text: &str) -> Result<Value, String> {
+    fn find_cache(element: Element) -> Option<Element> {
+        if element.name.ends_with("-cache") {
+            return Some(element);
+        }
+        element.children.into_iter().find_map(find_cache)
+    }
+    let mut parser = XmlParser { text, pos: 0 };
+    while let Some(element) = parser.next_element()? {
+        if let Some(cache) = find_cache(element) {
+            return Ok(Value::Object(Map::from_iter([(cache.name.clone(), cache.into_json())])));
+        }
+    }
+    Err("no <...-cache> element".into())
+}
+
+struct Element {
+    name: String,
+    attributes: Vec<(String, String)>,
+    children: Vec<Element>,
+}
+
+impl Element {
+    fn into_json(self) -> Value {
+        let mut map = Map::new();
+        for (name, value) in self.attributes {
+            let typed = if let Ok(n) = value.parse::<i64>() {
+                Value::from(n)
+            } else if value == "true" || value == "false" {
+                Value::Bool(value == "true")
+            } else {
+                Value::String(value)
+            };
+            map.insert(name, typed);
+        }
+        for child in self.children {
+            let name = child.name.clone();
+            map.insert(name, child.into_json());
+        }
+        Value::Object(map)
+    }
+}
+
+struct XmlParser<'a> {
+    text: &'a str,
+    pos: usize,
+}
+
+impl XmlParser<'_> {
+    fn rest(&self) -> &str {
+        &self.text[self.pos..]
+    }
+
+    fn skip_until(&mut self, end: &str) -> Result<(), String> {
+        match self.rest().find(end) {
+            Some(i) => {
+                self.pos += i + end.len();
+                Ok(())
+            }
+            None => Err(format!("unterminated markup, expected `{end}`")),
+        }
+    }
+
+    /// The next element that starts at or after the cursor (with its subtree), skipping
+    /// text, comments, declarations and end tags; `None` at the end.
+    fn next_element(&mut self) -> Result<Option<Element>, String> {
+        loop {
+            let Some(i) = self.rest().find('<') else {
+                return Ok(None);
+            };
+            self.pos += i;
+            let rest = self.rest();
+            if rest.starts_with("<!--") {
+                self.skip_until("-->")?;
+            } else if rest.starts_with("<?") || rest.starts_with("<!") || rest.starts_with("</") {
+                self.skip_until(">")?;
+            } else {
+                return self.element().map(Some);
+            }
+        }
+    }
+
+    fn element(&mut self) -> Result<Element, String> {
+        self.pos += 1; // '<'
+        let name = self.name()?;
+        let mut attributes = Vec::new();
+        loop {
+            self.skip_whitespace();
+            let rest = self.rest();
+            if rest.starts_with("/>") {
+                self.pos += 2;
+                return Ok(Element {
+                    name,
+                    attributes,
+                    children: Vec::new(),
+                });
+            }
+            if rest.starts_with('>') {
+                self.pos += 1;
+                break;
+            }
+            let attribute = self.name()?;
+            self.skip_whitespace();
+            if !self.rest().starts_with('=') {
+                return Err(format!("attribute `{attribute}` has no value"));
+            }
+            self.pos += 1;
+            self.skip_whitespace();
+            let quote = self
+                .rest()
+                .chars()
+                .next()
+                .filter(|c| *c == '"' || *c == '\'');
+            let Some(quote) = quote else {
+                return Err(format!("attribute `{attribute}` value is not quoted"));
+            };
+            self.pos += 1;
+            let end = self
+                .rest()
+                .find(quote)
+                .ok_or("unterminated attribute value")?;
+            let value = unescape(&self.rest()[..end]);
+            self.pos += end + 1;
+            attributes.push((attribute, value));
+        }
+        let mut children = Vec::new();
+        loop {
+            let Some(i) = self.rest().find('<') else {
+                return Err(format!("element <{name}> is not closed"));
+            };
+            self.pos += i;
+            let rest = self.rest();
+            if let Some(after) = rest.strip_prefix("</") {
+                let end = after.find('>').ok_or("unterminated end tag")?;
+                if after[..end].trim() != name {
+                    return Err(format!("</{}> closes <{name}>", after[..end].trim()));
+                }
+                self.pos += 2 + end + 1;
+                return Ok(Element {
+                    name,
+                    attributes,
+                    children,
+                });
+            }
+            if rest.starts_with("<!--") {
+                self.skip_until("-->")?;
+            } else {
+                children.push(self.element()?);
+            }
+        }
+    }
+
+    fn name(&mut self) -> Result<String, String> {
+        let rest = self.rest();
+        let end = rest
+            .find(|c: char| !(c.is_alphanumeric() || matches!(c, '-' | '_' | ':' | '.')))
+            .unwrap_or(rest.len());
+        if end == 0 {
+            return Err(format!("expected a name at byte {}", self.pos));
+        }
+        let name = rest[..end].to_owned();
+        self.pos += end;
+        Ok(name)
+    }
+
+    fn skip_whitespace(&mut self) {
+        let rest = self.rest();
+        self.pos += rest.len() - rest.trim_start().len();
+    }
+}
+
+fn unescape(text: &str) -> String {
+    text.replace("&quot;", "\"")
+        .replace("&apos;", "'")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves the configuration forms clients send are understood.
+    #[test]
+    fn configuration_forms() {
+        let xml = r#"<?xml version="1.0"?><!-- c --><local-cache name="x" statistics="true">
+            <encoding media-type="application/x-protostream"/>
+            <expiration lifespan="60000"/><memory max-count="100"></memory></local-cache>"#;
+        let config = parse_configuration(xml).unwrap_or_else(|f| panic!("{}", f.message));
+        assert_eq!(
+            config.encoding.key_media_type(),
+            Some("application/x-protostream")
+        );
+        assert_eq!(config.memory.max_count, Some(100));
+        let json = r#"{"distributed-cache":{"mode":"SYNC","owners":2,"encoding":{"media-type":"text/plain"}}}"#;
+        let config = parse_configuration(json).unwrap_or_else(|f| panic!("{}", f.message));
+        assert_eq!(config.encoding.value_media_type(), Some("text/plain"));
+        let nested = "<infinispan><cache-container><local-cache><encoding><key media-type=\"text/plain\"/><value media-type=\"application/json\"/></encoding></local-cache></cache-container></infinispan>";
+        let config = parse_configuration(nested).unwrap_or_else(|f| panic!("{}", f.message));
+        assert_eq!(config.encoding.value_media_type(), Some("application/json"));
+        for bad in [
+            "<local-cache",
+            "<local-cache a=1/>",
+            "<local-cache></distributed-cache>",
+            "<nothing/>",
+            "{\"local-cache\":{\"nope\":1}}",
+        ] {
+            assert!(parse_configuration(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,259 @@
+//! Iteration (start / next / end): a cursor over chosen segments, served in batches, that
+//! reports which segments it has finished so a client can resume elsewhere.
+
+use std::collections::{HashMap, VecDeque};
+use std::iter::Peekable;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bytes::{BufMut, BytesMut};
+use parking_lot::Mutex;
+use weft_core::{Cache, CacheIter, Format, transcode};
+use weft_hotrod::response::{put_metadata, write_header};
+use weft_hotrod::wire::{put_array, put_vint};
+use weft_hotrod::{Factory, Frame, Status, opcode};
+
+use super::Connection;
+use super::ops::{Failure, Target, metadata_of};
+
+/// Iterations open at once on the server; more are refused until some end.
+const ITERATIONS_MAX: usize = 4096;
+/// Largest batch served at once, whatever the client asks.
+const BATCH_MAX: usize = 100_000;
+
+/// The filter the Java client uses to iterate keys only (values come back empty).
+fn keys_only_filter(factory: &Factory) -> bool {
+    factory
+        .name
+        .ends_with("ToEmptyBytesKeyValueFilterConverter")
+}
+
+struct Iteration {
+    connection: u64,
+    cache: Cache,
+    stored_key: Format,
+    stored_value: Format,
+    wire_key: Format,
+    wire_value: Format,
+    pending: VecDeque<u32>,
+    current: Option<(u32, Peekable<CacheIter>)>,
+    batch: usize,
+    metadata: bool,
+    keys_only: bool,
+}
+
+/// The server's open iterations, by id.
+#[derive(Default)]
+pub(crate) struct Iterations {
+    open: Mutex<HashMap<String, Arc<Mutex<Iteration>>>>,
+    next_id: AtomicU64,
+}
+
+impl std::fmt::Debug for Iterations {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Iterations")
+            .field("open", &self.open.lock().len())
+            .finish()
+    }
+}
+
+impl Iterations {
+    /// Ends an iteration; false if the id is unknown.
+    pub(crate) fn end(&self, id: &str) -> bool {
+        self.open.lock().remove(id).is_some()
+    }
+
+    /// Ends every iteration a closed connection left open.
+    pub(crate) fn remove_connection(&self, connection: u64) {
+        self.open
+            .lock()
+            .retain(|_, iteration| iteration.lock().connection != connection);
+    }
+}
+
+/// Segments named by a `java.util.BitSet` byte array (bit `i` of byte `j` = segment `8j+i`).
+fn segments_of(bits: &[u8], count: u32) -> Vec<u32> {
+    (0..count)
+        .filter(|&s| {
+            bits.get((s / 8) as usize)
+                .is_some_and(|b| b & (1 << (s % 8)) != 0)
+        })
+        .collect()
+}
+
+/// `java.util.BitSet#toByteArray` of `segments`.
+fn bitset_of(segments: &[u32]) -> Vec<u8> {
+    let Some(&max) = segments.iter().max() else {
+        return Vec::new();
+    };
+    let mut bits = vec![0u8; max as usize / 8 + 1];
+    for &s in segments {
+        bits[s as usize / 8] |= 1 << (s % 8);
+    }
+    bits
+}
+
+/// Opens an iteration and returns its id.
+pub(super) fn start(
+    connection: &Connection,
+    target: &Target,
+    segments: Option<&[u8]>,
+    filter: Option<&Factory>,
+    batch_size: u32,
+    metadata: bool,
+) -> Result<String, Failure> {
+    let keys_only = match filter {
+        None => false,
+        Some(factory) if keys_only_filter(factory) => true,
+        Some(factory) => {
+            return Err(Failure::server(format!(
+                "iteration filter factory '{}' is not registered on this server",
+                factory.name
+            )));
+        }
+    };
+    let count = target.cache.segment_count();
+    let pending = match segments {
+        Some(bits) => segments_of(bits, count),
+        None => (0..count).collect(),
+    };
+    let iteration = Iteration {
+        connection: connection.id,
+        cache: target.cache.clone(),
+        stored_key: target.stored_key,
+        stored_value: target.stored_value,
+        wire_key: target.wire_key,
+        wire_value: target.wire_value,
+        pending: pending.into(),
+        current: None,
+        batch: (batch_size as usize).clamp(1, BATCH_MAX),
+        metadata,
+        keys_only,
+    };
+    let iterations = &connection.context.hotrod.iterations;
+    let n = iterations.next_id.fetch_add(1, Ordering::Relaxed);
+    let id = format!("{:08x}-{:016x}", connection.id, n);
+    let mut open = iterations.open.lock();
+    if open.len() >= ITERATIONS_MAX {
+        return Err(Failure::server(format!(
+            "too many open iterations ({ITERATIONS_MAX}); end some first"
+        )));
+    }
+    open.insert(id.clone(), Arc::new(Mutex::new(iteration)));
+    Ok(id)
+}
+
+/// Serves the next batch of iteration `id`.
+pub(super) fn next(
+    connection: &Connection,
+    frame: &Frame,
+    id: &str,
+    out: &mut BytesMut,
+) -> Result<(), Failure> {
+    let response_opcode = opcode::response_of(frame.header.opcode);
+    let Some(iteration) = connection
+        .context
+        .hotrod
+        .iterations
+        .open
+        .lock()
+        .get(id)
+        .cloned()
+    else {
+        write_header(
+            out,
+            frame.header.message_id,
+            response_opcode,
+            Status::InvalidIteration,
+            None,
+        );
+        put_array(out, &[]);
+        put_vint(out, 0);
+        return Ok(());
+    };
+    let mut iteration = iteration.lock();
+    let mut entries = Vec::new();
+    let mut finished = Vec::new();
+    while entries.len() < iteration.batch {
+        if iteration.current.is_none() {
+            let Some(segment) = iteration.pending.pop_front() else {
+                break;
+            };
+            let entries_of_segment = iteration.cache.iter_segments(vec![segment]).peekable();
+            iteration.current = Some((segment, entries_of_segment));
+        }
+        let Some((segment, cursor)) = iteration.current.as_mut() else {
+            break;
+        };
+        match cursor.next() {
+            Some(entry) => entries.push(entry),
+            None => {
+                finished.push(*segment);
+                iteration.current = None;
+            }
+        }
+    }
+    // A segment whose last entry went out in this batch is finished now.
+    if let Some((segment, cursor)) = iteration.current.as_mut()
+        && cursor.peek().is_none()
+    {
+        finished.push(*segment);
+        iteration.current = None;
+    }
+    let version = frame.header.effective_version();
+    let now = iteration.cache.clock().now_ms();
+    let mut body = BytesMut::new();
+    put_array(&mut body, &bitset_of(&finished));
+    put_vint(&mut body, entries.len() as u32);
+    if !entries.is_empty() && version >= 24 {
+        put_vint(&mut body, 1);
+    }
+    for entry in &entries {
+        if version >= 25 {
+            if iteration.metadata {
+                body.put_u8(1);
+                put_metadata(&mut body, &metadata_of(&entry.metadata(), now));
+            } else {
+                body.put_u8(0);
+            }
+        }
+        put_array(
+            &mut body,
+            &transcode(entry.key(), iteration.stored_key, iteration.wire_key)?,
+        );
+        if iteration.keys_only {
+            put_array(&mut body, &[]);
+        } else {
+            put_array(
+                &mut body,
+                &transcode(entry.value(), iteration.stored_value, iteration.wire_value)?,
+            );
+        }
+    }
+    write_header(
+        out,
+        frame.header.message_id,
+        response_opcode,
+        Status::Success,
+        None,
+    );
+    out.extend_from_slice(&body);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves the BitSet byte layout both ways (bit i of byte j is segment 8j+i).
+    #[test]
+    fn bitsets() {
+        assert_eq!(
+            segments_of(&[0b0000_0101, 0b1000_0000], 256),
+            vec![0, 2, 15]
+        );
+        assert_eq!(segments_of(&[0xff], 4), vec![0, 1, 2, 3]);
+        assert_eq!(bitset_of(&[0, 2, 15]), vec![0b0000_0101, 0b1000_0000]);
+        assert_eq!(bitset_of(&[]), Vec::<u8>::new());
+    }
+}

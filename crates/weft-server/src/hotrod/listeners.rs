@@ -1,0 +1,203 @@
+//! Client listeners: registered on a cache, they encode each event for the registering
+//! connection and queue it there (msgId 0), interleaved with that connection's responses.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use bytes::BytesMut;
+use parking_lot::Mutex;
+use tokio::sync::mpsc::error::TrySendError;
+use weft_core::{
+    Cache, CacheEvent, EventKind as CoreKind, EventKinds, ListenerId, ListenerOptions, transcode,
+};
+use weft_hotrod::Frame;
+use weft_hotrod::response::{EventKind, write_event};
+
+use super::Connection;
+use super::ops::{Failure, Target};
+
+/// Longest listener id accepted (clients send 16 random bytes).
+const LISTENER_ID_BYTES_MAX: usize = 256;
+
+struct Registered {
+    connection: u64,
+    cache: Cache,
+    id: ListenerId,
+}
+
+/// Every client listener on the server, by registering connection and the id the client
+/// gave it. Ids are only unique per client (the JS client counts `listener_1`, ...), so two
+/// connections may register the same id.
+#[derive(Default)]
+pub(crate) struct ClientListeners {
+    by_id: Mutex<HashMap<(u64, Vec<u8>), Registered>>,
+}
+
+impl std::fmt::Debug for ClientListeners {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientListeners")
+            .field("registered", &self.by_id.lock().len())
+            .finish()
+    }
+}
+
+impl ClientListeners {
+    /// Unregisters a listener, preferably the one this connection registered (a pooled
+    /// client may remove it through another connection); false if unknown.
+    pub(crate) fn remove(&self, connection: u64, listener_id: &[u8]) -> bool {
+        let removed = {
+            let mut by_id = self.by_id.lock();
+            let key = (connection, listener_id.to_vec());
+            match by_id.remove(&key) {
+                Some(registered) => Some(registered),
+                None => {
+                    let other = by_id.keys().find(|(_, id)| id == listener_id).cloned();
+                    other.and_then(|key| by_id.remove(&key))
+                }
+            }
+        };
+        match removed {
+            Some(registered) => {
+                registered.cache.remove_listener(registered.id);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Unregisters every listener of a closed connection.
+    pub(crate) fn remove_connection(&self, connection: u64) {
+        let mut removed = Vec::new();
+        self.by_id.lock().retain(|_, registered| {
+            if registered.connection == connection {
+                removed.push((registered.cache.clone(), registered.id));
+                false
+            } else {
+                true
+            }
+        });
+        for (cache, id) in removed {
+            cache.remove_listener(id);
+        }
+    }
+}
+
+fn kinds_of(interests: u32) -> EventKinds {
+    // Before 2.6 there was no mask: every kind.
+    let interests = if interests == 0 { 0x0f } else { interests };
+    [
+        (1, CoreKind::Created),
+        (2, CoreKind::Modified),
+        (4, CoreKind::Removed),
+        (8, CoreKind::Expired),
+    ]
+    .into_iter()
+    .filter(|(bit, _)| interests & bit != 0)
+    .map(|(_, kind)| kind)
+    .collect()
+}
+
+fn wire_kind(kind: CoreKind) -> Option<EventKind> {
+    match kind {
+        CoreKind::Created => Some(EventKind::Created),
+        CoreKind::Modified => Some(EventKind::Modified),
+        CoreKind::Removed => Some(EventKind::Removed),
+        CoreKind::Expired => Some(EventKind::Expired),
+        // Evictions are not events for remote listeners (as in Infinispan).
+        _ => None,
+    }
+}
+
+/// Registers a listener for the connection; with `include_current_state`, appends a created
+/// event (carrying the request's message id) for every entry to `out`, before the response.
+pub(super) fn add(
+    connection: &Arc<Connection>,
+    frame: &Frame,
+    target: &Target,
+    listener_id: &[u8],
+    include_current_state: bool,
+    interests: u32,
+    out: &mut BytesMut,
+) -> Result<(), Failure> {
+    if listener_id.is_empty() || listener_id.len() > LISTENER_ID_BYTES_MAX {
+        return Err(Failure::server(format!(
+            "a listener id must be 1 to {LISTENER_ID_BYTES_MAX} bytes"
+        )));
+    }
+    let listeners = &connection.context.hotrod.listeners;
+    // The same id registered again replaces the old registration.
+    if listeners
+        .by_id
+        .lock()
+        .contains_key(&(connection.id, listener_id.to_vec()))
+    {
+        listeners.remove(connection.id, listener_id);
+    }
+    let shared_id: Arc<[u8]> = Arc::from(listener_id);
+    let sender = connection.outbound.clone();
+    let overflowed = Arc::clone(&connection.overflowed);
+    let (stored_key, wire_key) = (target.stored_key, target.wire_key);
+    let event_id = Arc::clone(&shared_id);
+    let handler = move |event: &CacheEvent| {
+        let Some(kind) = wire_kind(event.kind()) else {
+            return;
+        };
+        let Ok(key) = transcode(event.key(), stored_key, wire_key) else {
+            tracing::debug!(
+                ?event,
+                "event key has no form in the listener's media type; not sent"
+            );
+            return;
+        };
+        let version = event.new_entry().map_or(0, |entry| entry.version());
+        let mut frame = BytesMut::with_capacity(32 + key.len() + event_id.len());
+        write_event(&mut frame, 0, kind, &event_id, &key, version, false);
+        match sender.try_send(frame.freeze()) {
+            Ok(()) | Err(TrySendError::Closed(_)) => {}
+            Err(TrySendError::Full(_)) => overflowed.store(true, Ordering::Relaxed),
+        }
+    };
+    let options = ListenerOptions::default().kinds(kinds_of(interests));
+    let id = target.cache.add_listener(options, handler);
+    listeners.by_id.lock().insert(
+        (connection.id, listener_id.to_vec()),
+        Registered {
+            connection: connection.id,
+            cache: target.cache.clone(),
+            id,
+        },
+    );
+    if include_current_state && kinds_of(interests).contains(CoreKind::Created) {
+        for entry in target.cache.iter() {
+            let key = target.key_out(entry.key())?;
+            write_event(
+                out,
+                frame.header.message_id,
+                EventKind::Created,
+                &shared_id,
+                &key,
+                entry.version(),
+                false,
+            );
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves the interest mask maps to kinds, and 0 (old clients) means all four.
+    #[test]
+    fn interests() {
+        let near_cache = kinds_of(0x0e);
+        assert!(!near_cache.contains(CoreKind::Created));
+        assert!(near_cache.contains(CoreKind::Modified));
+        assert!(near_cache.contains(CoreKind::Removed));
+        assert!(near_cache.contains(CoreKind::Expired));
+        assert!(kinds_of(0).contains(CoreKind::Created));
+        assert!(!kinds_of(0).contains(CoreKind::Evicted));
+    }
+}

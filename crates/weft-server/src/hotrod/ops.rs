@@ -1,0 +1,701 @@
+//! Serves one decoded request against its cache and appends the response.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{BufMut, BytesMut};
+use weft_core::{
+    Cache, CacheEntry, EntryMetadata, Expiry, Format, VersionedOutcome, WriteOptions, transcode,
+};
+use weft_hotrod::opcode;
+use weft_hotrod::response::{put_metadata, put_ping_body, put_previous, write_error, write_header};
+use weft_hotrod::wire::{put_array, put_string, put_vint, put_vlong};
+use weft_hotrod::{
+    Expiration, Frame, Lifetime, MediaType, Metadata, Request, Status, Topology, VERSION_MAX, flags,
+};
+
+use super::Connection;
+
+/// Number of request opcodes PING advertises.
+const SERVER_VERSION: u8 = VERSION_MAX;
+
+/// A failed request: the status and message of its error response.
+pub(super) struct Failure {
+    pub(super) status: Status,
+    pub(super) message: String,
+}
+
+impl Failure {
+    pub(super) fn server(message: impl Into<String>) -> Self {
+        Self {
+            status: Status::ServerError,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<weft_core::CacheError> for Failure {
+    fn from(error: weft_core::CacheError) -> Self {
+        let status = match error {
+            weft_core::CacheError::Removed { .. } => Status::IllegalLifecycleState,
+            _ => Status::ServerError,
+        };
+        Self {
+            status,
+            message: error.to_string(),
+        }
+    }
+}
+
+impl From<weft_core::TranscodeError> for Failure {
+    fn from(error: weft_core::TranscodeError) -> Self {
+        Self::server(error.to_string())
+    }
+}
+
+/// The message clients search for to detect a missing cache.
+pub(super) fn cache_not_found(name: &str) -> Failure {
+    Failure {
+        status: Status::RequestParsingError,
+        message: format!(
+            "org.infinispan.server.hotrod.CacheNotFoundException: Cache with name '{name}' not found amongst the configured caches"
+        ),
+    }
+}
+
+/// The request's view of its cache: the cache, and the formats keys and values travel in.
+pub(super) struct Target {
+    pub(super) cache: Cache,
+    pub(super) stored_key: Format,
+    pub(super) stored_value: Format,
+    pub(super) wire_key: Format,
+    pub(super) wire_value: Format,
+}
+
+impl Target {
+    pub(super) fn new(cache: Cache, frame: &Frame) -> Self {
+        let stored_key = cache.config().key_format();
+        let stored_value = cache.config().value_format();
+        // A request that names no media type speaks the cache's own.
+        let wire = |media: &MediaType, stored: Format| {
+            media.essence().map_or(stored, Format::from_media_type)
+        };
+        Self {
+            wire_key: wire(&frame.header.key_type, stored_key),
+            wire_value: wire(&frame.header.value_type, stored_value),
+            cache,
+            stored_key,
+            stored_value,
+        }
+    }
+
+    pub(super) fn key_in<'a>(&self, key: &'a [u8]) -> Result<Cow<'a, [u8]>, Failure> {
+        Ok(transcode(key, self.wire_key, self.stored_key)?)
+    }
+
+    fn value_in<'a>(&self, value: &'a [u8]) -> Result<Cow<'a, [u8]>, Failure> {
+        Ok(transcode(value, self.wire_value, self.stored_value)?)
+    }
+
+    pub(super) fn key_out<'a>(&self, key: &'a [u8]) -> Result<Cow<'a, [u8]>, Failure> {
+        Ok(transcode(key, self.stored_key, self.wire_key)?)
+    }
+
+    pub(super) fn value_out<'a>(&self, value: &'a [u8]) -> Result<Cow<'a, [u8]>, Failure> {
+        Ok(transcode(value, self.stored_value, self.wire_value)?)
+    }
+}
+
+/// The cache a request names (empty = the default cache).
+pub(super) fn lookup(connection: &Connection, name: &str) -> Option<Cache> {
+    let name = if name.is_empty() {
+        weft_core::DEFAULT_CACHE_NAME
+    } else {
+        name
+    };
+    connection.context.manager.cache(name)
+}
+
+/// Serves `frame`, appending its response (or error response) to `out`.
+pub(super) fn process(connection: &Arc<Connection>, frame: &Frame, out: &mut BytesMut) {
+    let start = out.len();
+    if let Err(failure) = serve(connection, frame, out) {
+        out.truncate(start);
+        write_error(
+            out,
+            frame.header.message_id,
+            failure.status,
+            &failure.message,
+        );
+    }
+}
+
+/// The topology to send with a response, if the client's view is out of date.
+///
+/// Today every cache lives on this one node: the topology lists this server (at the
+/// address the client reached) as the owner of every segment. Clustering fills in more.
+fn topology(connection: &Connection, frame: &Frame, cache: &Cache) -> Option<(Topology, u8)> {
+    let intelligence = frame.header.intelligence;
+    if intelligence < 2 {
+        return None;
+    }
+    let segments = cache.segment_count();
+    let host = connection.local_addr.ip().to_string();
+    let port = connection.local_addr.port();
+    let id = topology_id(&host, port, segments);
+    if frame.header.topology_id == id {
+        return None;
+    }
+    Some((
+        Topology {
+            id,
+            servers: vec![(host, port)],
+            segment_owners: Some(vec![vec![0]; segments as usize]),
+        },
+        intelligence,
+    ))
+}
+
+/// A stable id for a membership: never −1 or −2, which clients use as "none" and "switch".
+fn topology_id(host: &str, port: u16, segments: u32) -> i32 {
+    let mut hash: u32 = 0x811c_9dc5;
+    for byte in host
+        .bytes()
+        .chain(port.to_be_bytes())
+        .chain(segments.to_be_bytes())
+    {
+        hash = (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193);
+    }
+    (hash & 0x3fff_ffff) as i32 + 1
+}
+
+fn header(
+    out: &mut BytesMut,
+    connection: &Connection,
+    frame: &Frame,
+    cache: &Cache,
+    status: Status,
+) {
+    let topology = topology(connection, frame, cache);
+    write_header(
+        out,
+        frame.header.message_id,
+        opcode::response_of(frame.header.opcode),
+        status,
+        topology
+            .as_ref()
+            .map(|(t, intelligence)| (t, *intelligence)),
+    );
+}
+
+pub(super) fn metadata_of(metadata: &EntryMetadata, now_ms: u64) -> Metadata {
+    let seconds = |ms: u64| u32::try_from(ms / 1000).unwrap_or(u32::MAX);
+    let millis = |ms: u64| i64::try_from(ms).unwrap_or(i64::MAX);
+    Metadata {
+        lifespan: metadata
+            .lifespan_ms
+            .map(|l| (millis(metadata.created_ms.unwrap_or(now_ms)), seconds(l))),
+        max_idle: metadata
+            .max_idle_ms
+            .map(|i| (millis(metadata.last_used_ms.unwrap_or(now_ms)), seconds(i))),
+        version: metadata.version,
+    }
+}
+
+pub(super) fn expiry_of(expiration: Expiration, now_ms: u64) -> Expiry {
+    let lifetime = |lifetime: Lifetime| match lifetime {
+        Lifetime::Default => weft_core::Lifetime::Default,
+        Lifetime::Infinite => weft_core::Lifetime::Never,
+        Lifetime::After(duration) => weft_core::Lifetime::After(duration),
+        Lifetime::Until(at) => {
+            let at_ms = u64::try_from(at.as_millis()).unwrap_or(u64::MAX);
+            weft_core::Lifetime::After(Duration::from_millis(at_ms.saturating_sub(now_ms).max(1)))
+        }
+    };
+    Expiry {
+        lifespan: lifetime(expiration.lifespan),
+        max_idle: lifetime(expiration.max_idle),
+    }
+}
+
+fn write_options(frame: &Frame, expiration: Expiration, now_ms: u64) -> WriteOptions {
+    WriteOptions {
+        expiry: expiry_of(expiration, now_ms),
+        ignore_return_values: !frame.header.has_flag(flags::FORCE_RETURN_VALUE),
+        skip_listeners: frame.header.has_flag(flags::SKIP_LISTENER_NOTIFICATION),
+    }
+}
+
+/// Appends status 3/4 and the previous entry when the client asked for previous values,
+/// else the bare `plain` status.
+fn previous(
+    out: &mut BytesMut,
+    connection: &Connection,
+    frame: &Frame,
+    target: &Target,
+    plain: Status,
+    with_value: Status,
+    entry: Option<&CacheEntry>,
+) -> Result<(), Failure> {
+    if !frame.header.has_flag(flags::FORCE_RETURN_VALUE) {
+        header(out, connection, frame, &target.cache, plain);
+        return Ok(());
+    }
+    let now = target.cache.clock().now_ms();
+    let value = entry.map(|e| target.value_out(e.value())).transpose()?;
+    header(out, connection, frame, &target.cache, with_value);
+    let metadata = entry.map(|e| metadata_of(&e.metadata(), now));
+    put_previous(
+        out,
+        frame.header.effective_version(),
+        metadata.as_ref().zip(value.as_deref()),
+    );
+    Ok(())
+}
+
+fn serve(connection: &Arc<Connection>, frame: &Frame, out: &mut BytesMut) -> Result<(), Failure> {
+    let name = frame.cache_name();
+    // Requests that need no cache.
+    match &frame.request {
+        Request::Exec { task, params } => {
+            return super::admin::exec(connection, frame, task, params, out);
+        }
+        Request::AuthMechList => {
+            write_header(
+                out,
+                frame.header.message_id,
+                opcode::response_of(frame.header.opcode),
+                Status::Success,
+                None,
+            );
+            put_vint(out, 0);
+            return Ok(());
+        }
+        Request::Auth { .. } => {
+            return Err(Failure::server(
+                "authentication is not enabled on this server",
+            ));
+        }
+        Request::IterationNext { id } => {
+            return super::iteration::next(connection, frame, id, out);
+        }
+        Request::IterationEnd { id } => {
+            let status = if connection.context.hotrod.iterations.end(id) {
+                Status::Success
+            } else {
+                Status::InvalidIteration
+            };
+            write_header(
+                out,
+                frame.header.message_id,
+                opcode::response_of(frame.header.opcode),
+                status,
+                None,
+            );
+            return Ok(());
+        }
+        Request::RemoveClientListener { listener_id } => {
+            let removed = connection
+                .context
+                .hotrod
+                .listeners
+                .remove(connection.id, frame.slice(*listener_id));
+            let status = if removed {
+                Status::Success
+            } else {
+                Status::NotExecuted
+            };
+            write_header(
+                out,
+                frame.header.message_id,
+                opcode::response_of(frame.header.opcode),
+                status,
+                None,
+            );
+            return Ok(());
+        }
+        _ => {}
+    }
+    let cache = lookup(connection, name).ok_or_else(|| cache_not_found(name))?;
+    let target = Target::new(cache, frame);
+    let cache = &target.cache;
+    let now = cache.clock().now_ms();
+    match &frame.request {
+        Request::Ping => {
+            header(out, connection, frame, cache, Status::Success);
+            let key_type = MediaType::from_essence(target.stored_key.media_type());
+            let value_type = MediaType::from_essence(target.stored_value.media_type());
+            put_ping_body(
+                out,
+                frame.header.effective_version(),
+                &key_type,
+                &value_type,
+                SERVER_VERSION,
+                &opcode::SERVED,
+            );
+        }
+        Request::Get { key } => match cache.get_entry(&target.key_in(frame.slice(*key))?)? {
+            Some(entry) => {
+                let value = target.value_out(entry.value())?;
+                header(out, connection, frame, cache, Status::Success);
+                put_array(out, &value);
+            }
+            None => header(out, connection, frame, cache, Status::KeyDoesNotExist),
+        },
+        Request::GetWithVersion { key } => {
+            match cache.get_entry(&target.key_in(frame.slice(*key))?)? {
+                Some(entry) => {
+                    let value = target.value_out(entry.value())?;
+                    header(out, connection, frame, cache, Status::Success);
+                    out.put_u64(entry.version());
+                    put_array(out, &value);
+                }
+                None => header(out, connection, frame, cache, Status::KeyDoesNotExist),
+            }
+        }
+        Request::GetWithMetadata { key } => {
+            match cache.get_entry(&target.key_in(frame.slice(*key))?)? {
+                Some(entry) => {
+                    let value = target.value_out(entry.value())?;
+                    header(out, connection, frame, cache, Status::Success);
+                    put_metadata(out, &metadata_of(&entry.metadata(), now));
+                    put_array(out, &value);
+                }
+                None => header(out, connection, frame, cache, Status::KeyDoesNotExist),
+            }
+        }
+        Request::GetStream { key, offset } => {
+            match cache.get_entry(&target.key_in(frame.slice(*key))?)? {
+                Some(entry) => {
+                    let value = target.value_out(entry.value())?;
+                    header(out, connection, frame, cache, Status::Success);
+                    put_metadata(out, &metadata_of(&entry.metadata(), now));
+                    put_array(out, value.get(*offset as usize..).unwrap_or_default());
+                }
+                None => header(out, connection, frame, cache, Status::KeyDoesNotExist),
+            }
+        }
+        Request::ContainsKey { key } => {
+            let present = cache.contains(&target.key_in(frame.slice(*key))?)?;
+            let status = if present {
+                Status::Success
+            } else {
+                Status::KeyDoesNotExist
+            };
+            header(out, connection, frame, cache, status);
+        }
+        Request::Put {
+            key,
+            expiration,
+            value,
+        } => {
+            let key = target.key_in(frame.slice(*key))?;
+            let value = target.value_in(frame.slice(*value))?;
+            let old = cache.put(&key, &value, &write_options(frame, *expiration, now))?;
+            previous(
+                out,
+                connection,
+                frame,
+                &target,
+                Status::Success,
+                Status::SuccessWithPrevious,
+                old.as_ref(),
+            )?;
+        }
+        Request::PutIfAbsent {
+            key,
+            expiration,
+            value,
+        } => {
+            let key = target.key_in(frame.slice(*key))?;
+            let value = target.value_in(frame.slice(*value))?;
+            match cache.put_if_absent(&key, &value, &write_options(frame, *expiration, now))? {
+                Some(existing) => previous(
+                    out,
+                    connection,
+                    frame,
+                    &target,
+                    Status::NotExecuted,
+                    Status::NotExecutedWithPrevious,
+                    Some(&existing),
+                )?,
+                // Nothing was there: a bare success, even when previous values were asked for.
+                None => header(out, connection, frame, cache, Status::Success),
+            }
+        }
+        Request::Replace {
+            key,
+            expiration,
+            value,
+        } => {
+            let key = target.key_in(frame.slice(*key))?;
+            let value = target.value_in(frame.slice(*value))?;
+            // The previous value is needed to tell "replaced" from "absent".
+            let mut options = write_options(frame, *expiration, now);
+            options.ignore_return_values = false;
+            match cache.replace(&key, &value, &options)? {
+                Some(old) => previous(
+                    out,
+                    connection,
+                    frame,
+                    &target,
+                    Status::Success,
+                    Status::SuccessWithPrevious,
+                    Some(&old),
+                )?,
+                None => header(out, connection, frame, cache, Status::NotExecuted),
+            }
+        }
+        Request::ReplaceIfUnmodified {
+            key,
+            expiration,
+            version,
+            value,
+        } => {
+            let key = target.key_in(frame.slice(*key))?;
+            let value = target.value_in(frame.slice(*value))?;
+            let outcome = cache.replace_if_version(
+                &key,
+                *version,
+                &value,
+                &write_options(frame, *expiration, now),
+            )?;
+            versioned(out, connection, frame, &target, outcome)?;
+        }
+        Request::Remove { key } => {
+            let key = target.key_in(frame.slice(*key))?;
+            let mut options = write_options(frame, Expiration::DEFAULT, now);
+            options.ignore_return_values = false;
+            match cache.remove(&key, &options)? {
+                Some(old) => previous(
+                    out,
+                    connection,
+                    frame,
+                    &target,
+                    Status::Success,
+                    Status::SuccessWithPrevious,
+                    Some(&old),
+                )?,
+                None => header(out, connection, frame, cache, Status::KeyDoesNotExist),
+            }
+        }
+        Request::RemoveIfUnmodified { key, version } => {
+            let key = target.key_in(frame.slice(*key))?;
+            let outcome = cache.remove_if_version(
+                &key,
+                *version,
+                &write_options(frame, Expiration::DEFAULT, now),
+            )?;
+            versioned(out, connection, frame, &target, outcome)?;
+        }
+        Request::Clear => {
+            cache.clear()?;
+            header(out, connection, frame, cache, Status::Success);
+        }
+        Request::Size => {
+            header(out, connection, frame, cache, Status::Success);
+            put_vlong(out, cache.size() as u64);
+        }
+        Request::Stats => {
+            let stats = cache.statistics();
+            let hotrod = &connection.context.hotrod;
+            let entries = cache.size() as u64;
+            let pairs: [(&str, u64); 13] = [
+                ("timeSinceStart", cache.uptime().as_secs()),
+                ("currentNumberOfEntries", entries),
+                ("approximateEntries", entries),
+                ("approximateEntriesUnique", entries),
+                ("totalNumberOfEntries", stats.stores),
+                ("stores", stats.stores),
+                ("retrievals", stats.hits + stats.misses),
+                ("hits", stats.hits),
+                ("misses", stats.misses),
+                ("removeHits", stats.remove_hits),
+                ("removeMisses", stats.remove_misses),
+                (
+                    "totalBytesRead",
+                    hotrod.bytes_read.load(std::sync::atomic::Ordering::Relaxed),
+                ),
+                (
+                    "totalBytesWritten",
+                    hotrod
+                        .bytes_written
+                        .load(std::sync::atomic::Ordering::Relaxed),
+                ),
+            ];
+            header(out, connection, frame, cache, Status::Success);
+            put_vint(out, pairs.len() as u32);
+            for (name, value) in pairs {
+                put_string(out, name);
+                put_string(out, &value.to_string());
+            }
+        }
+        Request::PutAll {
+            expiration,
+            entries,
+        } => {
+            let mut converted = Vec::with_capacity(entries.len());
+            for (key, value) in entries {
+                converted.push((
+                    target.key_in(frame.slice(*key))?,
+                    target.value_in(frame.slice(*value))?,
+                ));
+            }
+            cache.put_all(
+                converted.iter().map(|(k, v)| (k.as_ref(), v.as_ref())),
+                &write_options(frame, *expiration, now),
+            )?;
+            header(out, connection, frame, cache, Status::Success);
+        }
+        Request::GetAll { keys } => {
+            let mut found = Vec::new();
+            for key in keys {
+                let wire_key = frame.slice(*key);
+                if let Some(entry) = cache.get_entry(&target.key_in(wire_key)?)? {
+                    found.push((wire_key, target.value_out(entry.value())?.into_owned()));
+                }
+            }
+            header(out, connection, frame, cache, Status::Success);
+            put_vint(out, found.len() as u32);
+            for (key, value) in found {
+                put_array(out, key);
+                put_array(out, &value);
+            }
+        }
+        Request::BulkGet { count } => {
+            let limit = if *count == 0 {
+                usize::MAX
+            } else {
+                *count as usize
+            };
+            let mut body = BytesMut::new();
+            for entry in cache.iter().take(limit) {
+                body.put_u8(1);
+                put_array(&mut body, &target.key_out(entry.key())?);
+                put_array(&mut body, &target.value_out(entry.value())?);
+            }
+            body.put_u8(0);
+            header(out, connection, frame, cache, Status::Success);
+            out.extend_from_slice(&body);
+        }
+        Request::BulkGetKeys { .. } => {
+            let mut body = BytesMut::new();
+            for entry in cache.iter() {
+                body.put_u8(1);
+                put_array(&mut body, &target.key_out(entry.key())?);
+            }
+            body.put_u8(0);
+            header(out, connection, frame, cache, Status::Success);
+            out.extend_from_slice(&body);
+        }
+        Request::IterationStart {
+            segments,
+            filter,
+            batch_size,
+            metadata,
+        } => {
+            let id = super::iteration::start(
+                connection,
+                &target,
+                segments.map(|s| frame.slice(s)),
+                filter.as_ref(),
+                *batch_size,
+                *metadata,
+            )?;
+            header(out, connection, frame, cache, Status::Success);
+            put_string(out, &id);
+        }
+        Request::AddClientListener {
+            listener_id,
+            include_current_state,
+            filter,
+            converter,
+            interests,
+            ..
+        } => {
+            if let Some(factory) = filter.as_ref().or(converter.as_ref()) {
+                return Err(Failure::server(format!(
+                    "listener filter or converter factory '{}' is not registered on this server",
+                    factory.name
+                )));
+            }
+            super::listeners::add(
+                connection,
+                frame,
+                &target,
+                frame.slice(*listener_id),
+                *include_current_state,
+                *interests,
+                out,
+            )?;
+            header(out, connection, frame, cache, Status::Success);
+        }
+        Request::AddBloomFilterListener { listener_id, .. } => {
+            // Events are not narrowed by the bloom filter: the near cache gets them all,
+            // which is correct, only chattier.
+            super::listeners::add(
+                connection,
+                frame,
+                &target,
+                frame.slice(*listener_id),
+                false,
+                0x0e,
+                out,
+            )?;
+            header(out, connection, frame, cache, Status::Success);
+        }
+        Request::UpdateBloomFilter { .. } => header(out, connection, frame, cache, Status::Success),
+        Request::Query { .. } => {
+            return Err(Failure::server(
+                "queries are not supported by this server yet",
+            ));
+        }
+        _ => {
+            return Err(Failure {
+                status: Status::UnknownCommand,
+                message: format!("operation 0x{:02x} is not supported", frame.header.opcode),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn versioned(
+    out: &mut BytesMut,
+    connection: &Connection,
+    frame: &Frame,
+    target: &Target,
+    outcome: VersionedOutcome,
+) -> Result<(), Failure> {
+    match outcome {
+        VersionedOutcome::Done(old) => previous(
+            out,
+            connection,
+            frame,
+            target,
+            Status::Success,
+            Status::SuccessWithPrevious,
+            Some(&old),
+        ),
+        VersionedOutcome::Mismatch(current) => previous(
+            out,
+            connection,
+            frame,
+            target,
+            Status::NotExecuted,
+            Status::NotExecutedWithPrevious,
+            Some(&current),
+        ),
+        VersionedOutcome::Absent => {
+            header(
+                out,
+                connection,
+                frame,
+                &target.cache,
+                Status::KeyDoesNotExist,
+            );
+            Ok(())
+        }
+    }
+}
