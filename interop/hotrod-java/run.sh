@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Runs the Hot Rod Java interop suite against a release weft server (target/release/weft, or
+# $WEFT_BIN), once per client: 15.0.x, then the rewritten 15.2.x. Builds no Rust. Stops at the
+# first failing profile. Extra arguments go to mvn (e.g. -Dtest=ListenerTest); each profile
+# compiles from clean, since the two clients differ.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+cd "$here"
+
+for profile in client-15.0 client-15.2; do
+  echo "=== Hot Rod Java interop, profile $profile"
+  # Debian's Maven 3.8 prints stray ESC[0m codes even with -B -q; strip them.
+  python3 "$here/../with_weft.py" --config "$here/weft.toml" -- \
+    mvn -q -B -Dstyle.color=never -P"$profile" -Dweft.port={port} "$@" clean test \
+    2>&1 | sed -u 's/\x1b\[[0-9;]*m//g'
+  python3 - "$here/target/surefire-reports" "$profile" <<'PY'
+import sys, pathlib, xml.etree.ElementTree as ET
+totals = [0, 0, 0, 0]
+for report in pathlib.Path(sys.argv[1]).glob("TEST-*.xml"):
+    suite = ET.parse(report).getroot()
+    for i, name in enumerate(("tests", "failures", "errors", "skipped")):
+        totals[i] += int(suite.get(name, 0))
+print(f"{sys.argv[2]}: {totals[0]} tests, {totals[1]} failures, {totals[2]} errors, {totals[3]} skipped")
+PY
+done
