@@ -9,7 +9,7 @@ use axum::extract::{RawPathParams, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
-use weft_core::{Cache, CacheConfig, CacheEntry};
+use weft_core::{Cache, CacheConfig, CacheEntry, Format, transcode};
 
 use crate::error::RestError;
 use crate::headers::content_type;
@@ -179,6 +179,8 @@ enum Items {
 struct Listing {
     limit: usize,
     encoding: KeyEncoding,
+    /// The cache's key and value media types.
+    stored: (Format, Format),
 }
 
 impl Listing {
@@ -203,13 +205,33 @@ impl Listing {
         Ok(Self {
             limit,
             encoding: KeyEncoding::from_headers(headers)?,
+            stored: (Format::Opaque, Format::Opaque),
         })
+    }
+
+    /// Stored bytes as the listing shows them: converted to text (or left as bytes when
+    /// they have no text form), then encoded.
+    fn show(&self, bytes: &[u8], stored: Format) -> String {
+        match transcode(bytes, stored, self.encoding.format()) {
+            Ok(shown) => self.encoding.encode(&shown),
+            Err(_) => self.encoding.encode(bytes),
+        }
+    }
+
+    fn key(&self, entry: &CacheEntry) -> String {
+        self.show(entry.key(), self.stored.0)
+    }
+
+    fn value(&self, entry: &CacheEntry) -> String {
+        self.show(entry.value(), self.stored.1)
     }
 
     /// Walks the cache on a blocking thread (a large cache takes a while, and the async
     /// workers must keep serving) and answers the JSON array.
     async fn run(self, cache: Cache, items: Items) -> Result<Response, RestError> {
+        let stored = (cache.config().key_format(), cache.config().value_format());
         let body = tokio::task::spawn_blocking(move || {
+            let this = Listing { stored, ..self };
             // Written item by item into one buffer: the answer for a large cache is big
             // enough without also holding every item as a JSON tree first.
             let mut out = Vec::from(&b"["[..]);
@@ -218,12 +240,12 @@ impl Listing {
                     out.push(b',');
                 }
                 let item = match items {
-                    Items::Keys => Value::String(self.encoding.encode(entry.key())),
+                    Items::Keys => Value::String(this.key(&entry)),
                     Items::Entries => json!({
-                        "key": self.encoding.encode(entry.key()),
-                        "value": self.encoding.encode(entry.value()),
+                        "key": this.key(&entry),
+                        "value": this.value(&entry),
                     }),
-                    Items::EntriesWithMetadata => self.entry_with_metadata(&entry),
+                    Items::EntriesWithMetadata => this.entry_with_metadata(&entry),
                 };
                 serde_json::to_writer(&mut out, &item)?;
             }
@@ -242,8 +264,8 @@ impl Listing {
         let millis = |ms: Option<u64>| ms.map_or(-1, |ms| i64::try_from(ms).unwrap_or(i64::MAX));
         let seconds = |ms: Option<u64>| millis(ms.map(|ms| ms / 1_000));
         json!({
-            "key": self.encoding.encode(entry.key()),
-            "value": self.encoding.encode(entry.value()),
+            "key": self.key(entry),
+            "value": self.value(entry),
             "timeToLiveSeconds": seconds(meta.lifespan_ms),
             "maxIdleTimeSeconds": seconds(meta.max_idle_ms),
             "created": millis(meta.created_ms),

@@ -13,11 +13,12 @@ use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE, ETAG, EXPIRES, LAST_MODIFI
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use percent_encoding::percent_decode_str;
-use weft_core::{Cache, CacheEntry, Compute, WriteOptions};
+use weft_core::{Cache, CacheEntry, Compute, WriteOptions, transcode};
 
 use crate::error::RestError;
 use crate::headers::{
-    self, CREATED, LAST_USED, MAX_IDLE, Preconditions, Refusal, TIME_TO_LIVE, negotiate,
+    self, CREATED, LAST_USED, MAX_IDLE, Preconditions, Refusal, TIME_TO_LIVE, ValueType,
+    body_format, negotiate,
 };
 use crate::keys::KeyEncoding;
 use crate::{QueryParams, Shared, query_params};
@@ -29,10 +30,24 @@ const MILLIS_PER_SECOND: u64 = 1_000;
 /// The response to 409 on POST, word for word as Infinispan sends it.
 pub(crate) const ENTRY_EXISTS: &str = "An entry already exists";
 
-/// The cache and key a request addresses.
+/// The cache and key a request addresses (the key as the cache stores it).
 struct Target {
     cache: Cache,
     key: Vec<u8>,
+}
+
+impl Target {
+    /// A request body converted to the cache's value media type; 415 when it has no form
+    /// there (a JSON object for a ProtoStream cache, say).
+    fn value_in<'a>(
+        &self,
+        headers: &HeaderMap,
+        value: &'a [u8],
+    ) -> Result<std::borrow::Cow<'a, [u8]>, RestError> {
+        let stored = self.cache.config().value_format();
+        transcode(value, body_format(headers)?, stored)
+            .map_err(|e| RestError::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, e.to_string()))
+    }
 }
 
 /// Finds the cache and decodes the key from the raw path. axum's path extractors would
@@ -52,7 +67,11 @@ fn target(state: &Shared, uri: &Uri, headers: &HeaderMap) -> Result<Target, Rest
         .manager()
         .cache(&name)
         .ok_or_else(|| RestError::no_cache(&name))?;
-    let key = KeyEncoding::from_headers(headers)?.decode(raw_key)?;
+    let encoding = KeyEncoding::from_headers(headers)?;
+    let key = encoding.decode(raw_key)?;
+    let key = transcode(&key, encoding.format(), cache.config().key_format())
+        .map_err(|e| RestError::bad_request(format!("key: {e}")))?
+        .into_owned();
     Ok(Target { cache, key })
 }
 
@@ -130,7 +149,28 @@ pub(crate) async fn get(
         }
         return Ok((refusal.status(), headers).into_response());
     }
-    headers.insert(CONTENT_TYPE, negotiate(&request_headers).content_type());
+    let stored = target.cache.config().value_format();
+    let wanted = negotiate(&request_headers).unwrap_or_else(|| ValueType::default_for(stored));
+    let value = match transcode(entry.value(), stored, wanted.format()) {
+        // Unchanged or unwrapped (a ProtoStream string read as text): a view of the entry.
+        Ok(std::borrow::Cow::Borrowed(part)) => {
+            let whole = entry.value_bytes();
+            let inside = whole.as_ptr_range();
+            if inside.start <= part.as_ptr() && part.as_ptr_range().end <= inside.end {
+                whole.slice_ref(part)
+            } else {
+                Bytes::copy_from_slice(part)
+            }
+        }
+        Ok(std::borrow::Cow::Owned(converted)) => Bytes::from(converted),
+        Err(error) => {
+            return Err(RestError::new(
+                StatusCode::NOT_ACCEPTABLE,
+                error.to_string(),
+            ));
+        }
+    };
+    headers.insert(CONTENT_TYPE, wanted.content_type());
     if let Some(created) = metadata.created_ms.and_then(headers::http_date) {
         headers.insert(LAST_MODIFIED, created);
     }
@@ -140,7 +180,7 @@ pub(crate) async fn get(
     headers.insert(LAST_USED, millis_or_none(metadata.last_used_ms));
     // Also for HEAD: axum sets Content-Length from the body, then drops the body, so HEAD
     // reports the value's true length. The body is a view of the entry, not a copy.
-    Ok((StatusCode::OK, headers, Body::from(entry.value_bytes())).into_response())
+    Ok((StatusCode::OK, headers, Body::from(value)).into_response())
 }
 
 /// PUT: store the value (upsert), subject to `If-Match`, `If-None-Match` and
@@ -159,14 +199,14 @@ pub(crate) async fn put(
     let options = WriteOptions::default()
         .expiry(expiry)
         .ignore_return_values();
+    let value = target.value_in(&request_headers, &value)?;
     if !preconditions.constrain_write() {
         target.cache.put(&target.key, &value, &options)?;
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
     // Preconditions are checked against the live entry under the key's lock, so no other
-    // write can slip between the check and the store. `compute` takes the value by
-    // `Vec`; converting from `Bytes` copies only if the body buffer is shared.
-    let value = Vec::from(value);
+    // write can slip between the check and the store.
+    let value = value.into_owned();
     let outcome = target.cache.compute(&target.key, &options, |current| {
         match preconditions.check_write(current, true) {
             Ok(()) => Compute::Put(value, expiry, Ok(())),
@@ -191,6 +231,7 @@ pub(crate) async fn post(
     let target = target(&state, &uri, &request_headers)?;
     let expiry = headers::expiry(&request_headers)?;
     let options = WriteOptions::default().expiry(expiry);
+    let value = target.value_in(&request_headers, &value)?;
     match target.cache.put_if_absent(&target.key, &value, &options)? {
         Some(_) => Err(RestError::new(StatusCode::CONFLICT, ENTRY_EXISTS)),
         None => Ok(StatusCode::NO_CONTENT.into_response()),

@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::http::header::{ACCEPT, IF_MATCH, IF_MODIFIED_SINCE, IF_NONE_MATCH, IF_UNMODIFIED_SINCE};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
-use weft_core::{CacheEntry, EntryMetadata, Expiry, Lifetime};
+use weft_core::{CacheEntry, EntryMetadata, Expiry, Format, Lifetime};
 
 use crate::error::RestError;
 
@@ -172,25 +172,49 @@ pub(crate) enum ValueType {
     Text,
     /// `application/json`.
     Json,
+    /// `application/x-protostream`.
+    Protostream,
 }
 
 impl ValueType {
+    /// The format values are converted to.
+    pub(crate) fn format(self) -> Format {
+        match self {
+            Self::OctetStream => Format::Octet,
+            Self::Text => Format::Text,
+            Self::Json => Format::Json,
+            Self::Protostream => Format::Protostream,
+        }
+    }
+
+    /// What a value is read as when the client states no preference: JSON for a
+    /// ProtoStream cache (as Infinispan), the stored bytes otherwise.
+    pub(crate) fn default_for(stored: Format) -> Self {
+        match stored {
+            Format::Protostream | Format::Json => Self::Json,
+            Format::Text => Self::Text,
+            Format::Octet | Format::Opaque => Self::OctetStream,
+        }
+    }
+
     /// The `Content-Type` header value.
     pub(crate) fn content_type(self) -> HeaderValue {
         HeaderValue::from_static(match self {
             Self::OctetStream => "application/octet-stream",
             Self::Text => "text/plain; charset=UTF-8",
             Self::Json => "application/json",
+            Self::Protostream => "application/x-protostream",
         })
     }
 }
 
-/// Picks the value's label from `Accept`: the acceptable type with the highest quality
-/// (earliest on ties) among `text/plain`, `application/json` and `application/octet-stream`
-/// (wildcards count as octet-stream). Values are never converted, only labelled, so when
-/// nothing listed is supported we answer octet-stream rather than 406.
-pub(crate) fn negotiate(headers: &HeaderMap) -> ValueType {
-    let mut best: Option<(ValueType, f32)> = None;
+/// Picks the value's type from `Accept`: the acceptable type with the highest quality
+/// (earliest on ties) among `text/plain`, `application/json`, `application/x-protostream`
+/// and `application/octet-stream`; `None` when the client states no usable preference
+/// (no header, wildcards only, or only types Weft does not produce), in which case the
+/// cache's own type is used.
+pub(crate) fn negotiate(headers: &HeaderMap) -> Option<ValueType> {
+    let mut best: Option<(Option<ValueType>, f32)> = None;
     for value in headers.get_all(ACCEPT) {
         let Ok(value) = value.to_str() else { continue };
         for range in value.split(',') {
@@ -205,9 +229,11 @@ pub(crate) fn negotiate(headers: &HeaderMap) -> ValueType {
                 continue;
             }
             let candidate = match media.essence.as_str() {
-                "text/plain" | "text/*" => ValueType::Text,
-                "application/json" => ValueType::Json,
-                "application/octet-stream" | "application/*" | "*/*" => ValueType::OctetStream,
+                "text/plain" | "text/*" => Some(ValueType::Text),
+                "application/json" => Some(ValueType::Json),
+                "application/x-protostream" => Some(ValueType::Protostream),
+                "application/octet-stream" => Some(ValueType::OctetStream),
+                "application/*" | "*/*" => None,
                 _ => continue,
             };
             if best.is_none_or(|(_, best_quality)| quality > best_quality) {
@@ -215,7 +241,21 @@ pub(crate) fn negotiate(headers: &HeaderMap) -> ValueType {
             }
         }
     }
-    best.map_or(ValueType::OctetStream, |(kind, _)| kind)
+    best.and_then(|(kind, _)| kind)
+}
+
+/// The format of a request body, from its `Content-Type`: JSON, ProtoStream, text, or
+/// (absent or anything else) raw bytes.
+pub(crate) fn body_format(headers: &HeaderMap) -> Result<Format, RestError> {
+    Ok(match content_type(headers)? {
+        None => Format::Octet,
+        Some(media) => match media.essence.as_str() {
+            "application/json" => Format::Json,
+            "application/x-protostream" => Format::Protostream,
+            essence if essence.starts_with("text/") => Format::Text,
+            _ => Format::Octet,
+        },
+    })
 }
 
 /// One entity tag from a precondition header.
@@ -568,30 +608,27 @@ mod tests {
     // Proves Accept picks by quality and order, and falls back to octet-stream.
     #[test]
     fn negotiation() {
-        assert_eq!(negotiate(&headers(&[])), ValueType::OctetStream);
+        assert_eq!(negotiate(&headers(&[])), None);
         assert_eq!(
             negotiate(&headers(&[("accept", "text/plain")])),
-            ValueType::Text
+            Some(ValueType::Text)
         );
         assert_eq!(
             negotiate(&headers(&[("accept", "application/json, text/plain")])),
-            ValueType::Json
+            Some(ValueType::Json)
         );
         assert_eq!(
             negotiate(&headers(&[(
                 "accept",
                 "application/json;q=0.5, text/plain"
             )])),
-            ValueType::Text
+            Some(ValueType::Text)
         );
         assert_eq!(
             negotiate(&headers(&[("accept", "text/plain;q=0, */*")])),
-            ValueType::OctetStream
+            None
         );
-        assert_eq!(
-            negotiate(&headers(&[("accept", "application/xml")])),
-            ValueType::OctetStream
-        );
+        assert_eq!(negotiate(&headers(&[("accept", "application/xml")])), None);
     }
 
     // Proves tag lists, weak tags, `*` and bare tokens parse.

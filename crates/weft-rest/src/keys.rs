@@ -38,6 +38,14 @@ pub(crate) enum KeyEncoding {
 }
 
 impl KeyEncoding {
+    /// The media type of keys in this encoding once decoded: text, or raw bytes.
+    pub(crate) fn format(self) -> weft_core::Format {
+        match self {
+            Self::Text => weft_core::Format::Text,
+            Self::Base64 | Self::Hex => weft_core::Format::Octet,
+        }
+    }
+
     /// The encoding `Key-Content-Type` asks for; Infinispan's default is a Java String,
     /// which for us is the text itself.
     ///

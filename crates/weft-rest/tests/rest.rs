@@ -1588,3 +1588,64 @@ async fn hostile_requests_are_refused_cleanly() {
     // An enormous lifespan is stored as "practically never", not refused or overflowed.
     assert!(f.stored("default", b"k").is_some());
 }
+
+// Proves a ProtoStream cache stores what REST sends as ProtoStream, and answers in the type
+// asked for: text, raw ProtoStream, or (by default) ProtoStream's JSON; an object it cannot
+// store is 415, and listings show keys as text.
+#[tokio::test]
+async fn protostream_cache_converts_media_types() {
+    let f = fixture();
+    f.manager.create_cache("p", CacheConfig::default()).unwrap();
+    let put = f
+        .put(
+            "/rest/v2/caches/p/k",
+            &[("Content-Type", "text/plain")],
+            "héllo",
+        )
+        .await;
+    assert_eq!(put.status, StatusCode::NO_CONTENT);
+    assert_eq!(
+        f.stored("p", b"\x4a\x01k"),
+        Some(b"\x4a\x06h\xc3\xa9llo".to_vec())
+    );
+    let text = f
+        .get("/rest/v2/caches/p/k", &[("Accept", "text/plain")])
+        .await;
+    assert_eq!(text.text(), "héllo");
+    let raw = f
+        .get(
+            "/rest/v2/caches/p/k",
+            &[("Accept", "application/x-protostream")],
+        )
+        .await;
+    assert_eq!(
+        raw.header("content-type"),
+        Some("application/x-protostream")
+    );
+    assert_eq!(&raw.body[..], b"\x4a\x06h\xc3\xa9llo");
+    let json = f.get("/rest/v2/caches/p/k", &[]).await;
+    assert_eq!(json.header("content-type"), Some("application/json"));
+    assert_eq!(json.json(), json!({"_type": "string", "_value": "héllo"}));
+    let object = f
+        .put(
+            "/rest/v2/caches/p/o",
+            &[("Content-Type", "application/json")],
+            "{\"a\":1}",
+        )
+        .await;
+    assert_eq!(object.status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    assert_eq!(f.stored("p", b"\x4a\x01o"), None);
+    let number = f
+        .put(
+            "/rest/v2/caches/p/n",
+            &[("Content-Type", "application/json")],
+            "42",
+        )
+        .await;
+    assert_eq!(number.status, StatusCode::NO_CONTENT);
+    assert_eq!(f.stored("p", b"\x4a\x01n"), Some(b"\x28\x2a".to_vec()));
+    let keys = f.get("/rest/v2/caches/p?action=keys", &[]).await;
+    let mut keys: Vec<String> = serde_json::from_value(keys.json()).unwrap();
+    keys.sort();
+    assert_eq!(keys, ["k", "n"]);
+}
