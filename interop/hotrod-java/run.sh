@@ -10,16 +10,21 @@ cd "$here"
 for profile in client-15.0 client-15.2; do
   echo "=== Hot Rod Java interop, profile $profile"
   # Debian's Maven 3.8 prints stray ESC[0m codes even with -B -q; strip them.
+  status=0
   python3 "$here/../with_weft.py" --config "$here/weft.toml" -- \
     mvn -q -B -Dstyle.color=never -P"$profile" -Dweft.port={port} "$@" clean test \
-    2>&1 | sed -u 's/\x1b\[[0-9;]*m//g'
+    2>&1 | sed -u 's/\x1b\[[0-9;]*m//g' || status=$?
   python3 - "$here/target/surefire-reports" "$profile" <<'PY'
 import sys, pathlib, xml.etree.ElementTree as ET
 totals = [0, 0, 0, 0]
-for report in pathlib.Path(sys.argv[1]).glob("TEST-*.xml"):
+for report in sorted(pathlib.Path(sys.argv[1]).glob("TEST-*.xml")):
     suite = ET.parse(report).getroot()
     for i, name in enumerate(("tests", "failures", "errors", "skipped")):
         totals[i] += int(suite.get(name, 0))
 print(f"{sys.argv[2]}: {totals[0]} tests, {totals[1]} failures, {totals[2]} errors, {totals[3]} skipped")
 PY
+  if [ "$status" -ne 0 ]; then
+    echo "Hot Rod Java interop failed with profile $profile (exit $status)"
+    exit "$status"
+  fi
 done
