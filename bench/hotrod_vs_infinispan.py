@@ -12,7 +12,10 @@ window, every loop bounded in time and count), reads the server's CPU time from 
 the server. Rounds alternate the order (Weft first, then Infinispan first, ...). A target that
 fails is reported and the other one goes on.
 
-Options: --rounds R (3), --seconds S (10), --warmup-seconds W (5), --quick (1 round, 3 s + 2 s),
+The warmup is long by default because the Infinispan server is a fresh JVM per cell: measured
+at 16 threads here, its throughput after a 2 s warmup was about a third of that after 20 s.
+
+Options: --rounds R (3), --seconds S (10), --warmup-seconds W (15), --quick (1 round, 5 s + 3 s),
 --threads 1,4,16, --value-bytes 100,1024, --keys K, --targets weft,infinispan, --json FILE.
 The jar is built with `mvn -q -B package` in bench/hotrod when missing (--rebuild to force).
 """
@@ -48,6 +51,17 @@ def cpu_seconds(pid: int) -> float:
     stat = Path(f"/proc/{pid}/stat").read_text()
     fields = stat[stat.rindex(")") + 2:].split()  # fields from the 3rd (state) on
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def machine_busy(seconds: float = 1.0) -> float:
+    """Share of the machine's CPU time (all cores) spent not idle over the next `seconds`."""
+    def sample() -> tuple[int, int]:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        return sum(fields), fields[3] + fields[4]  # idle + iowait
+    total0, idle0 = sample()
+    time.sleep(seconds)
+    total1, idle1 = sample()
+    return round(1 - (idle1 - idle0) / max(1, total1 - total0), 3)
 
 
 def tail(path: Path, limit: int = 1500) -> str:
@@ -256,8 +270,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--warmup-seconds", type=float, default=5.0)
-    parser.add_argument("--quick", action="store_true", help="1 round, 3 s measured after 2 s warmup")
+    parser.add_argument("--warmup-seconds", type=float, default=15.0)
+    parser.add_argument("--quick", action="store_true",
+                        help="1 round, 3 s measured after 5 s warmup (a smoke test: a JVM server is not warm yet)")
     parser.add_argument("--threads", default="1,4,16")
     parser.add_argument("--value-bytes", default="100,1024")
     parser.add_argument("--keys", type=int, default=100_000)
@@ -269,7 +284,7 @@ def main() -> int:
     parser.add_argument("--rebuild", action="store_true", help="rebuild the jar even if present")
     args = parser.parse_args()
     if args.quick:
-        args.rounds, args.seconds, args.warmup_seconds = 1, 3.0, 2.0
+        args.rounds, args.seconds, args.warmup_seconds = 1, 3.0, 5.0
     threads_list = [int(t) for t in args.threads.split(",")]
     sizes = [int(s) for s in args.value_bytes.split(",")]
     targets = [t.strip() for t in args.targets.split(",")]
@@ -299,18 +314,20 @@ def main() -> int:
     print(f"Hot Rod {int(args.get_ratio * 100)}/{100 - int(args.get_ratio * 100)} GET/PUT, "
           f"{args.keys} keys, {args.warmup_seconds:g} s warmup + {args.seconds:g} s measured, "
           f"{args.rounds} round(s); logs in {workdir}", file=sys.stderr, flush=True)
-    if os.getloadavg()[0] > 1.0:
-        print(f"warning: load average {os.getloadavg()[0]:.1f} before starting: other work on this "
-              "machine will skew the numbers", file=sys.stderr, flush=True)
+    busy = machine_busy()
+    if busy > 0.1:
+        print(f"warning: the machine's CPUs are {busy:.0%} busy before starting: other work will "
+              "skew the numbers (each run records cpu_busy_before)", file=sys.stderr, flush=True)
     try:
         for round_no in range(1, args.rounds + 1):
             order = targets if round_no % 2 == 1 else list(reversed(targets))
             for threads in threads_list:
                 for size in sizes:
                     for target in order:
-                        # Other work on this 2-core machine skews a run: note how busy it was.
+                        # Other work on this 2-core machine skews a run: note how busy it was
+                        # just before (no server or client of ours running then).
                         record = {"round": round_no, "target": target, "threads": threads,
-                                  "value_bytes": size, "loadavg_1m_before": os.getloadavg()[0]}
+                                  "value_bytes": size, "cpu_busy_before": machine_busy()}
                         if (not succeeded[target]
                                 and failures_in_a_row[target] >= GIVE_UP_AFTER_FAILURES):
                             record["error"] = "skipped: failed every earlier cell"
@@ -319,8 +336,14 @@ def main() -> int:
                         log = workdir / f"{target}-r{round_no}-t{threads}-v{size}.log"
                         server = None
                         try:
-                            server = (start_weft(config, log) if target == "weft"
-                                      else start_infinispan(log))
+                            if target == "weft":
+                                # Another build may replace the binary between cells: say which ran.
+                                binary = WEFT_BIN.stat() if WEFT_BIN.exists() else None
+                                record["weft_bin_mtime"] = (time.strftime(
+                                    "%Y-%m-%dT%H:%M:%S", time.localtime(binary.st_mtime)) if binary else None)
+                                server = start_weft(config, log)
+                            else:
+                                server = start_infinispan(log)
                             record["result"] = run_loadgen(server, threads, size, args)
                             failures_in_a_row[target] = 0
                             succeeded[target] = True
@@ -340,7 +363,8 @@ def main() -> int:
                                    f"server CPU {r['server_cpu_window_seconds']}s"
                                    if r else f"FAILED {record['error'].splitlines()[0][:200]}")
                         print(f"round {round_no} {target:<10} threads {threads:>2} value {size:>5}: "
-                              f"{summary}", file=sys.stderr, flush=True)
+                              f"{summary}  (busy before {record['cpu_busy_before']:.0%})",
+                              file=sys.stderr, flush=True)
     except KeyboardInterrupt:
         print("interrupted: reporting what ran", file=sys.stderr)
     finally:
