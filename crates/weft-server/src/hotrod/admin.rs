@@ -151,6 +151,11 @@ fn localize(json: Value) -> Value {
     };
     body.remove("name");
     body.remove("statistics-available");
+    let body = match typed(Value::Object(body)) {
+        Value::Object(body) => body,
+        _ => Map::new(),
+    };
+    let mut body = body;
     if kind.ends_with("-cache") && kind != "local-cache" {
         tracing::info!(
             kind,
@@ -167,6 +172,25 @@ fn localize(json: Value) -> Value {
     Value::Object(Map::from_iter([(kind, Value::Object(body))]))
 }
 
+/// Infinispan writes every attribute as a string (`"statistics": "true"`, `"max-count":
+/// "100"`); booleans and whole numbers become typed values, recursively.
+fn typed(value: Value) -> Value {
+    match value {
+        Value::String(text) => {
+            if let Ok(n) = text.parse::<i64>() {
+                Value::from(n)
+            } else if text == "true" || text == "false" {
+                Value::Bool(text == "true")
+            } else {
+                Value::String(text)
+            }
+        }
+        Value::Object(map) => Value::Object(map.into_iter().map(|(k, v)| (k, typed(v))).collect()),
+        Value::Array(items) => Value::Array(items.into_iter().map(typed).collect()),
+        other => other,
+    }
+}
+
 /// Converts the first `*-cache` element of an XML document to Infinispan's JSON form:
 /// attributes become members (numbers and booleans typed), child elements nested objects.
 fn xml_to_json(text: &str) -> Result<Value, String> {
@@ -179,7 +203,10 @@ fn xml_to_json(text: &str) -> Result<Value, String> {
     let mut parser = XmlParser { text, pos: 0 };
     while let Some(element) = parser.next_element()? {
         if let Some(cache) = find_cache(element) {
-            return Ok(Value::Object(Map::from_iter([(cache.name.clone(), cache.into_json())])));
+            return Ok(Value::Object(Map::from_iter([(
+                cache.name.clone(),
+                cache.into_json(),
+            )])));
         }
     }
     Err("no <...-cache> element".into())
@@ -367,6 +394,13 @@ mod tests {
         let json = r#"{"distributed-cache":{"mode":"SYNC","owners":2,"encoding":{"media-type":"text/plain"}}}"#;
         let config = parse_configuration(json).unwrap_or_else(|f| panic!("{}", f.message));
         assert_eq!(config.encoding.value_media_type(), Some("text/plain"));
+        // What the 15.2 Java client sends for the LOCAL template.
+        let config = parse_configuration(
+            r#"{"local-cache":{"statistics":"true","memory":{"max-count":"10"}}}"#,
+        )
+        .unwrap_or_else(|f| panic!("{}", f.message));
+        assert!(config.statistics);
+        assert_eq!(config.memory.max_count, Some(10));
         let nested = "<infinispan><cache-container><local-cache><encoding><key media-type=\"text/plain\"/><value media-type=\"application/json\"/></encoding></local-cache></cache-container></infinispan>";
         let config = parse_configuration(nested).unwrap_or_else(|f| panic!("{}", f.message));
         assert_eq!(config.encoding.value_media_type(), Some("application/json"));

@@ -61,8 +61,8 @@ pub(crate) struct HotRodState {
 pub(crate) struct Connection {
     pub(crate) context: Arc<ServerContext>,
     pub(crate) id: u64,
-    /// The address the client reached us at: what the topology advertises to it.
-    pub(crate) local_addr: SocketAddr,
+    /// The address the client reached us at (host, port): what the topology advertises.
+    pub(crate) advertised: (String, u16),
     pub(crate) outbound: mpsc::Sender<Bytes>,
     /// Set when the outbound queue overflowed: the connection closes.
     pub(crate) overflowed: Arc<AtomicBool>,
@@ -81,7 +81,7 @@ pub async fn serve(
     let connection = Arc::new(Connection {
         id: context.next_client_id(),
         context: Arc::clone(&context),
-        local_addr,
+        advertised: (local_addr.ip().to_string(), local_addr.port()),
         outbound,
         overflowed: Arc::new(AtomicBool::new(false)),
     });

@@ -141,16 +141,15 @@ fn topology(connection: &Connection, frame: &Frame, cache: &Cache) -> Option<(To
         return None;
     }
     let segments = cache.segment_count();
-    let host = connection.local_addr.ip().to_string();
-    let port = connection.local_addr.port();
-    let id = topology_id(&host, port, segments);
+    let (host, port) = &connection.advertised;
+    let id = topology_id(host, *port, segments);
     if frame.header.topology_id == id {
         return None;
     }
     Some((
         Topology {
             id,
-            servers: vec![(host, port)],
+            servers: vec![(host.clone(), *port)],
             segment_owners: Some(vec![vec![0]; segments as usize]),
         },
         intelligence,
@@ -324,8 +323,8 @@ fn serve(connection: &Arc<Connection>, frame: &Frame, out: &mut BytesMut) -> Res
     match &frame.request {
         Request::Ping => {
             header(out, connection, frame, cache, Status::Success);
-            let key_type = MediaType::from_essence(target.stored_key.media_type());
-            let value_type = MediaType::from_essence(target.stored_value.media_type());
+            let key_type = advertised_media_type(target.stored_key);
+            let value_type = advertised_media_type(target.stored_value);
             put_ping_body(
                 out,
                 frame.header.effective_version(),
@@ -659,6 +658,16 @@ fn serve(connection: &Arc<Connection>, frame: &Frame, out: &mut BytesMut) -> Res
         }
     }
     Ok(())
+}
+
+/// The storage type PING reports. Raw bytes are reported as "none": the Java client would
+/// otherwise switch to a `byte[]`-only marshaller and refuse `String` keys, while the server
+/// converts whatever the client sends anyway.
+fn advertised_media_type(stored: Format) -> MediaType {
+    match stored {
+        Format::Octet | Format::Opaque => MediaType::Unspecified,
+        other => MediaType::from_essence(other.media_type()),
+    }
 }
 
 fn versioned(
