@@ -10,6 +10,10 @@ use crate::opcode;
 use crate::status::Status;
 use crate::wire::{ReadError, ReadResult, Reader, Span};
 
+mod encoder;
+
+pub use encoder::{EncodeError, RequestHeader, encode};
+
 /// The magic byte that starts every request.
 pub const REQUEST_MAGIC: u8 = 0xA0;
 /// Oldest protocol version served (2.0). 1.x headers have another layout.
@@ -125,57 +129,60 @@ impl Expiration {
 }
 
 /// A named factory with its parameters (listener filters and converters, iteration filters).
+/// `B` is the byte type of the parameters, as in [`Request`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Factory {
+pub struct Factory<B = Span> {
     /// Factory name as registered on the server.
     pub name: String,
     /// Parameters, marshalled by the client.
-    pub params: Vec<Span>,
+    pub params: Vec<B>,
 }
 
-/// A decoded operation. Keys and values are spans of [`Frame::data`].
+/// An operation. `B` is how its byte arrays (keys, values, ids) are held: the [`Decoder`]
+/// produces `Request<Span>`, spans of [`Frame::data`]; [`encode`] writes a request holding
+/// any byte type (`Request<Bytes>`, `Request<&[u8]>`, ...).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum Request {
+pub enum Request<B = Span> {
     /// Liveness and version negotiation.
     Ping,
     /// Value of a key.
-    Get { key: Span },
+    Get { key: B },
     /// Value and version of a key.
-    GetWithVersion { key: Span },
+    GetWithVersion { key: B },
     /// Value and metadata of a key.
-    GetWithMetadata { key: Span },
+    GetWithMetadata { key: B },
     /// Whether a key is present.
-    ContainsKey { key: Span },
+    ContainsKey { key: B },
     /// Store a value.
     Put {
-        key: Span,
+        key: B,
         expiration: Expiration,
-        value: Span,
+        value: B,
     },
     /// Store unless present.
     PutIfAbsent {
-        key: Span,
+        key: B,
         expiration: Expiration,
-        value: Span,
+        value: B,
     },
     /// Store only if present.
     Replace {
-        key: Span,
+        key: B,
         expiration: Expiration,
-        value: Span,
+        value: B,
     },
     /// Store only if the entry has this version.
     ReplaceIfUnmodified {
-        key: Span,
+        key: B,
         expiration: Expiration,
         version: u64,
-        value: Span,
+        value: B,
     },
     /// Remove a key.
-    Remove { key: Span },
+    Remove { key: B },
     /// Remove only if the entry has this version.
-    RemoveIfUnmodified { key: Span, version: u64 },
+    RemoveIfUnmodified { key: B, version: u64 },
     /// Remove every entry.
     Clear,
     /// Count entries.
@@ -185,10 +192,10 @@ pub enum Request {
     /// Store many entries.
     PutAll {
         expiration: Expiration,
-        entries: Vec<(Span, Span)>,
+        entries: Vec<(B, B)>,
     },
     /// Values of many keys.
-    GetAll { keys: Vec<Span> },
+    GetAll { keys: Vec<B> },
     /// Up to `count` entries (0 = all).
     BulkGet { count: u32 },
     /// Every key (`scope` is ignored by a single node).
@@ -196,9 +203,9 @@ pub enum Request {
     /// Start iterating.
     IterationStart {
         /// `java.util.BitSet` bytes of the segments wanted; `None` = all.
-        segments: Option<Span>,
+        segments: Option<B>,
         /// Filter/converter factory.
-        filter: Option<Factory>,
+        filter: Option<Factory<B>>,
         /// Entries per batch.
         batch_size: u32,
         /// Send metadata with each entry (2.5+).
@@ -210,33 +217,211 @@ pub enum Request {
     IterationEnd { id: String },
     /// Register a client listener on this connection.
     AddClientListener {
-        listener_id: Span,
+        listener_id: B,
         include_current_state: bool,
-        filter: Option<Factory>,
-        converter: Option<Factory>,
+        filter: Option<Factory<B>>,
+        converter: Option<Factory<B>>,
         raw_data: bool,
         /// Event kinds (bit 1 created, 2 modified, 4 removed, 8 expired); 0 = all (before 2.6).
         interests: u32,
     },
     /// Unregister a client listener.
-    RemoveClientListener { listener_id: Span },
+    RemoveClientListener { listener_id: B },
     /// Register a near-cache listener whose events a bloom filter narrows (3.1+).
-    AddBloomFilterListener { listener_id: Span, bloom_bits: u32 },
+    AddBloomFilterListener { listener_id: B, bloom_bits: u32 },
     /// Replace a near cache's bloom filter.
-    UpdateBloomFilter { bits: Span },
+    UpdateBloomFilter { bits: B },
     /// Run a server task (admin operations are tasks named `@@context@operation`).
     Exec {
         task: String,
-        params: Vec<(String, Span)>,
+        params: Vec<(String, B)>,
     },
     /// A query (not served; parsed to answer it with an error).
-    Query { query: Span },
+    Query { query: B },
     /// SASL mechanisms.
     AuthMechList,
     /// A SASL step.
-    Auth { mechanism: String, response: Span },
+    Auth { mechanism: String, response: B },
     /// Read a value from an offset (2.6 to 4.0).
-    GetStream { key: Span, offset: u32 },
+    GetStream { key: B, offset: u32 },
+}
+
+impl<B> Factory<B> {
+    /// The same factory with each parameter converted by `f`.
+    pub fn map<C>(&self, f: impl FnMut(&B) -> C) -> Factory<C> {
+        Factory {
+            name: self.name.clone(),
+            params: self.params.iter().map(f).collect(),
+        }
+    }
+}
+
+impl<B> Request<B> {
+    /// The request opcode of this operation.
+    #[must_use]
+    pub fn opcode(&self) -> u8 {
+        match self {
+            Self::Ping => opcode::PING,
+            Self::Get { .. } => opcode::GET,
+            Self::GetWithVersion { .. } => opcode::GET_WITH_VERSION,
+            Self::GetWithMetadata { .. } => opcode::GET_WITH_METADATA,
+            Self::ContainsKey { .. } => opcode::CONTAINS_KEY,
+            Self::Put { .. } => opcode::PUT,
+            Self::PutIfAbsent { .. } => opcode::PUT_IF_ABSENT,
+            Self::Replace { .. } => opcode::REPLACE,
+            Self::ReplaceIfUnmodified { .. } => opcode::REPLACE_IF_UNMODIFIED,
+            Self::Remove { .. } => opcode::REMOVE,
+            Self::RemoveIfUnmodified { .. } => opcode::REMOVE_IF_UNMODIFIED,
+            Self::Clear => opcode::CLEAR,
+            Self::Size => opcode::SIZE,
+            Self::Stats => opcode::STATS,
+            Self::PutAll { .. } => opcode::PUT_ALL,
+            Self::GetAll { .. } => opcode::GET_ALL,
+            Self::BulkGet { .. } => opcode::BULK_GET,
+            Self::BulkGetKeys { .. } => opcode::BULK_GET_KEYS,
+            Self::IterationStart { .. } => opcode::ITERATION_START,
+            Self::IterationNext { .. } => opcode::ITERATION_NEXT,
+            Self::IterationEnd { .. } => opcode::ITERATION_END,
+            Self::AddClientListener { .. } => opcode::ADD_CLIENT_LISTENER,
+            Self::RemoveClientListener { .. } => opcode::REMOVE_CLIENT_LISTENER,
+            Self::AddBloomFilterListener { .. } => opcode::ADD_BLOOM_FILTER_LISTENER,
+            Self::UpdateBloomFilter { .. } => opcode::UPDATE_BLOOM_FILTER,
+            Self::Exec { .. } => opcode::EXEC,
+            Self::Query { .. } => opcode::QUERY,
+            Self::AuthMechList => opcode::AUTH_MECH_LIST,
+            Self::Auth { .. } => opcode::AUTH,
+            Self::GetStream { .. } => opcode::GET_STREAM,
+        }
+    }
+
+    /// The same operation with every byte array converted by `f` (for example from the
+    /// decoder's spans to owned [`Bytes`], see [`Frame::owned_request`]).
+    pub fn map<C>(&self, mut f: impl FnMut(&B) -> C) -> Request<C> {
+        match self {
+            Self::Ping => Request::Ping,
+            Self::Get { key } => Request::Get { key: f(key) },
+            Self::GetWithVersion { key } => Request::GetWithVersion { key: f(key) },
+            Self::GetWithMetadata { key } => Request::GetWithMetadata { key: f(key) },
+            Self::ContainsKey { key } => Request::ContainsKey { key: f(key) },
+            Self::Put {
+                key,
+                expiration,
+                value,
+            } => Request::Put {
+                key: f(key),
+                expiration: *expiration,
+                value: f(value),
+            },
+            Self::PutIfAbsent {
+                key,
+                expiration,
+                value,
+            } => Request::PutIfAbsent {
+                key: f(key),
+                expiration: *expiration,
+                value: f(value),
+            },
+            Self::Replace {
+                key,
+                expiration,
+                value,
+            } => Request::Replace {
+                key: f(key),
+                expiration: *expiration,
+                value: f(value),
+            },
+            Self::ReplaceIfUnmodified {
+                key,
+                expiration,
+                version,
+                value,
+            } => Request::ReplaceIfUnmodified {
+                key: f(key),
+                expiration: *expiration,
+                version: *version,
+                value: f(value),
+            },
+            Self::Remove { key } => Request::Remove { key: f(key) },
+            Self::RemoveIfUnmodified { key, version } => Request::RemoveIfUnmodified {
+                key: f(key),
+                version: *version,
+            },
+            Self::Clear => Request::Clear,
+            Self::Size => Request::Size,
+            Self::Stats => Request::Stats,
+            Self::PutAll {
+                expiration,
+                entries,
+            } => Request::PutAll {
+                expiration: *expiration,
+                entries: entries.iter().map(|(k, v)| (f(k), f(v))).collect(),
+            },
+            Self::GetAll { keys } => Request::GetAll {
+                keys: keys.iter().map(&mut f).collect(),
+            },
+            Self::BulkGet { count } => Request::BulkGet { count: *count },
+            Self::BulkGetKeys { scope } => Request::BulkGetKeys { scope: *scope },
+            Self::IterationStart {
+                segments,
+                filter,
+                batch_size,
+                metadata,
+            } => Request::IterationStart {
+                segments: segments.as_ref().map(&mut f),
+                filter: filter.as_ref().map(|factory| factory.map(&mut f)),
+                batch_size: *batch_size,
+                metadata: *metadata,
+            },
+            Self::IterationNext { id } => Request::IterationNext { id: id.clone() },
+            Self::IterationEnd { id } => Request::IterationEnd { id: id.clone() },
+            Self::AddClientListener {
+                listener_id,
+                include_current_state,
+                filter,
+                converter,
+                raw_data,
+                interests,
+            } => Request::AddClientListener {
+                listener_id: f(listener_id),
+                include_current_state: *include_current_state,
+                filter: filter.as_ref().map(|factory| factory.map(&mut f)),
+                converter: converter.as_ref().map(|factory| factory.map(&mut f)),
+                raw_data: *raw_data,
+                interests: *interests,
+            },
+            Self::RemoveClientListener { listener_id } => Request::RemoveClientListener {
+                listener_id: f(listener_id),
+            },
+            Self::AddBloomFilterListener {
+                listener_id,
+                bloom_bits,
+            } => Request::AddBloomFilterListener {
+                listener_id: f(listener_id),
+                bloom_bits: *bloom_bits,
+            },
+            Self::UpdateBloomFilter { bits } => Request::UpdateBloomFilter { bits: f(bits) },
+            Self::Exec { task, params } => Request::Exec {
+                task: task.clone(),
+                params: params
+                    .iter()
+                    .map(|(name, value)| (name.clone(), f(value)))
+                    .collect(),
+            },
+            Self::Query { query } => Request::Query { query: f(query) },
+            Self::AuthMechList => Request::AuthMechList,
+            Self::Auth {
+                mechanism,
+                response,
+            } => Request::Auth {
+                mechanism: mechanism.clone(),
+                response: f(response),
+            },
+            Self::GetStream { key, offset } => Request::GetStream {
+                key: f(key),
+                offset: *offset,
+            },
+        }
+    }
 }
 
 /// A complete request frame.
@@ -267,6 +452,28 @@ impl Frame {
     #[must_use]
     pub fn cache_name(&self) -> &str {
         std::str::from_utf8(self.slice(self.header.cache_name)).unwrap_or_default()
+    }
+
+    /// The request with its byte arrays as [`Bytes`] sharing the frame's buffer, detached
+    /// from the frame (what [`encode`] takes).
+    #[must_use]
+    pub fn owned_request(&self) -> Request<Bytes> {
+        self.request.map(|span| self.bytes(*span))
+    }
+
+    /// The header in the form [`encode`] takes (the opcode is the request's).
+    #[must_use]
+    pub fn owned_header(&self) -> RequestHeader {
+        RequestHeader {
+            message_id: self.header.message_id,
+            version: self.header.version,
+            cache_name: self.cache_name().to_owned(),
+            flags: self.header.flags,
+            intelligence: self.header.intelligence,
+            topology_id: self.header.topology_id,
+            key_type: self.header.key_type.clone(),
+            value_type: self.header.value_type.clone(),
+        }
     }
 }
 

@@ -1,12 +1,14 @@
 //! Response frames: the header (with an optional topology update), error responses, the
-//! metadata block, previous values, the PING body and events.
+//! metadata block, previous values, the PING body and events. Written by the server's
+//! functions here, read back by a client with [`ResponseReader`].
 
 use bytes::{BufMut, BytesMut};
 
 use crate::media::MediaType;
 use crate::opcode;
+use crate::request::Limits;
 use crate::status::Status;
-use crate::wire::{put_array, put_string, put_vint, put_vlong};
+use crate::wire::{ReadError, Reader, put_array, put_string, put_vint, put_vlong};
 
 /// The magic byte that starts every response.
 pub const RESPONSE_MAGIC: u8 = 0xA1;
@@ -215,6 +217,230 @@ pub fn write_event(
     }
 }
 
+/// Why a response could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ResponseError {
+    /// The buffer ends first; the response is at least this many bytes long.
+    #[error("incomplete response: at least {0} bytes needed")]
+    Incomplete(usize),
+    /// The bytes break the grammar.
+    #[error("malformed response: {0}")]
+    Invalid(String),
+}
+
+impl From<ReadError> for ResponseError {
+    fn from(error: ReadError) -> Self {
+        match error {
+            ReadError::Incomplete(need) => Self::Incomplete(need),
+            ReadError::Invalid(reason) => Self::Invalid(reason),
+        }
+    }
+}
+
+/// The header of a response, as a client reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResponseHeader {
+    /// The request's message id (0 for live events).
+    pub message_id: u64,
+    /// The response opcode ([`opcode::response_of`] the request's, [`opcode::ERROR`], or an
+    /// event's).
+    pub opcode: u8,
+    /// The status.
+    pub status: Status,
+    /// The topology update that came with the response, if any.
+    pub topology: Option<Topology>,
+}
+
+/// Reads responses from the front of a buffer, as a client does: the header, then the
+/// primitives bodies are made of. A body carries no length, so its reader must know the
+/// request it answers. Every read reports [`ResponseError::Incomplete`] when the buffer
+/// ends first; reading from the frame's start again once more bytes arrived is the caller's
+/// business (no I/O here).
+pub struct ResponseReader<'a> {
+    reader: Reader<'a>,
+}
+
+impl std::fmt::Debug for ResponseReader<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResponseReader")
+            .field("position", &self.reader.position())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> ResponseReader<'a> {
+    /// A reader at the start of `buf`, accepting arrays and strings up to the decoder's
+    /// default limits.
+    #[must_use]
+    pub fn new(buf: &'a [u8]) -> Self {
+        let limits = Limits::default();
+        Self {
+            reader: Reader::new(buf, limits.array_bytes_max, limits.string_bytes_max),
+        }
+    }
+
+    /// Bytes read so far.
+    #[must_use]
+    pub fn position(&self) -> usize {
+        self.reader.position()
+    }
+
+    /// A response header. `intelligence` is the one the request declared: it decides the
+    /// layout of a topology update (2: servers; 3: servers and segment owners).
+    ///
+    /// # Errors
+    /// If the buffer ends first, or the magic or status byte is wrong.
+    pub fn header(&mut self, intelligence: u8) -> Result<ResponseHeader, ResponseError> {
+        let magic = self.reader.u8()?;
+        if magic != RESPONSE_MAGIC {
+            return Err(ResponseError::Invalid(format!(
+                "magic byte 0x{magic:02x}, expected 0x{RESPONSE_MAGIC:02x}"
+            )));
+        }
+        let message_id = self.reader.vlong()?;
+        let opcode = self.reader.u8()?;
+        let code = self.reader.u8()?;
+        let status = Status::from_code(code)
+            .ok_or_else(|| ResponseError::Invalid(format!("unknown status 0x{code:02x}")))?;
+        let topology = match self.reader.u8()? {
+            0 => None,
+            1 => Some(self.topology(intelligence)?),
+            other => {
+                return Err(ResponseError::Invalid(format!(
+                    "topology marker {other}, expected 0 or 1"
+                )));
+            }
+        };
+        Ok(ResponseHeader {
+            message_id,
+            opcode,
+            status,
+            topology,
+        })
+    }
+
+    fn topology(&mut self, intelligence: u8) -> Result<Topology, ResponseError> {
+        let id = self.reader.vint()? as i32;
+        let server_count = self.reader.vint()? as usize;
+        let mut servers = Vec::with_capacity(server_count.min(1024));
+        for _ in 0..server_count {
+            let host = self.reader.string()?;
+            servers.push((host, self.reader.u16()?));
+        }
+        if intelligence < 3 {
+            return Ok(Topology {
+                id,
+                servers,
+                segment_owners: None,
+            });
+        }
+        let hash_function = self.reader.u8()?;
+        let segment_count = self.reader.vint()? as usize;
+        let mut owners = Vec::with_capacity(segment_count.min(1 << 16));
+        for _ in 0..segment_count {
+            let n = self.reader.u8()?;
+            let mut segment = Vec::with_capacity(usize::from(n));
+            for _ in 0..n {
+                segment.push(self.reader.vint()?);
+            }
+            owners.push(segment);
+        }
+        Ok(Topology {
+            id,
+            servers,
+            segment_owners: (hash_function != 0).then_some(owners),
+        })
+    }
+
+    /// A byte.
+    ///
+    /// # Errors
+    /// If the buffer ends first.
+    pub fn u8(&mut self) -> Result<u8, ResponseError> {
+        Ok(self.reader.u8()?)
+    }
+
+    /// A big-endian `u16` (the opcodes a PING lists).
+    ///
+    /// # Errors
+    /// If the buffer ends first.
+    pub fn u16(&mut self) -> Result<u16, ResponseError> {
+        Ok(self.reader.u16()?)
+    }
+
+    /// A big-endian `u64` (entry versions).
+    ///
+    /// # Errors
+    /// If the buffer ends first.
+    pub fn u64(&mut self) -> Result<u64, ResponseError> {
+        Ok(self.reader.u64()?)
+    }
+
+    /// A vInt.
+    ///
+    /// # Errors
+    /// If the buffer ends first or the vInt overflows.
+    pub fn vint(&mut self) -> Result<u32, ResponseError> {
+        Ok(self.reader.vint()?)
+    }
+
+    /// A vLong.
+    ///
+    /// # Errors
+    /// If the buffer ends first or the vLong overflows.
+    pub fn vlong(&mut self) -> Result<u64, ResponseError> {
+        Ok(self.reader.vlong()?)
+    }
+
+    /// A byte array, borrowed from the buffer.
+    ///
+    /// # Errors
+    /// If the buffer ends first or the length is past the limit.
+    pub fn array(&mut self) -> Result<&'a [u8], ResponseError> {
+        let span = self.reader.array()?;
+        Ok(self.reader.slice(span))
+    }
+
+    /// A UTF-8 string.
+    ///
+    /// # Errors
+    /// If the buffer ends first, the length is past the limit or the bytes are not UTF-8.
+    pub fn string(&mut self) -> Result<String, ResponseError> {
+        Ok(self.reader.string()?)
+    }
+
+    /// A media type (the PING body's storage types).
+    ///
+    /// # Errors
+    /// If the buffer ends first or the media type is malformed.
+    pub fn media_type(&mut self) -> Result<MediaType, ResponseError> {
+        Ok(MediaType::read(&mut self.reader)?)
+    }
+
+    /// A metadata block, as [`put_metadata`] writes it.
+    ///
+    /// # Errors
+    /// If the buffer ends first.
+    pub fn metadata(&mut self) -> Result<Metadata, ResponseError> {
+        let flags = self.reader.u8()?;
+        let mut lifetime = |infinite_bit: u8| -> Result<Option<(i64, u32)>, ResponseError> {
+            if flags & infinite_bit != 0 {
+                return Ok(None);
+            }
+            let at_ms = self.reader.u64()? as i64;
+            Ok(Some((at_ms, self.reader.vint()?)))
+        };
+        let lifespan = lifetime(0x01)?;
+        let max_idle = lifetime(0x02)?;
+        Ok(Metadata {
+            lifespan,
+            max_idle,
+            version: self.reader.u64()?,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -341,5 +567,84 @@ mod tests {
                 0xa1, 0x00, 0x62, 0x00, 0x00, 0x01, 0x01, 0x00, 0x01, 0x01, b'k'
             ]
         );
+    }
+
+    // Proves the reader reads back what the writers write: headers with both topology
+    // layouts, metadata with and without lifetimes, error messages; and that a cut response
+    // is incomplete rather than wrong.
+    #[test]
+    fn reader_reads_what_writers_write() {
+        let topology = Topology {
+            id: 7,
+            servers: vec![("127.0.0.1".into(), 11222)],
+            segment_owners: Some(vec![vec![0]; 4]),
+        };
+        for intelligence in [1, 2, 3] {
+            let mut out = BytesMut::new();
+            write_header(
+                &mut out,
+                300,
+                0x18,
+                Status::Success,
+                Some((&topology, intelligence)),
+            );
+            let metadata = Metadata {
+                lifespan: Some((1_700_000_000_000, 10)),
+                max_idle: None,
+                version: 9,
+            };
+            put_metadata(&mut out, &metadata);
+            put_metadata(&mut out, &Metadata::default());
+            let mut reader = ResponseReader::new(&out);
+            let header = reader.header(intelligence).expect("valid");
+            let expected = match intelligence {
+                1 => None,
+                2 => Some(Topology {
+                    segment_owners: None,
+                    ..topology.clone()
+                }),
+                _ => Some(topology.clone()),
+            };
+            assert_eq!(
+                header,
+                ResponseHeader {
+                    message_id: 300,
+                    opcode: 0x18,
+                    status: Status::Success,
+                    topology: expected,
+                }
+            );
+            assert_eq!(reader.metadata(), Ok(metadata));
+            assert_eq!(reader.metadata(), Ok(Metadata::default()));
+            assert_eq!(reader.position(), out.len());
+            for cut in 0..out.len() {
+                let mut reader = ResponseReader::new(&out[..cut]);
+                let result = reader
+                    .header(intelligence)
+                    .and_then(|_| reader.metadata())
+                    .and_then(|_| reader.metadata());
+                assert!(
+                    matches!(result, Err(ResponseError::Incomplete(n)) if n > cut),
+                    "cut at {cut}: {result:?}"
+                );
+            }
+        }
+        let mut out = BytesMut::new();
+        write_error(&mut out, 5, Status::UnknownCommand, "no such op");
+        let mut reader = ResponseReader::new(&out);
+        let header = reader.header(3).expect("valid");
+        assert_eq!(
+            (header.opcode, header.status),
+            (opcode::ERROR, Status::UnknownCommand)
+        );
+        assert_eq!(reader.string().as_deref(), Ok("no such op"));
+        assert!(matches!(
+            ResponseReader::new(&[0xa0, 0x00]).header(1),
+            Err(ResponseError::Invalid(_))
+        ));
+        assert!(matches!(
+            ResponseReader::new(&[0xa1, 0x00, 0x04, 0x77, 0x00]).header(1),
+            Err(ResponseError::Invalid(_))
+        ));
     }
 }

@@ -42,9 +42,50 @@ impl Status {
         self as u8
     }
 
+    /// The status of a wire byte, if it is one.
+    #[must_use]
+    pub const fn from_code(code: u8) -> Option<Self> {
+        Some(match code {
+            0x00 => Self::Success,
+            0x01 => Self::NotExecuted,
+            0x02 => Self::KeyDoesNotExist,
+            0x03 => Self::SuccessWithPrevious,
+            0x04 => Self::NotExecutedWithPrevious,
+            0x05 => Self::InvalidIteration,
+            0x81 => Self::InvalidMagicOrMessageId,
+            0x82 => Self::UnknownCommand,
+            0x83 => Self::UnknownVersion,
+            0x84 => Self::RequestParsingError,
+            0x85 => Self::ServerError,
+            0x86 => Self::CommandTimeout,
+            0x87 => Self::NodeSuspected,
+            0x88 => Self::IllegalLifecycleState,
+            _ => return None,
+        })
+    }
+
     /// True for the error statuses (sent with the error opcode and a message).
     #[must_use]
     pub const fn is_error(self) -> bool {
         self.code() >= 0x81
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves every status survives code → status, and other bytes are not statuses.
+    #[test]
+    fn codes_round_trip() {
+        let mut known = 0;
+        for code in 0..=u8::MAX {
+            if let Some(status) = Status::from_code(code) {
+                assert_eq!(status.code(), code);
+                known += 1;
+            }
+        }
+        assert_eq!(known, 14);
+        assert_eq!(Status::from_code(0x06), None);
     }
 }

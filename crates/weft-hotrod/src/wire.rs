@@ -78,6 +78,18 @@ impl<'a> Reader<'a> {
         Ok(b)
     }
 
+    pub(crate) fn u16(&mut self) -> ReadResult<u16> {
+        self.need(2)?;
+        let raw = [self.buf[self.pos], self.buf[self.pos + 1]];
+        self.pos += 2;
+        Ok(u16::from_be_bytes(raw))
+    }
+
+    /// The bytes of a span this reader returned.
+    pub(crate) fn slice(&self, span: Span) -> &'a [u8] {
+        &self.buf[span.range()]
+    }
+
     pub(crate) fn u64(&mut self) -> ReadResult<u64> {
         self.need(8)?;
         let mut raw = [0; 8];
