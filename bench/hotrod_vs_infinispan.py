@@ -38,6 +38,9 @@ from weft_process import WEFT_BIN, free_port, stop, wait_for_port  # noqa: E402
 
 HOTROD = BENCH / "hotrod"
 JAR = HOTROD / "target" / "hotrod-bench.jar"
+# LoadGen built against each Java client: 15.0 (a pool of connections, one request in flight
+# on each) and the rewritten 15.2 (one pipelined connection per server).
+LOADGEN_JARS = {"15.0": JAR, "15.2": HOTROD / "loadgen-15.2" / "target" / "hotrod-loadgen-15.2.jar"}
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 WINDOW_START = "# measured window: start"
 WINDOW_END = "# measured window: end"
@@ -134,10 +137,10 @@ def start_infinispan(log: Path) -> Server:
         raise
 
 
-def run_loadgen(server: Server, threads: int, value_bytes: int, args) -> dict:
+def run_loadgen(server: Server, threads: int, value_bytes: int, args, client: str = "15.0") -> dict:
     """Runs LoadGen against the server; returns its JSON plus the server's CPU seconds over the
     whole LoadGen run (preload, warmup, measure) and over the measured window alone."""
-    argv = ["java", "-Xmx1g", "-cp", str(JAR), "weft.bench.LoadGen",
+    argv = ["java", "-Xmx1g", "-cp", str(LOADGEN_JARS[client]), "weft.bench.LoadGen",
             "--host", "127.0.0.1", "--port", str(server.port), "--cache", "bench",
             "--threads", str(threads), "--seconds", str(args.seconds),
             "--warmup-seconds", str(args.warmup_seconds), "--value-bytes", str(value_bytes),
@@ -204,13 +207,15 @@ def interrupt(*_) -> None:
 
 
 def ensure_jar(rebuild: bool) -> None:
-    if JAR.exists() and not rebuild:
-        return
-    print(f"building {JAR.relative_to(BENCH.parent)} (mvn -q -B package)", file=sys.stderr, flush=True)
-    started = time.monotonic()
-    subprocess.run(["mvn", "-q", "-B", "package"], cwd=HOTROD, check=True, timeout=1200,
-                   stdin=subprocess.DEVNULL)
-    print(f"built in {time.monotonic() - started:.0f}s", file=sys.stderr, flush=True)
+    for jar in [JAR, LOADGEN_JARS["15.2"]]:
+        if jar.exists() and not rebuild:
+            continue
+        project = jar.parent.parent
+        print(f"building {jar.relative_to(BENCH.parent)} (mvn -q -B package)", file=sys.stderr, flush=True)
+        started = time.monotonic()
+        subprocess.run(["mvn", "-q", "-B", "package"], cwd=project, check=True, timeout=1200,
+                       stdin=subprocess.DEVNULL)
+        print(f"built in {time.monotonic() - started:.0f}s", file=sys.stderr, flush=True)
 
 
 def fmt_rate(run: dict | None) -> str:
@@ -228,25 +233,27 @@ def best_runs(results: list[dict]) -> dict:
     for record in results:
         if "result" not in record:
             continue
-        cell = (record["threads"], record["value_bytes"], record["target"])
+        cell = (record.get("client", "15.0"), record["threads"], record["value_bytes"], record["target"])
         if cell not in best or record["result"]["ops_per_sec"] > best[cell]["ops_per_sec"]:
             best[cell] = record["result"]
     return best
 
 
-def table(results: list[dict], threads_list, sizes, rounds: int) -> str:
+def table(results: list[dict], threads_list, sizes, rounds: int, clients=("15.0",)) -> str:
     best = best_runs(results)
     lines = [
-        "| threads | value B | Weft ops/s | Infinispan ops/s | Weft/ISPN | Weft p99 µs | ISPN p99 µs "
+        "| client | threads | value B | Weft ops/s | Infinispan ops/s | Weft/ISPN | Weft p99 µs | ISPN p99 µs "
         "| client CPU s Weft | client CPU s ISPN | server CPU s Weft | server CPU s ISPN |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for threads in threads_list:
+    for client in clients:
+      for threads in threads_list:
         for size in sizes:
-            w, i = best.get((threads, size, "weft")), best.get((threads, size, "infinispan"))
+            w = best.get((client, threads, size, "weft"))
+            i = best.get((client, threads, size, "infinispan"))
             ratio = f"{w['ops_per_sec'] / i['ops_per_sec']:.2f}" if w and i and i["ops_per_sec"] else "—"
             lines.append(
-                f"| {threads} | {size} | {fmt_rate(w)} | {fmt_rate(i)} | {ratio} | {fmt(w, 'p99_us')} "
+                f"| {client} | {threads} | {size} | {fmt_rate(w)} | {fmt_rate(i)} | {ratio} | {fmt(w, 'p99_us')} "
                 f"| {fmt(i, 'p99_us')} | {fmt(w, 'client_cpu_seconds', 2)} | {fmt(i, 'client_cpu_seconds', 2)} "
                 f"| {fmt(w, 'server_cpu_window_seconds', 2)} | {fmt(i, 'server_cpu_window_seconds', 2)} |")
     lines.append("")
@@ -280,6 +287,8 @@ def main() -> int:
     parser.add_argument("--max-ops", type=int, default=100_000_000,
                         help="most operations per measured window (split across threads)")
     parser.add_argument("--targets", default="weft,infinispan")
+    parser.add_argument("--clients", default="15.0,15.2",
+                        help="Java client versions LoadGen runs with (15.0 pooled, 15.2 pipelined)")
     parser.add_argument("--json", type=Path, help="write the raw results here")
     parser.add_argument("--rebuild", action="store_true", help="rebuild the jar even if present")
     args = parser.parse_args()
@@ -288,6 +297,9 @@ def main() -> int:
     threads_list = [int(t) for t in args.threads.split(",")]
     sizes = [int(s) for s in args.value_bytes.split(",")]
     targets = [t.strip() for t in args.targets.split(",")]
+    clients = [c.strip() for c in args.clients.split(",")]
+    if not set(clients) <= set(LOADGEN_JARS):
+        parser.error("--clients takes 15.0 and/or 15.2")
     if not set(targets) <= {"weft", "infinispan"}:
         parser.error("--targets takes weft and/or infinispan")
 
@@ -308,7 +320,8 @@ def main() -> int:
                 "settings": {"rounds": args.rounds, "seconds": args.seconds,
                              "warmup_seconds": args.warmup_seconds, "keys": args.keys,
                              "get_ratio": args.get_ratio, "threads": threads_list,
-                             "value_bytes": sizes, "weft_bin": str(WEFT_BIN), "jar": str(JAR)},
+                             "value_bytes": sizes, "clients": clients, "weft_bin": str(WEFT_BIN),
+                             "jars": {c: str(LOADGEN_JARS[c]) for c in clients}},
                 "runs": results}, indent=1) + "\n")
 
     print(f"Hot Rod {int(args.get_ratio * 100)}/{100 - int(args.get_ratio * 100)} GET/PUT, "
@@ -321,55 +334,56 @@ def main() -> int:
     try:
         for round_no in range(1, args.rounds + 1):
             order = targets if round_no % 2 == 1 else list(reversed(targets))
-            for threads in threads_list:
-                for size in sizes:
-                    for target in order:
-                        # Other work on this 2-core machine skews a run: note how busy it was
-                        # just before (no server or client of ours running then).
-                        record = {"round": round_no, "target": target, "threads": threads,
-                                  "value_bytes": size, "cpu_busy_before": machine_busy()}
-                        if (not succeeded[target]
-                                and failures_in_a_row[target] >= GIVE_UP_AFTER_FAILURES):
-                            record["error"] = "skipped: failed every earlier cell"
-                            results.append(record)
-                            continue
-                        log = workdir / f"{target}-r{round_no}-t{threads}-v{size}.log"
-                        server = None
-                        try:
-                            if target == "weft":
-                                # Another build may replace the binary between cells: say which ran.
-                                binary = WEFT_BIN.stat() if WEFT_BIN.exists() else None
-                                record["weft_bin_mtime"] = (time.strftime(
-                                    "%Y-%m-%dT%H:%M:%S", time.localtime(binary.st_mtime)) if binary else None)
-                                server = start_weft(config, log)
-                            else:
-                                server = start_infinispan(log)
-                            record["result"] = run_loadgen(server, threads, size, args)
-                            failures_in_a_row[target] = 0
-                            succeeded[target] = True
-                        except (RuntimeError, OSError, TimeoutError, ValueError,
-                                subprocess.SubprocessError) as e:
-                            record["error"] = f"{type(e).__name__}: {e}"
-                            failures_in_a_row[target] += 1
-                        finally:
-                            if server is not None:
-                                code = server.stop()
-                                record["server_exit"] = code
-                        results.append(record)
-                        save()
-                        r = record.get("result")
-                        summary = (f"{r['ops_per_sec']:>10,.0f} ops/s  p99 {r['p99_us']:>8.1f} µs  "
-                                   f"errors {r['errors']}  client CPU {r['client_cpu_seconds']:.2f}s  "
-                                   f"server CPU {r['server_cpu_window_seconds']}s"
-                                   if r else f"FAILED {record['error'].splitlines()[0][:200]}")
-                        print(f"round {round_no} {target:<10} threads {threads:>2} value {size:>5}: "
-                              f"{summary}  (busy before {record['cpu_busy_before']:.0%})",
-                              file=sys.stderr, flush=True)
+            for client in clients:
+              for threads in threads_list:
+                  for size in sizes:
+                      for target in order:
+                          # Other work on this 2-core machine skews a run: note how busy it was
+                          # just before (no server or client of ours running then).
+                          record = {"round": round_no, "target": target, "client": client, "threads": threads,
+                                    "value_bytes": size, "cpu_busy_before": machine_busy()}
+                          if (not succeeded[target]
+                                  and failures_in_a_row[target] >= GIVE_UP_AFTER_FAILURES):
+                              record["error"] = "skipped: failed every earlier cell"
+                              results.append(record)
+                              continue
+                          log = workdir / f"{target}-c{client}-r{round_no}-t{threads}-v{size}.log"
+                          server = None
+                          try:
+                              if target == "weft":
+                                  # Another build may replace the binary between cells: say which ran.
+                                  binary = WEFT_BIN.stat() if WEFT_BIN.exists() else None
+                                  record["weft_bin_mtime"] = (time.strftime(
+                                      "%Y-%m-%dT%H:%M:%S", time.localtime(binary.st_mtime)) if binary else None)
+                                  server = start_weft(config, log)
+                              else:
+                                  server = start_infinispan(log)
+                              record["result"] = run_loadgen(server, threads, size, args, client)
+                              failures_in_a_row[target] = 0
+                              succeeded[target] = True
+                          except (RuntimeError, OSError, TimeoutError, ValueError,
+                                  subprocess.SubprocessError) as e:
+                              record["error"] = f"{type(e).__name__}: {e}"
+                              failures_in_a_row[target] += 1
+                          finally:
+                              if server is not None:
+                                  code = server.stop()
+                                  record["server_exit"] = code
+                          results.append(record)
+                          save()
+                          r = record.get("result")
+                          summary = (f"{r['ops_per_sec']:>10,.0f} ops/s  p99 {r['p99_us']:>8.1f} µs  "
+                                     f"errors {r['errors']}  client CPU {r['client_cpu_seconds']:.2f}s  "
+                                     f"server CPU {r['server_cpu_window_seconds']}s"
+                                     if r else f"FAILED {record['error'].splitlines()[0][:200]}")
+                          print(f"round {round_no} client {client} {target:<10} threads {threads:>2} value {size:>5}: "
+                                f"{summary}  (busy before {record['cpu_busy_before']:.0%})",
+                                file=sys.stderr, flush=True)
     except KeyboardInterrupt:
         print("interrupted: reporting what ran", file=sys.stderr)
     finally:
         save()
-    print(table(results, threads_list, sizes, args.rounds))
+    print(table(results, threads_list, sizes, args.rounds, clients))
     return 0 if any("result" in r for r in results) else 1
 
 

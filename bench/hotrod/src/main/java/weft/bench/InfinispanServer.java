@@ -1,10 +1,6 @@
 package weft.bench;
 
 import java.util.concurrent.CountDownLatch;
-import java.util.logging.Handler;
-import java.util.logging.Level;
-import java.util.logging.LogManager;
-import java.util.logging.Logger;
 
 import org.infinispan.commons.dataconversion.MediaType;
 import org.infinispan.configuration.cache.CacheMode;
@@ -31,7 +27,7 @@ public final class InfinispanServer {
             System.exit(2);
         }
         int port = Integer.parseInt(args[0]);
-        quietLogging();
+        LoadGen.quietLogging();
 
         GlobalConfigurationBuilder global = new GlobalConfigurationBuilder().nonClusteredDefault();
         global.defaultCacheName("default");
@@ -71,15 +67,5 @@ public final class InfinispanServer {
         System.out.println("READY " + server.getPort());
         System.out.flush();
         stopped.await();
-    }
-
-    /** Infinispan and Netty log through JBoss Logging / java.util.logging: warnings and up only. */
-    static void quietLogging() {
-        System.setProperty("org.jboss.logging.provider", "jdk");
-        Logger root = LogManager.getLogManager().getLogger("");
-        root.setLevel(Level.WARNING);
-        for (Handler handler : root.getHandlers()) {
-            handler.setLevel(Level.WARNING);
-        }
     }
 }

@@ -5,6 +5,10 @@ import java.util.HashMap;
 import java.util.Locale;
 import java.util.Map;
 import java.util.SplittableRandom;
+import java.util.logging.Logger;
+import java.util.logging.LogManager;
+import java.util.logging.Level;
+import java.util.logging.Handler;
 import java.util.concurrent.atomic.AtomicLong;
 
 import org.HdrHistogram.Histogram;
@@ -52,7 +56,7 @@ public final class LoadGen {
                 || getRatio < 0 || getRatio > 1 || maxOps < threads) {
             usage("invalid option value");
         }
-        InfinispanServer.quietLogging();
+        quietLogging();
 
         ConfigurationBuilder config = new ConfigurationBuilder();
         config.addServer().host(host).port(port);
@@ -316,5 +320,15 @@ public final class LoadGen {
                 + " [--seconds 10] [--warmup-seconds 3] [--value-bytes 100] [--keys 100000]"
                 + " [--get-ratio 0.8] [--max-ops 100000000] [--seed 42]");
         System.exit(problem == null ? 0 : 2);
+    }
+
+    /** Infinispan and Netty log through JBoss Logging / java.util.logging: warnings and up only. */
+    static void quietLogging() {
+        System.setProperty("org.jboss.logging.provider", "jdk");
+        Logger root = LogManager.getLogManager().getLogger("");
+        root.setLevel(Level.WARNING);
+        for (Handler handler : root.getHandlers()) {
+            handler.setLevel(Level.WARNING);
+        }
     }
 }
