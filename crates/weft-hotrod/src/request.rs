@@ -530,7 +530,8 @@ impl Decoder {
             buf,
             self.limits.array_bytes_max,
             self.limits.string_bytes_max,
-        );
+        )
+        .with_frame_max(self.limits.frame_bytes_max);
         let mut message_id = 0;
         match parse(&mut reader, &self.limits, &mut message_id) {
             Ok((header, request)) => {
@@ -544,16 +545,7 @@ impl Decoder {
                 }))
             }
             Err(Failure::Read(ReadError::Incomplete(need))) => {
-                if need > self.limits.frame_bytes_max {
-                    return Err(DecodeError {
-                        message_id,
-                        status: Status::RequestParsingError,
-                        reason: format!(
-                            "request of at least {need} bytes is longer than the limit of {}",
-                            self.limits.frame_bytes_max
-                        ),
-                    });
-                }
+                // The reader refused to look past the frame limit, so `need` is within it.
                 self.need = need;
                 Ok(None)
             }
@@ -1022,6 +1014,44 @@ mod tests {
         assert_eq!(error.status, Status::RequestParsingError);
         let error = decode_all(&put_frame(&[0x99])).expect_err("bad unit");
         assert_eq!(error.status, Status::RequestParsingError);
+    }
+
+    // Proves a frame longer than the limit is refused even when it arrives whole, with the
+    // same error as when it arrives in pieces (found by the hotrod_decode fuzzer: a complete
+    // frame over the limit used to decode, and the error named a split-dependent length).
+    #[test]
+    fn frame_limit_does_not_depend_on_reads() {
+        let limits = Limits {
+            frame_bytes_max: 16,
+            ..Limits::default()
+        };
+        let frame = put_frame(&[0x77]);
+        assert!(frame.len() > 16);
+        let whole = Decoder::new(limits).decode(&mut BytesMut::from(&frame[..]));
+        assert_eq!(
+            whole.as_ref().map_err(|e| e.status),
+            Err(Status::RequestParsingError)
+        );
+        for cut in 1..frame.len() {
+            let mut decoder = Decoder::new(limits);
+            let mut buf = BytesMut::from(&frame[..cut]);
+            let first = decoder.decode(&mut buf);
+            if first == Ok(None) {
+                buf.extend_from_slice(&frame[cut..]);
+                assert_eq!(decoder.decode(&mut buf), whole, "cut at {cut}");
+            } else {
+                assert_eq!(first, whole, "cut at {cut}");
+            }
+        }
+        // At the limit exactly, it decodes.
+        let limits = Limits {
+            frame_bytes_max: frame.len(),
+            ..Limits::default()
+        };
+        assert!(matches!(
+            Decoder::new(limits).decode(&mut BytesMut::from(&frame[..])),
+            Ok(Some(_))
+        ));
     }
 
     // Proves a frame longer than the limit is refused as soon as its length is known.

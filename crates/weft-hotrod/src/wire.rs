@@ -47,6 +47,8 @@ pub(crate) struct Reader<'a> {
     /// Longest array, string or collection accepted.
     pub(crate) array_max: usize,
     pub(crate) string_max: usize,
+    /// Longest frame: no read may end past it.
+    frame_max: usize,
 }
 
 impl<'a> Reader<'a> {
@@ -56,7 +58,15 @@ impl<'a> Reader<'a> {
             pos: 0,
             array_max,
             string_max,
+            frame_max: usize::MAX,
         }
+    }
+
+    /// Refuses any read that would end past `frame_max` bytes, whether or not the bytes are
+    /// there yet, so that a frame's fate never depends on how it was split into reads.
+    pub(crate) fn with_frame_max(mut self, frame_max: usize) -> Self {
+        self.frame_max = frame_max;
+        self
     }
 
     pub(crate) fn position(&self) -> usize {
@@ -64,11 +74,17 @@ impl<'a> Reader<'a> {
     }
 
     fn need(&self, n: usize) -> ReadResult<()> {
-        if self.buf.len() - self.pos < n {
-            Err(ReadError::Incomplete(self.pos.saturating_add(n)))
-        } else {
-            Ok(())
+        let end = self.pos.saturating_add(n);
+        if end > self.frame_max {
+            return Err(ReadError::Invalid(format!(
+                "request of at least {end} bytes is longer than the limit of {}",
+                self.frame_max
+            )));
         }
+        if self.buf.len() < end {
+            return Err(ReadError::Incomplete(end));
+        }
+        Ok(())
     }
 
     pub(crate) fn u8(&mut self) -> ReadResult<u8> {
