@@ -586,7 +586,17 @@ fn parse(
             format!("invalid magic byte 0x{magic:02x}, expected 0xa0"),
         ));
     }
-    *message_id = r.vlong()?;
+    *message_id = match r.vlong() {
+        Ok(id) => id,
+        // Status 0x81 is "invalid magic or message id".
+        Err(ReadError::Invalid(reason)) => {
+            return Err(Failure::Status(
+                Status::InvalidMagicOrMessageId,
+                format!("invalid message id: {reason}"),
+            ));
+        }
+        Err(incomplete) => return Err(incomplete.into()),
+    };
     let version = r.u8()?;
     if version < VERSION_MIN {
         return Err(Failure::Status(
@@ -994,6 +1004,14 @@ mod tests {
     fn malformed_frames() {
         let error = decode_all(&[0x41, 0x42]).expect_err("bad magic");
         assert_eq!(error.status, Status::InvalidMagicOrMessageId);
+        let mut overlong_id = vec![0xa0];
+        overlong_id.extend_from_slice(&[0xff; 10]);
+        overlong_id.extend_from_slice(&[0x01, 0x28, 0x17]);
+        let error = decode_all(&overlong_id).expect_err("11-byte message id");
+        assert_eq!(
+            (error.status, error.message_id),
+            (Status::InvalidMagicOrMessageId, 0)
+        );
         let error = decode_all(&[0xa0, 0x09, 0x0a, 0x17]).expect_err("1.0");
         assert_eq!(
             (error.status, error.message_id),
