@@ -1,8 +1,10 @@
-//! Shared by the RESP integration tests: a server on an ephemeral port inside its own tokio
-//! runtime, and a tiny blocking RESP2/RESP3 client over `std::net::TcpStream` that sends
-//! raw bytes and reads one reply frame at a time.
+//! Shared by the integration tests: a server on an ephemeral port inside its own tokio
+//! runtime, a tiny blocking RESP2/RESP3 client over `std::net::TcpStream` that sends raw
+//! bytes and reads one reply frame at a time, and a Hot Rod one in [`hotrod`].
 
 #![allow(dead_code, clippy::unwrap_used, clippy::missing_panics_doc)]
+
+pub mod hotrod;
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
