@@ -394,3 +394,46 @@ fn unknown_cache_in_a_pipeline() {
     assert_eq!(c.response_to(present).value(), b"safe");
     assert_intact(&server);
 }
+
+// Proves a listener connection that stops reading is disconnected once its event queue
+// overflows, rather than buffered without bound or silently missing events, and that the
+// writers raising those events are not held up meanwhile.
+#[test]
+fn listener_that_does_not_read_is_disconnected() {
+    let server = server_with_data("");
+    let mut listening = hotrod_client(&server);
+    let response = listening.call(Request::AddClientListener {
+        listener_id: b([7u8; 16]),
+        include_current_state: false,
+        filter: None,
+        converter: None,
+        raw_data: false,
+        interests: 0,
+    });
+    assert_eq!(response.status(), Status::Success);
+    // 40,000 creations with 1 KiB keys: far more events than the connection's queue (16 Ki
+    // messages) and the socket buffers hold. Each batch must be answered in time.
+    let mut writer = hotrod_client(&server);
+    let suffix = "x".repeat(1000);
+    let writes = 40_000;
+    for batch in 0..writes / 1000 {
+        let mut bytes = BytesMut::new();
+        let mut ids = Vec::new();
+        for i in 0..1000 {
+            let header = writer.header();
+            ids.push(writer.encode_into(
+                &mut bytes,
+                &header,
+                &put(format!("{batch}-{i}-{suffix}"), "v"),
+            ));
+        }
+        writer.send_raw(&bytes);
+        for id in ids {
+            assert_eq!(writer.response_to(id).status(), Status::Success);
+        }
+    }
+    // Now the listener reads: what was buffered, then the close.
+    let received = listening.count_until_closed();
+    assert!(received < writes, "{received} events, no overflow");
+    assert_intact(&server);
+}

@@ -146,6 +146,18 @@ impl HotRod {
         header.message_id
     }
 
+    /// Remembers how to read the response to a request sent as raw bytes.
+    pub fn expect_response(&mut self, message_id: u64, version: u8, request_opcode: u8) {
+        self.sent.insert(
+            message_id,
+            Sent {
+                version,
+                opcode: request_opcode,
+                intelligence: 1,
+            },
+        );
+    }
+
     /// Sends a request; returns its message id.
     pub fn send(&mut self, header: &RequestHeader, request: &Request<Bytes>) -> u64 {
         let mut out = BytesMut::new();
@@ -245,6 +257,29 @@ impl HotRod {
                     return None;
                 }
                 Err(e) => panic!("read failed: {e}"),
+            }
+        }
+    }
+
+    /// Reads responses and events until the server closes the connection; returns how many
+    /// came. Panics if nothing arrives for [`READ_TIMEOUT`].
+    pub fn count_until_closed(&mut self) -> usize {
+        let mut count = 0;
+        loop {
+            while let Some((response, used)) = parse(&self.buf, &self.sent).unwrap() {
+                self.buf.drain(..used);
+                if !is_event(response.header.opcode) {
+                    self.sent.remove(&response.header.message_id);
+                }
+                count += 1;
+            }
+            self.stream.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+            let mut chunk = vec![0u8; 256 * 1024];
+            match self.stream.read(&mut chunk) {
+                Ok(0) => return count,
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) if matches!(e.kind(), ErrorKind::ConnectionReset) => return count,
+                Err(e) => panic!("still open after {count} frames: {e}"),
             }
         }
     }
