@@ -62,7 +62,7 @@ fn core_is_standalone_and_does_no_io() {
 #[test]
 fn codecs_depend_on_no_networking() {
     let graph = normal_dependencies();
-    for codec in ["weft-resp"] {
+    for codec in ["weft-resp", "weft-hotrod"] {
         for forbidden in ["tokio", "hyper", "axum", "weft-core", "weft-server"] {
             assert!(
                 !graph[codec].iter().any(|d| d == forbidden),
