@@ -163,6 +163,89 @@ fn ping_negotiation() {
     assert_eq!(c.call(get("future")).value(), b"v");
 }
 
+// Proves the version-dependent layouts from 2.0 to 4.1 (and a future 5.0): the PING body,
+// expiration before and after 2.2, previous values before and after 4.0, iteration batches
+// before and after 2.4 (projections) and 2.5 (metadata flag) are what each version's
+// clients read, so a whole session at every version stays in step.
+#[test]
+fn every_version_stays_in_step() {
+    let server = TestServer::start();
+    for version in (20..=41).chain([50]) {
+        let effective = version.min(41);
+        let mut c = HotRod::connect(server.addr, version);
+        let expected_ping = match effective {
+            ..=28 => vec![],
+            29 => vec![0x00, 0x00],
+            _ => ping_body(effective, &[0x00, 0x00]),
+        };
+        assert_eq!(
+            c.call(Request::Ping).shape(),
+            (Status::Success, expected_ping),
+            "version {version}"
+        );
+        let key = format!("v{version}");
+        let expiration = Expiration {
+            lifespan: Lifetime::After(Duration::from_secs(3600)),
+            max_idle: Lifetime::Default,
+        };
+        let request = Request::Put {
+            key: b(&key),
+            expiration,
+            value: b("one"),
+        };
+        assert_eq!(
+            c.call_with(FORCE, request).shape(),
+            (Status::SuccessWithPrevious, previous(effective, None)),
+            "version {version}"
+        );
+        let entry_version = version_of(&mut c, &key);
+        let response = c.call_with(FORCE, put(&key, "two"));
+        assert_eq!(response.status(), Status::SuccessWithPrevious);
+        let mut reader = response.reader();
+        if effective >= 40 {
+            let metadata = reader.metadata().unwrap();
+            assert_eq!(
+                (metadata.lifespan.map(|(_, s)| s), metadata.max_idle),
+                (Some(3600), None),
+                "version {version}"
+            );
+            assert_eq!(metadata.version, entry_version, "version {version}");
+        }
+        assert_eq!(reader.array().unwrap(), b"one", "version {version}");
+        assert_eq!(reader.position(), response.body.len(), "version {version}");
+        assert_eq!(c.call(get(&key)).value(), b"two", "version {version}");
+
+        let response = c.call(Request::IterationStart {
+            segments: None,
+            filter: None,
+            batch_size: 7,
+            metadata: false,
+        });
+        assert_eq!(response.status(), Status::Success, "version {version}");
+        let id = response.reader().string().unwrap();
+        let mut entries = 0;
+        loop {
+            let response = c.call(Request::IterationNext { id: id.clone() });
+            let mut reader = response.reader();
+            reader.array().unwrap();
+            let count = reader.vint().unwrap();
+            if count == 0 {
+                break;
+            }
+            entries += count;
+        }
+        assert_eq!(
+            u64::from(entries),
+            c.call(Request::Size).reader().vlong().unwrap(),
+            "version {version}"
+        );
+        assert_eq!(
+            c.call(Request::IterationEnd { id }).status(),
+            Status::Success
+        );
+    }
+}
+
 // Proves every keyed operation's status and body at 3.1 and 4.0, with and without
 // FORCE_RETURN_VALUE (§1.7, §1.9): previous values only with the flag, status 3/4 then;
 // put-if-absent that stores answers a bare 0 even with the flag; a put with the flag and no
