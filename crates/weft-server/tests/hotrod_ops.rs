@@ -1060,7 +1060,6 @@ fn pipeline(c: &mut HotRod, requests: &[Request<Bytes>]) -> (Vec<u64>, HashMap<u
 // put(k, 2 MiB), put(k, "small"), k holds "small" (as in Infinispan, whose local-cache
 // writes complete in order on the connection's event loop).
 #[test]
-#[ignore = "bug: requests served on the blocking pool take effect after the small requests pipelined behind them"]
 fn pipelined_large_put_then_small_put_apply_in_order() {
     let server = TestServer::start();
     let mut c = HotRod::connect(server.addr, 40);
@@ -1079,7 +1078,6 @@ fn pipelined_large_put_then_small_put_apply_in_order() {
 // Proves a write pipelined behind a clear survives it: after clear, put(k) in one write, k
 // is present. (An acknowledged write must not be undone by a request sent before it.)
 #[test]
-#[ignore = "bug: requests served on the blocking pool take effect after the small requests pipelined behind them"]
 fn pipelined_put_after_clear_survives() {
     let server = TestServer::start();
     let mut c = HotRod::connect(server.addr, 40);
@@ -1098,7 +1096,6 @@ fn pipelined_put_after_clear_survives() {
 // Proves a read pipelined behind a bulk write sees it: put-all of 300 entries, then size,
 // in one write, counts the 300.
 #[test]
-#[ignore = "bug: requests served on the blocking pool take effect after the small requests pipelined behind them"]
 fn pipelined_size_after_put_all_sees_it() {
     let server = TestServer::start();
     let mut c = HotRod::connect(server.addr, 40);

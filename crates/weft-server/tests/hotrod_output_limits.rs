@@ -30,7 +30,6 @@ fn resident_mib() -> u64 {
 // buffers about `client-output-bytes-max` (16 MiB here) and then stops reading that
 // client's requests or closes its connection, as the RESP endpoint bounds its replies.
 #[test]
-#[ignore = "bug: Hot Rod buffers offloaded responses without a byte limit (outbound queue bounded by message count, no in-flight limit per connection)"]
 fn unread_responses_are_bounded() {
     let server = TestServer::start_with("client-output-bytes-max = 16777216", "");
     let mut c = HotRod::connect(server.addr, 40);

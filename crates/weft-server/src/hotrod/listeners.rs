@@ -153,7 +153,10 @@ pub(super) fn add(
         let version = event.new_entry().map_or(0, |entry| entry.version());
         let mut frame = BytesMut::with_capacity(32 + key.len() + event_id.len());
         write_event(&mut frame, 0, kind, &event_id, &key, version, false);
-        match sender.try_send(frame.freeze()) {
+        match sender.try_send(super::Outbound {
+            bytes: frame.freeze(),
+            _permit: None,
+        }) {
             Ok(()) | Err(TrySendError::Closed(_)) => {}
             Err(TrySendError::Full(_)) => overflowed.store(true, Ordering::Relaxed),
         }

@@ -1,11 +1,12 @@
 //! The Hot Rod endpoint: one task per connection decodes every complete request frame in its
 //! input buffer, serves each against its cache, and writes the responses with one call.
 //!
-//! * Requests whose cost grows with the data (put-all and get-all of many entries, bulk
-//!   reads, iteration batches, clear, admin tasks, very large values) run on the blocking
-//!   pool and answer through the connection's outbound queue, so a slow request does not
-//!   stall the requests pipelined behind it. Responses carry the request's message id;
-//!   clients match them (the 15.1+ Java client pipelines on one connection).
+//! * Reads whose cost grows with the data (get-all of many keys, bulk reads, iteration
+//!   batches) run on the blocking pool and answer through the connection's outbound queue,
+//!   so a slow read does not stall the requests pipelined behind it; responses carry the
+//!   request's message id and clients match them (the 15.1+ Java client pipelines on one
+//!   connection). At most four run at once per connection, responses included until
+//!   written. Writes are served in order, so their effects follow the order sent.
 //! * Client-listener events are encoded on the writer's thread and queued on the
 //!   registering connection, interleaved with responses. A client that stops reading until
 //!   its queue overflows is disconnected (its near cache is then invalid and the client
@@ -25,7 +26,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::mpsc;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use weft_hotrod::response::write_error;
 use weft_hotrod::{Decoder, Frame, Limits};
 
@@ -42,10 +43,20 @@ const BUFFER_INITIAL_BYTES: usize = 16 * 1024;
 /// Messages (responses of offloaded requests, events) queued per connection before the
 /// connection is considered stuck.
 pub(crate) const OUTBOUND_QUEUE_CAPACITY: usize = 16 * 1024;
-/// Frames at least this long are served on the blocking pool.
-const LARGE_FRAME_BYTES: usize = 1 << 20;
 /// Collections at least this long are served on the blocking pool.
 const LARGE_COUNT: usize = 256;
+/// Requests of one connection served on the blocking pool at once, their responses included
+/// until written: what bounds the memory a client that pipelines bulk reads and does not read
+/// the answers can make the server hold. Further such requests wait (and the connection stops
+/// reading) until one is written.
+const OFFLOADED_IN_FLIGHT_MAX: usize = 4;
+
+/// A message for the connection's writer: a response of an offloaded request (holding its
+/// in-flight permit until written) or an event.
+pub(crate) struct Outbound {
+    pub(crate) bytes: Bytes,
+    pub(crate) _permit: Option<OwnedSemaphorePermit>,
+}
 
 /// Server-wide Hot Rod state: open iterations, registered client listeners, counters.
 #[derive(Debug, Default)]
@@ -63,7 +74,9 @@ pub(crate) struct Connection {
     pub(crate) id: u64,
     /// The address the client reached us at (host, port): what the topology advertises.
     pub(crate) advertised: (String, u16),
-    pub(crate) outbound: mpsc::Sender<Bytes>,
+    pub(crate) outbound: mpsc::Sender<Outbound>,
+    /// Permits for offloaded requests in flight.
+    offloaded: Arc<Semaphore>,
     /// Set when the outbound queue overflowed: the connection closes.
     pub(crate) overflowed: Arc<AtomicBool>,
 }
@@ -77,12 +90,13 @@ pub async fn serve(
     context: Arc<ServerContext>,
 ) {
     let local_addr = stream.local_addr().unwrap_or(context.local_addr);
-    let (outbound, mut inbound) = mpsc::channel::<Bytes>(OUTBOUND_QUEUE_CAPACITY);
+    let (outbound, mut inbound) = mpsc::channel::<Outbound>(OUTBOUND_QUEUE_CAPACITY);
     let connection = Arc::new(Connection {
         id: context.next_client_id(),
         context: Arc::clone(&context),
         advertised: (local_addr.ip().to_string(), local_addr.port()),
         outbound,
+        offloaded: Arc::new(Semaphore::new(OFFLOADED_IN_FLIGHT_MAX)),
         overflowed: Arc::new(AtomicBool::new(false)),
     });
     let limits = Limits {
@@ -99,9 +113,29 @@ pub async fn serve(
         let mut failed = false;
         loop {
             match decoder.decode(&mut input) {
+                Ok(Some(frame)) if is_heavy(&frame) => {
+                    context.total_commands.fetch_add(1, Ordering::Relaxed);
+                    let permit = match Arc::clone(&connection.offloaded).try_acquire_owned() {
+                        Ok(permit) => permit,
+                        Err(_) => {
+                            // Every slot is taken: write what is ready, then wait for a slot
+                            // while writing the responses that free them.
+                            if flush(&mut stream, &mut output, &context).await.is_err() {
+                                break;
+                            }
+                            match wait_for_slot(&connection, &mut inbound, &mut stream, &context)
+                                .await
+                            {
+                                Some(permit) => permit,
+                                None => break,
+                            }
+                        }
+                    };
+                    offload(&connection, frame, permit);
+                }
                 Ok(Some(frame)) => {
                     context.total_commands.fetch_add(1, Ordering::Relaxed);
-                    dispatch(&connection, frame, &mut output);
+                    ops::process(&connection, &frame, &mut output);
                 }
                 Ok(None) => break,
                 Err(error) => {
@@ -141,10 +175,10 @@ pub async fn serve(
             () = crate::stopped(&mut shutdown) => break "server shutting down",
             message = inbound.recv() => {
                 if let Some(message) = message {
-                    output.extend_from_slice(&message);
+                    output.extend_from_slice(&message.bytes);
                     while output.len() < OUTPUT_FLUSH_BYTES {
                         match inbound.try_recv() {
-                            Ok(message) => output.extend_from_slice(&message),
+                            Ok(message) => output.extend_from_slice(&message.bytes),
                             Err(_) => break,
                         }
                     }
@@ -185,39 +219,56 @@ async fn flush(
     Ok(())
 }
 
-/// Serves `frame` here, or on the blocking pool when its cost grows with its data.
-fn dispatch(connection: &Arc<Connection>, frame: Frame, output: &mut BytesMut) {
-    if !is_heavy(&frame) {
-        ops::process(connection, &frame, output);
-        return;
+/// Waits for an offloaded-request slot, writing queued messages (which free slots) meanwhile.
+/// `None` when the connection failed.
+async fn wait_for_slot(
+    connection: &Connection,
+    inbound: &mut mpsc::Receiver<Outbound>,
+    stream: &mut TcpStream,
+    context: &ServerContext,
+) -> Option<OwnedSemaphorePermit> {
+    loop {
+        tokio::select! {
+            permit = Arc::clone(&connection.offloaded).acquire_owned() => return permit.ok(),
+            message = inbound.recv() => {
+                let message = message?;
+                stream.write_all(&message.bytes).await.ok()?;
+                context
+                    .hotrod
+                    .bytes_written
+                    .fetch_add(message.bytes.len() as u64, Ordering::Relaxed);
+            }
+        }
     }
+}
+
+/// Serves `frame` on the blocking pool; its response goes through the outbound queue with
+/// `permit`, released once written.
+fn offload(connection: &Arc<Connection>, frame: Frame, permit: OwnedSemaphorePermit) {
     let connection = Arc::clone(connection);
     tokio::task::spawn_blocking(move || {
         let mut response = BytesMut::new();
         ops::process(&connection, &frame, &mut response);
-        if connection
-            .outbound
-            .blocking_send(response.freeze())
-            .is_err()
-        {
+        let message = Outbound {
+            bytes: response.freeze(),
+            _permit: Some(permit),
+        };
+        if connection.outbound.blocking_send(message).is_err() {
             tracing::debug!("Hot Rod connection closed before a response was ready");
         }
     });
 }
 
+/// Reads whose cost grows with the data are served on the blocking pool. Writes never are:
+/// writes pipelined on one connection take effect in the order sent (a put after a clear
+/// survives it; a read after a put-all sees it), as in Infinispan.
 fn is_heavy(frame: &Frame) -> bool {
     use weft_hotrod::Request;
-    if frame.data.len() >= LARGE_FRAME_BYTES {
-        return true;
-    }
     match &frame.request {
-        Request::PutAll { entries, .. } => entries.len() >= LARGE_COUNT,
         Request::GetAll { keys } => keys.len() >= LARGE_COUNT,
-        Request::BulkGet { .. }
-        | Request::BulkGetKeys { .. }
-        | Request::IterationNext { .. }
-        | Request::Clear
-        | Request::Exec { .. } => true,
+        Request::BulkGet { .. } | Request::BulkGetKeys { .. } | Request::IterationNext { .. } => {
+            true
+        }
         _ => false,
     }
 }
