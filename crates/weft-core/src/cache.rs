@@ -19,6 +19,7 @@ use crate::entry::{CacheEntry, EntryMetadata, StoredExpiration};
 use crate::error::CacheError;
 use crate::eviction::FrequencySketch;
 use crate::listener::{CacheEvent, EventKind, ListenerId, ListenerOptions, Listeners};
+use crate::media::Format;
 use crate::stats::{CacheStatistics, Stats};
 
 /// Largest key accepted, in bytes (Redis' limit for keys and values).
@@ -164,6 +165,8 @@ pub(crate) struct CacheInner {
     listeners: Listeners,
     sketch: Option<FrequencySketch>,
     removed: AtomicBool,
+    /// Storage media types, from the configuration (read on every protocol request).
+    formats: (Format, Format),
 }
 
 /// A named cache of byte keys and values. Cloning is cheap (a shared handle).
@@ -222,8 +225,10 @@ impl Cache {
             };
             FrequencySketch::new(usize::try_from(capacity).unwrap_or(usize::MAX))
         });
+        let formats = (config.key_format(), config.value_format());
         Self {
             inner: Arc::new(CacheInner {
+                formats,
                 name: Arc::from(name),
                 container: Container::new(config.segments, bounded),
                 stats: Stats::new(config.statistics),
@@ -234,6 +239,18 @@ impl Cache {
                 removed: AtomicBool::new(false),
             }),
         }
+    }
+
+    /// The media type keys are stored in (see [`CacheConfig::key_format`]).
+    #[must_use]
+    pub fn key_format(&self) -> Format {
+        self.inner.formats.0
+    }
+
+    /// The media type values are stored in (see [`CacheConfig::value_format`]).
+    #[must_use]
+    pub fn value_format(&self) -> Format {
+        self.inner.formats.1
     }
 
     /// The cache's name.

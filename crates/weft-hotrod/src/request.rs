@@ -649,31 +649,26 @@ fn parse_body(r: &mut Reader<'_>, header: &Header, limits: &Limits) -> Result<Re
         opcode::GET_WITH_VERSION => Request::GetWithVersion { key: r.array()? },
         opcode::GET_WITH_METADATA => Request::GetWithMetadata { key: r.array()? },
         opcode::CONTAINS_KEY => Request::ContainsKey { key: r.array()? },
-        opcode::PUT => {
+        opcode::PUT | opcode::PUT_IF_ABSENT | opcode::REPLACE => {
             let key = r.array()?;
             let expiration = expiration(r, header)?;
-            Request::Put {
-                key,
-                expiration,
-                value: r.array()?,
-            }
-        }
-        opcode::PUT_IF_ABSENT => {
-            let key = r.array()?;
-            let expiration = expiration(r, header)?;
-            Request::PutIfAbsent {
-                key,
-                expiration,
-                value: r.array()?,
-            }
-        }
-        opcode::REPLACE => {
-            let key = r.array()?;
-            let expiration = expiration(r, header)?;
-            Request::Replace {
-                key,
-                expiration,
-                value: r.array()?,
+            let value = r.array()?;
+            match header.opcode {
+                opcode::PUT => Request::Put {
+                    key,
+                    expiration,
+                    value,
+                },
+                opcode::PUT_IF_ABSENT => Request::PutIfAbsent {
+                    key,
+                    expiration,
+                    value,
+                },
+                _ => Request::Replace {
+                    key,
+                    expiration,
+                    value,
+                },
             }
         }
         opcode::REPLACE_IF_UNMODIFIED => {

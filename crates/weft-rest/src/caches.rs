@@ -229,7 +229,7 @@ impl Listing {
     /// Walks the cache on a blocking thread (a large cache takes a while, and the async
     /// workers must keep serving) and answers the JSON array.
     async fn run(self, cache: Cache, items: Items) -> Result<Response, RestError> {
-        let stored = (cache.config().key_format(), cache.config().value_format());
+        let stored = (cache.key_format(), cache.value_format());
         let body = tokio::task::spawn_blocking(move || {
             let this = Listing { stored, ..self };
             // Written item by item into one buffer: the answer for a large cache is big

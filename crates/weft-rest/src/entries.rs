@@ -44,7 +44,7 @@ impl Target {
         headers: &HeaderMap,
         value: &'a [u8],
     ) -> Result<std::borrow::Cow<'a, [u8]>, RestError> {
-        let stored = self.cache.config().value_format();
+        let stored = self.cache.value_format();
         transcode(value, body_format(headers)?, stored)
             .map_err(|e| RestError::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, e.to_string()))
     }
@@ -69,7 +69,7 @@ fn target(state: &Shared, uri: &Uri, headers: &HeaderMap) -> Result<Target, Rest
         .ok_or_else(|| RestError::no_cache(&name))?;
     let encoding = KeyEncoding::from_headers(headers)?;
     let key = encoding.decode(raw_key)?;
-    let key = transcode(&key, encoding.format(), cache.config().key_format())
+    let key = transcode(&key, encoding.format(), cache.key_format())
         .map_err(|e| RestError::bad_request(format!("key: {e}")))?
         .into_owned();
     Ok(Target { cache, key })
@@ -149,7 +149,7 @@ pub(crate) async fn get(
         }
         return Ok((refusal.status(), headers).into_response());
     }
-    let stored = target.cache.config().value_format();
+    let stored = target.cache.value_format();
     let wanted = negotiate(&request_headers).unwrap_or_else(|| ValueType::default_for(stored));
     let value = match transcode(entry.value(), stored, wanted.format()) {
         // Unchanged or unwrapped (a ProtoStream string read as text): a view of the entry.

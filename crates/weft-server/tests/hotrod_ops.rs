@@ -1148,3 +1148,44 @@ fn hotrod_and_resp_share_entries() {
     // With no media type the request speaks the cache's own: raw bytes.
     assert_eq!(c.call(get("abc")).value(), b"world");
 }
+
+// Proves the four reads of one key answer in their own shapes: get (value), getWithVersion
+// (version, value), getStream (metadata, value from an offset), and a miss for each; and
+// that the SASL mechanism list is empty (no authentication configured).
+#[test]
+fn read_shapes_and_mechanism_list() {
+    let server = TestServer::start();
+    let mut c = HotRod::connect(server.addr, 40);
+    assert_eq!(c.call(put("shapes", "abcdef")).status(), Status::Success);
+    let value = b"abcdef";
+    assert_eq!(
+        c.call(get("shapes")).shape(),
+        (Status::Success, array(value))
+    );
+    let version = version_of(&mut c, "shapes");
+    let with_version = c.call(Request::GetWithVersion { key: b("shapes") });
+    let mut reader = with_version.reader();
+    assert_eq!(reader.u64().unwrap(), version);
+    assert_eq!(reader.array().unwrap(), value);
+    let stream = c.call(Request::GetStream {
+        key: b("shapes"),
+        offset: 2,
+    });
+    assert_eq!(stream.status(), Status::Success);
+    let mut reader = stream.reader();
+    assert_eq!(reader.metadata().unwrap().version, version);
+    assert_eq!(reader.array().unwrap(), &value[2..]);
+    assert_eq!(reader.position(), stream.body.len());
+    for miss in [
+        Request::GetWithVersion { key: b("none") },
+        Request::GetStream {
+            key: b("none"),
+            offset: 0,
+        },
+        get("none"),
+    ] {
+        assert_eq!(c.call(miss).shape(), (Status::KeyDoesNotExist, vec![]));
+    }
+    let mechanisms = c.call(Request::AuthMechList);
+    assert_eq!(mechanisms.shape(), (Status::Success, vec![0]));
+}

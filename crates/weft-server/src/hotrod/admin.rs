@@ -6,9 +6,8 @@
 use bytes::BytesMut;
 use serde_json::{Map, Value};
 use weft_core::{CacheConfig, ManagerError};
-use weft_hotrod::response::write_header;
 use weft_hotrod::wire::put_array;
-use weft_hotrod::{Frame, Span, Status, opcode};
+use weft_hotrod::{Frame, Span, Status};
 
 use super::Connection;
 use super::ops::Failure;
@@ -94,13 +93,7 @@ pub(super) fn exec(
         }
         other => return Err(Failure::server(format!("Unknown task '{other}'"))),
     };
-    write_header(
-        out,
-        frame.header.message_id,
-        opcode::response_of(frame.header.opcode),
-        Status::Success,
-        None,
-    );
+    super::ops::plain_header(out, frame, Status::Success);
     put_array(out, &result);
     Ok(())
 }

@@ -9,9 +9,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use bytes::{BufMut, BytesMut};
 use parking_lot::Mutex;
 use weft_core::{Cache, CacheIter, Format, transcode};
-use weft_hotrod::response::{put_metadata, write_header};
+use weft_hotrod::response::put_metadata;
 use weft_hotrod::wire::{put_array, put_vint};
-use weft_hotrod::{Factory, Frame, Status, opcode};
+use weft_hotrod::{Factory, Frame, Status};
 
 use super::Connection;
 use super::ops::{Failure, Target, metadata_of};
@@ -150,7 +150,6 @@ pub(super) fn next(
     id: &str,
     out: &mut BytesMut,
 ) -> Result<(), Failure> {
-    let response_opcode = opcode::response_of(frame.header.opcode);
     let Some(iteration) = connection
         .context
         .hotrod
@@ -160,13 +159,7 @@ pub(super) fn next(
         .get(id)
         .cloned()
     else {
-        write_header(
-            out,
-            frame.header.message_id,
-            response_opcode,
-            Status::InvalidIteration,
-            None,
-        );
+        super::ops::plain_header(out, frame, Status::InvalidIteration);
         put_array(out, &[]);
         put_vint(out, 0);
         return Ok(());
@@ -230,13 +223,7 @@ pub(super) fn next(
             );
         }
     }
-    write_header(
-        out,
-        frame.header.message_id,
-        response_opcode,
-        Status::Success,
-        None,
-    );
+    super::ops::plain_header(out, frame, Status::Success);
     out.extend_from_slice(&body);
     Ok(())
 }

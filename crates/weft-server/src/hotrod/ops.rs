@@ -75,8 +75,8 @@ pub(super) struct Target {
 
 impl Target {
     pub(super) fn new(cache: Cache, frame: &Frame) -> Self {
-        let stored_key = cache.config().key_format();
-        let stored_value = cache.config().value_format();
+        let stored_key = cache.key_format();
+        let stored_value = cache.value_format();
         // A request that names no media type speaks the cache's own.
         let wire = |media: &MediaType, stored: Format| {
             media.essence().map_or(stored, Format::from_media_type)
@@ -167,6 +167,12 @@ fn topology_id(host: &str, port: u16, segments: u32) -> i32 {
         hash = (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193);
     }
     (hash & 0x3fff_ffff) as i32 + 1
+}
+
+/// Appends a response header with no topology (for requests that name no cache).
+pub(super) fn plain_header(out: &mut BytesMut, frame: &Frame, status: Status) {
+    let response_opcode = opcode::response_of(frame.header.opcode);
+    write_header(out, frame.header.message_id, response_opcode, status, None);
 }
 
 fn header(
@@ -261,13 +267,7 @@ fn serve(connection: &Arc<Connection>, frame: &Frame, out: &mut BytesMut) -> Res
             return super::admin::exec(connection, frame, task, params, out);
         }
         Request::AuthMechList => {
-            write_header(
-                out,
-                frame.header.message_id,
-                opcode::response_of(frame.header.opcode),
-                Status::Success,
-                None,
-            );
+            plain_header(out, frame, Status::Success);
             put_vint(out, 0);
             return Ok(());
         }
@@ -285,13 +285,7 @@ fn serve(connection: &Arc<Connection>, frame: &Frame, out: &mut BytesMut) -> Res
             } else {
                 Status::InvalidIteration
             };
-            write_header(
-                out,
-                frame.header.message_id,
-                opcode::response_of(frame.header.opcode),
-                status,
-                None,
-            );
+            plain_header(out, frame, status);
             return Ok(());
         }
         Request::RemoveClientListener { listener_id } => {
@@ -305,13 +299,7 @@ fn serve(connection: &Arc<Connection>, frame: &Frame, out: &mut BytesMut) -> Res
             } else {
                 Status::NotExecuted
             };
-            write_header(
-                out,
-                frame.header.message_id,
-                opcode::response_of(frame.header.opcode),
-                status,
-                None,
-            );
+            plain_header(out, frame, status);
             return Ok(());
         }
         _ => {}
@@ -334,46 +322,29 @@ fn serve(connection: &Arc<Connection>, frame: &Frame, out: &mut BytesMut) -> Res
                 &opcode::SERVED,
             );
         }
-        Request::Get { key } => match cache.get_entry(&target.key_in(frame.slice(*key))?)? {
-            Some(entry) => {
-                let value = target.value_out(entry.value())?;
-                header(out, connection, frame, cache, Status::Success);
-                put_array(out, &value);
-            }
-            None => header(out, connection, frame, cache, Status::KeyDoesNotExist),
-        },
-        Request::GetWithVersion { key } => {
-            match cache.get_entry(&target.key_in(frame.slice(*key))?)? {
-                Some(entry) => {
-                    let value = target.value_out(entry.value())?;
-                    header(out, connection, frame, cache, Status::Success);
-                    out.put_u64(entry.version());
-                    put_array(out, &value);
-                }
-                None => header(out, connection, frame, cache, Status::KeyDoesNotExist),
-            }
-        }
-        Request::GetWithMetadata { key } => {
-            match cache.get_entry(&target.key_in(frame.slice(*key))?)? {
-                Some(entry) => {
-                    let value = target.value_out(entry.value())?;
-                    header(out, connection, frame, cache, Status::Success);
+        Request::Get { key }
+        | Request::GetWithVersion { key }
+        | Request::GetWithMetadata { key }
+        | Request::GetStream { key, .. } => {
+            let Some(entry) = cache.get_entry(&target.key_in(frame.slice(*key))?)? else {
+                header(out, connection, frame, cache, Status::KeyDoesNotExist);
+                return Ok(());
+            };
+            let value = target.value_out(entry.value())?;
+            header(out, connection, frame, cache, Status::Success);
+            let mut offset = 0;
+            match &frame.request {
+                Request::GetWithVersion { .. } => out.put_u64(entry.version()),
+                Request::GetWithMetadata { .. } => {
                     put_metadata(out, &metadata_of(&entry.metadata(), now));
-                    put_array(out, &value);
                 }
-                None => header(out, connection, frame, cache, Status::KeyDoesNotExist),
-            }
-        }
-        Request::GetStream { key, offset } => {
-            match cache.get_entry(&target.key_in(frame.slice(*key))?)? {
-                Some(entry) => {
-                    let value = target.value_out(entry.value())?;
-                    header(out, connection, frame, cache, Status::Success);
+                Request::GetStream { offset: from, .. } => {
                     put_metadata(out, &metadata_of(&entry.metadata(), now));
-                    put_array(out, value.get(*offset as usize..).unwrap_or_default());
+                    offset = *from as usize;
                 }
-                None => header(out, connection, frame, cache, Status::KeyDoesNotExist),
+                _ => {}
             }
+            put_array(out, value.get(offset..).unwrap_or_default());
         }
         Request::ContainsKey { key } => {
             let present = cache.contains(&target.key_in(frame.slice(*key))?)?;
