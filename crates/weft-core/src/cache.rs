@@ -20,6 +20,7 @@ use crate::error::CacheError;
 use crate::eviction::FrequencySketch;
 use crate::listener::{CacheEvent, EventKind, ListenerId, ListenerOptions, Listeners};
 use crate::media::Format;
+use crate::persistence::{Persistence, PersistenceError, StoreChange};
 use crate::stats::{CacheStatistics, Stats};
 
 /// Largest key accepted, in bytes (Redis' limit for keys and values).
@@ -167,6 +168,10 @@ pub(crate) struct CacheInner {
     removed: AtomicBool,
     /// Storage media types, from the configuration (read on every protocol request).
     formats: (Format, Format),
+    /// The cache's stores, if it has any.
+    persistence: Option<Arc<dyn Persistence>>,
+    /// Memory holds everything the stores hold: a miss in memory needs no store lookup.
+    memory_complete: bool,
 }
 
 /// A named cache of byte keys and values. Cloning is cheap (a shared handle).
@@ -204,18 +209,35 @@ impl Iterator for CacheIter {
                 return Some(entry);
             }
             let segment = self.segments.next()?;
-            self.current = self
-                .cache
-                .inner
-                .container
-                .snapshot(segment as usize)
-                .into_iter();
+            let mut entries = self.cache.inner.container.snapshot(segment as usize);
+            if !self.cache.inner.memory_complete
+                && let Some(persistence) = &self.cache.inner.persistence
+            {
+                let in_memory: std::collections::HashSet<Bytes> =
+                    entries.iter().map(CacheEntry::key_bytes).collect();
+                let mut stored = Vec::new();
+                let visited = persistence.for_each(&[segment], &mut |entry: CacheEntry| {
+                    if !in_memory.contains(entry.key()) {
+                        stored.push(entry);
+                    }
+                });
+                if let Err(error) = visited {
+                    tracing::warn!(cache = %self.cache.inner.name, %error, "iterating a store failed");
+                }
+                entries.extend(stored);
+            }
+            self.current = entries.into_iter();
         }
     }
 }
 
 impl Cache {
-    pub(crate) fn new(name: &str, config: CacheConfig, clock: Arc<dyn Clock>) -> Self {
+    pub(crate) fn with_persistence(
+        name: &str,
+        config: CacheConfig,
+        clock: Arc<dyn Clock>,
+        persistence: Option<Arc<dyn Persistence>>,
+    ) -> Self {
         let bounded = config.memory.is_bounded();
         let sketch = bounded.then(|| {
             let capacity = match (config.memory.max_count, config.memory.max_size_bytes) {
@@ -226,11 +248,20 @@ impl Cache {
             FrequencySketch::new(usize::try_from(capacity).unwrap_or(usize::MAX))
         });
         let formats = (config.key_format(), config.value_format());
+        let memory_complete = persistence
+            .as_ref()
+            .is_none_or(|p| p.memory_complete() && !bounded);
+        let container = Container::new(config.segments, bounded);
+        if let Some(persistence) = &persistence {
+            container.raise_versions(persistence.max_version());
+        }
         Self {
             inner: Arc::new(CacheInner {
                 formats,
+                persistence,
+                memory_complete,
                 name: Arc::from(name),
-                container: Container::new(config.segments, bounded),
+                container,
                 stats: Stats::new(config.statistics),
                 config,
                 clock,
@@ -286,6 +317,9 @@ impl Cache {
     pub(crate) fn mark_removed(&self) {
         self.inner.removed.store(true, Ordering::Release);
         self.inner.container.clear();
+        if let Some(persistence) = &self.inner.persistence {
+            persistence.destroy();
+        }
     }
 
     fn check_live(&self) -> Result<(), CacheError> {
@@ -405,7 +439,11 @@ impl Cache {
 
     /// The live entry for `key`, dropping it (with an expired event) if it has expired.
     fn live_entry(&self, segment: usize, hash: u64, key: &[u8]) -> Option<CacheEntry> {
-        let entry = self.inner.container.get(segment, hash, key)?;
+        let entry = match self.inner.container.get(segment, hash, key) {
+            Some(entry) => entry,
+            None if self.inner.memory_complete => return None,
+            None => return self.activate(segment, hash, key).ok().flatten(),
+        };
         if !entry.is_mortal() {
             return Some(entry);
         }
@@ -418,6 +456,97 @@ impl Cache {
         }
         entry.touch(now);
         Some(entry)
+    }
+
+    /// Loads `key` from the stores into memory (under its segment lock, so no concurrent
+    /// write can slip between the load and the insert).
+    fn activate(
+        &self,
+        segment: usize,
+        hash: u64,
+        key: &[u8],
+    ) -> Result<Option<CacheEntry>, CacheError> {
+        let mut failure = None;
+        let (applied, found) = self.inner.container.update(
+            segment,
+            hash,
+            key,
+            &*self.inner.clock,
+            |_| true,
+            || self.load_locked(segment, key, &mut failure),
+            |existing| (Change::Keep, existing.cloned()),
+            |applied| self.record_locked(segment, key, applied),
+        );
+        if let Some(error) = failure {
+            return Err(error.into());
+        }
+        if applied.restored.is_some() {
+            self.enforce_bounds(applied.restored.as_ref());
+        }
+        if let Some(entry) = &found
+            && entry.is_mortal()
+        {
+            entry.touch(self.inner.clock.now_ms());
+        }
+        Ok(found)
+    }
+
+    /// The stores' entry for `key`, under its segment lock; a failure is kept for the caller.
+    fn load_locked(
+        &self,
+        segment: usize,
+        key: &[u8],
+        failure: &mut Option<PersistenceError>,
+    ) -> Option<CacheEntry> {
+        if self.inner.memory_complete {
+            return None;
+        }
+        let persistence = self.inner.persistence.as_ref()?;
+        match persistence.load(segment as u32, key) {
+            Ok(Some(entry)) if entry.is_mortal() && entry.is_expired(self.inner.clock.now_ms()) => {
+                None
+            }
+            Ok(found) => found,
+            Err(error) => {
+                *failure = Some(error);
+                None
+            }
+        }
+    }
+
+    /// Hands what a write did to the stores, under the key's segment lock.
+    fn record_locked(&self, segment: usize, key: &[u8], applied: &Applied) {
+        let Some(persistence) = &self.inner.persistence else {
+            return;
+        };
+        if let Some(stored) = &applied.stored {
+            persistence.record(segment as u32, StoreChange::Put(stored));
+        } else if applied.previous.is_some() {
+            persistence.record(segment as u32, StoreChange::Remove(key));
+        } else if applied.restored.is_some() {
+            persistence.activated(segment as u32, key);
+        }
+    }
+
+    /// Before a write: the stores may refuse it, or hold it back while write-behind is full.
+    fn admit(&self) -> Result<(), CacheError> {
+        match &self.inner.persistence {
+            Some(persistence) => Ok(persistence.admit_write()?),
+            None => Ok(()),
+        }
+    }
+
+    /// After a write: waits until the stores have made it durable, or leaves the wait to the
+    /// surrounding [`crate::persistence::collect_durability`].
+    fn settle(&self) -> Result<(), CacheError> {
+        let Some(persistence) = &self.inner.persistence else {
+            return Ok(());
+        };
+        let ticket = persistence.ticket();
+        if crate::persistence::defer(persistence, ticket) {
+            return Ok(());
+        }
+        Ok(persistence.wait(ticket)?)
     }
 
     fn expired(&self, entry: CacheEntry) {
@@ -455,6 +584,8 @@ impl Cache {
         }
         if applied.stored.is_some() {
             self.enforce_bounds(applied.stored.as_ref());
+        } else if applied.restored.is_some() {
+            self.enforce_bounds(applied.restored.as_ref());
         }
     }
 
@@ -501,7 +632,13 @@ impl Cache {
             let score = |entry: &CacheEntry| {
                 sketch.map_or(0, |s| s.frequency(container.table_hash(entry.key())))
             };
-            let Some((victim, was_expired)) = container.evict_one(protect, now, score) else {
+            let on_evicted = |segment: u32, entry: &CacheEntry| {
+                if let Some(persistence) = &self.inner.persistence {
+                    persistence.evicted(segment, entry);
+                }
+            };
+            let Some((victim, was_expired)) = container.evict_one(protect, now, score, &on_evicted)
+            else {
                 break;
             };
             if was_expired {
@@ -527,22 +664,30 @@ impl Cache {
         decide: impl FnOnce(Option<&CacheEntry>) -> Change,
     ) -> Result<Applied, CacheError> {
         self.check_live()?;
+        self.admit()?;
         let (segment, hash) = self.inner.container.locate(key);
         self.record_access(hash);
+        let mut failure = None;
         let (applied, ()) = self.inner.container.update(
             segment,
             hash,
             key,
             &*self.inner.clock,
             |entry| self.may_add(entry),
+            || self.load_locked(segment, key, &mut failure),
             |existing| (decide(existing), ()),
+            |applied| self.record_locked(segment, key, applied),
         );
+        if let Some(error) = failure {
+            return Err(error.into());
+        }
         if applied.refused_full {
             return Err(CacheError::ContainerFull {
                 cache: self.inner.name.to_string(),
             });
         }
         self.after_write(&applied, options.skip_listeners);
+        self.settle()?;
         Ok(applied)
     }
 
@@ -776,16 +921,19 @@ impl Cache {
         f: impl FnOnce(Option<&CacheEntry>) -> Compute<R>,
     ) -> Result<(Option<CacheEntry>, R), CacheError> {
         self.check_live()?;
+        self.admit()?;
         let timer = self.inner.stats.start();
         let (segment, hash) = self.inner.container.locate(key);
         self.record_access(hash);
         let mut size_error = None;
+        let mut failure = None;
         let (applied, result) = self.inner.container.update(
             segment,
             hash,
             key,
             &*self.inner.clock,
             |entry| self.may_add(entry),
+            || self.load_locked(segment, key, &mut failure),
             |existing| match f(existing) {
                 Compute::Keep(result) => (Change::Keep, result),
                 Compute::Remove(result) => (Change::Remove, result),
@@ -800,7 +948,11 @@ impl Cache {
                     )
                 }
             },
+            |applied| self.record_locked(segment, key, applied),
         );
+        if let Some(error) = failure {
+            return Err(error.into());
+        }
         if let Some(error) = size_error {
             // The write failed, but an expired entry it met was dropped all the same.
             if let Some(expired) = applied.expired {
@@ -814,6 +966,7 @@ impl Cache {
             });
         }
         self.after_write(&applied, options.skip_listeners);
+        self.settle()?;
         if applied.stored.is_some() {
             self.inner.stats.write_done(timer, true);
         } else if applied.previous.is_some() {
@@ -887,15 +1040,121 @@ impl Cache {
     /// If the cache was removed.
     pub fn clear(&self) -> Result<(), CacheError> {
         self.check_live()?;
+        self.admit()?;
         self.inner.container.clear();
-        Ok(())
+        if let Some(persistence) = &self.inner.persistence {
+            persistence.clear()?;
+        }
+        self.settle()
     }
 
     /// Entries held, from per-segment counters (no walk). Expired entries not yet purged are
-    /// counted, as in Redis' DBSIZE.
+    /// counted, as in Redis' DBSIZE. When memory does not hold everything the stores hold
+    /// (a bounded cache with stores, passivation, or no preload), the union is counted by
+    /// walking the stores, which costs a read of each stored entry.
     #[must_use]
     pub fn size(&self) -> usize {
-        self.inner.container.len()
+        if self.inner.memory_complete {
+            self.inner.container.len()
+        } else {
+            self.iter().count()
+        }
+    }
+
+    /// The stores' counters, if the cache has stores.
+    #[must_use]
+    pub fn persistence_stats(&self) -> Option<crate::persistence::PersistenceStats> {
+        self.inner.persistence.as_ref().map(|p| p.stats())
+    }
+
+    /// Whether the cache has stores.
+    #[must_use]
+    pub fn is_persistent(&self) -> bool {
+        self.inner.persistence.is_some()
+    }
+
+    /// Loads the stores' entries into memory until the memory bound is reached; returns how
+    /// many were loaded. Logs progress every few seconds.
+    ///
+    /// # Errors
+    /// If reading the stores failed.
+    pub(crate) fn preload(&self) -> Result<u64, CacheError> {
+        let Some(persistence) = self.inner.persistence.clone() else {
+            return Ok(0);
+        };
+        if !persistence.preload() {
+            return Ok(0);
+        }
+        let started = std::time::Instant::now();
+        let mut last_report = started;
+        let mut loaded: u64 = 0;
+        let mut full = false;
+        for segment in 0..self.segment_count() {
+            if full {
+                break;
+            }
+            persistence.for_each(&[segment], &mut |entry: CacheEntry| {
+                if full || self.over_bound() {
+                    full = true;
+                    return;
+                }
+                if entry.is_mortal() && entry.is_expired(self.inner.clock.now_ms()) {
+                    return;
+                }
+                let key = entry.key_bytes();
+                let (index, hash) = self.inner.container.locate(&key);
+                let (applied, ()) = self.inner.container.update(
+                    index,
+                    hash,
+                    &key,
+                    &*self.inner.clock,
+                    |fresh| self.may_add(fresh),
+                    || Some(entry),
+                    |_| (Change::Keep, ()),
+                    |_| {},
+                );
+                if applied.restored.is_some() {
+                    loaded += 1;
+                }
+            })?;
+            if last_report.elapsed() >= Duration::from_secs(2) {
+                last_report = std::time::Instant::now();
+                tracing::info!(
+                    cache = %self.inner.name,
+                    loaded,
+                    segment,
+                    segments = self.segment_count(),
+                    "preloading"
+                );
+            }
+        }
+        let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        persistence.preloaded(loaded, elapsed_ms);
+        tracing::info!(cache = %self.inner.name, entries = loaded, elapsed_ms, "preloaded");
+        Ok(loaded)
+    }
+
+    /// Makes every write durable and stops the stores (passivation writes memory out first).
+    ///
+    /// # Errors
+    /// If the final flush failed.
+    pub fn shutdown_persistence(&self) -> Result<(), CacheError> {
+        let Some(persistence) = &self.inner.persistence else {
+            return Ok(());
+        };
+        let mut memory = self.inner_memory_iter();
+        persistence.shutdown(&mut memory)?;
+        Ok(())
+    }
+
+    /// Every entry memory holds, stores aside.
+    fn inner_memory_iter(&self) -> impl Iterator<Item = CacheEntry> + '_ {
+        (0..self.segment_count()).flat_map(|segment| {
+            self.inner
+                .container
+                .snapshot(segment as usize)
+                .into_iter()
+        })
     }
 
     /// Entries held in one segment.

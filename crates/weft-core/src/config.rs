@@ -248,6 +248,141 @@ pub struct CacheConfig {
     pub resp_database: Option<u32>,
     /// Media types of keys and values, as Infinispan declares them.
     pub encoding: EncodingConfig,
+    /// Stores behind the cache; none by default (memory only).
+    #[serde(skip_serializing_if = "PersistenceConfig::is_empty")]
+    pub persistence: PersistenceConfig,
+}
+
+/// The stores behind a cache (Infinispan's `persistence` element).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct PersistenceConfig {
+    /// Entries reach the stores only when evicted from memory (and on shutdown); removals
+    /// still delete from the stores at once.
+    pub passivation: bool,
+    /// The chain of stores: writes go to each, reads try them in order.
+    #[serde(rename = "store", skip_serializing_if = "Vec::is_empty")]
+    pub stores: Vec<StoreConfig>,
+}
+
+impl PersistenceConfig {
+    /// True when the cache has no store.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.stores.is_empty()
+    }
+}
+
+/// Which store implementation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StoreKind {
+    /// The log-structured file store (`weft-store`).
+    #[default]
+    File,
+    /// A PostgreSQL table (`weft-store-pg`).
+    Postgres,
+}
+
+/// When a write is durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DurabilityMode {
+    /// A write returns only after the store has synced it to disk; concurrent writers share
+    /// syncs (group commit).
+    #[default]
+    Sync,
+    /// Writes are synced every `sync-interval`; a crash loses at most that much.
+    Periodic,
+    /// Writes reach the operating system at once and disk when it decides.
+    None,
+}
+
+/// Write-behind: changes are queued (coalesced per key) and written in batches by a
+/// background thread; the write returns before the store has it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct WriteBehindConfig {
+    /// Most changes queued; writers wait while it is full.
+    pub modification_queue_size: usize,
+    /// Most changes written to the store in one batch.
+    pub batch_size: usize,
+}
+
+impl Default for WriteBehindConfig {
+    fn default() -> Self {
+        Self {
+            modification_queue_size: 16_384,
+            batch_size: 512,
+        }
+    }
+}
+
+/// One store of a cache's chain.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct StoreConfig {
+    /// The implementation.
+    #[serde(rename = "type")]
+    pub kind: StoreKind,
+    /// Load every stored entry into memory when the cache starts.
+    pub preload: bool,
+    /// Delete the store's contents when the cache starts.
+    pub purge_on_startup: bool,
+    /// The store is shared by every node of a cluster (each node then writes only what it
+    /// owns as primary).
+    pub shared: bool,
+    /// Never write to the store.
+    pub read_only: bool,
+    /// When writes are durable (file store).
+    pub durability: DurabilityMode,
+    /// The sync interval of `durability = "periodic"`.
+    #[serde(
+        deserialize_with = "positive_duration",
+        serialize_with = "ser_duration"
+    )]
+    pub sync_interval: Duration,
+    /// Directory of the file store; relative paths are under the server's data directory.
+    /// Defaults to the cache's name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// Largest data file before a new one is started.
+    #[serde(deserialize_with = "size", serialize_with = "ser_size")]
+    pub file_size_max: u64,
+    /// A data file is compacted when its live bytes fall under this percentage.
+    pub compaction_threshold_percent: u8,
+    /// Write-behind instead of write-through, when present.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub write_behind: Option<WriteBehindConfig>,
+    /// PostgreSQL connection string (`postgres://user:password@host:port/db` or key=value).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connection_url: Option<String>,
+    /// PostgreSQL table; defaults to `weft_` plus the cache name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub table: Option<String>,
+    /// Connections in the PostgreSQL pool.
+    pub pool_size: usize,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self {
+            kind: StoreKind::File,
+            preload: true,
+            purge_on_startup: false,
+            shared: false,
+            read_only: false,
+            durability: DurabilityMode::Sync,
+            sync_interval: Duration::from_secs(1),
+            path: None,
+            file_size_max: 64 << 20,
+            compaction_threshold_percent: 50,
+            write_behind: None,
+            connection_url: None,
+            table: None,
+            pool_size: 4,
+        }
+    }
 }
 
 /// The media type of one side (keys or values): `{ media-type = "text/plain" }`.
@@ -338,6 +473,7 @@ impl Default for CacheConfig {
             memory: MemoryConfig::default(),
             resp_database: None,
             encoding: EncodingConfig::default(),
+            persistence: PersistenceConfig::default(),
         }
     }
 }
@@ -581,6 +717,14 @@ fn optional_count<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Err
         ))),
         n => Ok(Some(n.unsigned_abs())),
     }
+}
+
+fn size<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    optional_size(d)?.ok_or_else(|| de::Error::custom("a size is required here"))
+}
+
+fn ser_size<S: serde::Serializer>(value: &u64, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_u64(*value)
 }
 
 fn optional_size<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {

@@ -53,6 +53,8 @@ pub(crate) struct Applied {
     pub(crate) expired: Option<CacheEntry>,
     /// The write was refused because the cache is full.
     pub(crate) refused_full: bool,
+    /// An entry loaded from a store and put back in memory as it was (no write happened).
+    pub(crate) restored: Option<CacheEntry>,
 }
 
 #[repr(align(64))]
@@ -179,6 +181,13 @@ impl Container {
     /// Applies one change to `key` under its segment's write lock. `decide` sees the live
     /// entry (an expired one is presented as absent, and dropped). `may_add` is asked before a
     /// new key is added and may refuse it (a full cache with `when-full = exception`).
+    ///
+    /// For a cache with stores: when memory holds no entry for the key,
+    /// `fallback` may supply one (loaded from a store); `decide` then sees it as the live
+    /// entry, and if `decide` keeps it, it is put back in memory unchanged (`restored`).
+    /// `on_applied` runs before the lock is released, so that stores see one key's changes
+    /// in the order they were applied.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn update<R>(
         &self,
         segment_index: usize,
@@ -186,7 +195,9 @@ impl Container {
         key: &[u8],
         clock: &dyn Clock,
         may_add: impl FnOnce(&CacheEntry) -> bool,
+        fallback: impl FnOnce() -> Option<CacheEntry>,
         decide: impl FnOnce(Option<&CacheEntry>) -> (Change, R),
+        on_applied: impl FnOnce(&Applied),
     ) -> (Applied, R) {
         let segment = &self.segments[segment_index];
         let mut applied = Applied::default();
@@ -228,22 +239,42 @@ impl Container {
                 result
             }
             Entry::Vacant(vacant) => {
-                let (change, result) = decide(None);
-                if let Change::Put(mut fresh) = change {
-                    if may_add(&fresh) {
-                        fresh.set_version_unshared(self.next_version());
-                        self.account_add(segment, &fresh);
-                        vacant.insert(fresh.clone());
-                        applied.stored = Some(fresh);
-                    } else {
-                        applied.refused_full = true;
+                let loaded = fallback();
+                let (change, result) = decide(loaded.as_ref());
+                match change {
+                    Change::Put(mut fresh) => {
+                        if may_add(&fresh) {
+                            fresh.set_version_unshared(self.next_version());
+                            self.account_add(segment, &fresh);
+                            vacant.insert(fresh.clone());
+                            applied.stored = Some(fresh);
+                            applied.previous = loaded;
+                        } else {
+                            applied.refused_full = true;
+                        }
+                    }
+                    Change::Remove => applied.previous = loaded,
+                    Change::Keep => {
+                        if let Some(loaded) = loaded
+                            && may_add(&loaded)
+                        {
+                            self.account_add(segment, &loaded);
+                            vacant.insert(loaded.clone());
+                            applied.restored = Some(loaded);
+                        }
                     }
                 }
                 result
             }
         };
+        on_applied(&applied);
         drop(table);
         (applied, result)
+    }
+
+    /// Makes the next version handed out greater than `floor` (versions loaded from a store).
+    pub(crate) fn raise_versions(&self, floor: u64) {
+        self.versions.fetch_max(floor, Ordering::Relaxed);
     }
 
     fn next_version(&self) -> u64 {
@@ -254,12 +285,24 @@ impl Container {
 
     /// Removes `entry` if it is still the one stored (used to drop an entry found expired).
     pub(crate) fn remove_exact(&self, segment_index: usize, hash: u64, entry: &CacheEntry) -> bool {
+        self.remove_exact_then(segment_index, hash, entry, |_| {})
+    }
+
+    /// [`Container::remove_exact`], running `on_removed` before the lock is released.
+    pub(crate) fn remove_exact_then(
+        &self,
+        segment_index: usize,
+        hash: u64,
+        entry: &CacheEntry,
+        on_removed: impl FnOnce(&CacheEntry),
+    ) -> bool {
         let segment = &self.segments[segment_index];
         let mut table = segment.table.write();
         match table.find_entry(hash, |candidate| candidate.same_as(entry)) {
             Ok(occupied) => {
                 let (removed, _) = occupied.remove();
                 self.account_remove(segment, &removed);
+                on_removed(&removed);
                 drop(table);
                 drop(removed);
                 true
@@ -346,12 +389,18 @@ impl Container {
         protect: Option<&CacheEntry>,
         now_ms: u64,
         score: impl Fn(&CacheEntry) -> u32,
+        on_evicted: &dyn Fn(u32, &CacheEntry),
     ) -> Option<(CacheEntry, bool)> {
         loop {
             let (segment, victim, expired) = self.sample_victim(protect, now_ms, &score)?;
             // Chosen under a read lock: a writer may have replaced or removed it since.
             let hash = self.hasher.hash_one(victim.key());
-            if self.remove_exact(segment, hash, &victim) {
+            let removed = self.remove_exact_then(segment, hash, &victim, |removed| {
+                if !expired {
+                    on_evicted(segment as u32, removed);
+                }
+            });
+            if removed {
                 return Some((victim, expired));
             }
         }

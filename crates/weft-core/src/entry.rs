@@ -304,6 +304,20 @@ impl CacheEntry {
         unsafe { (*self.ptr.as_ptr()).version = version };
     }
 
+    /// An entry as a store kept it: its version and last-used time are restored too.
+    #[must_use]
+    pub fn restored(
+        key: &[u8],
+        value: &[u8],
+        expiration: StoredExpiration,
+        last_used_ms: u64,
+        version: u64,
+    ) -> Self {
+        let mut entry = Self::new(key, value, expiration, last_used_ms);
+        entry.set_version_unshared(version);
+        entry
+    }
+
     /// The stored expiration.
     #[must_use]
     pub fn expiration(&self) -> StoredExpiration {

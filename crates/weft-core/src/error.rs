@@ -26,6 +26,9 @@ pub enum CacheError {
         /// The cache.
         cache: String,
     },
+    /// The cache's stores failed or refuse writes.
+    #[error(transparent)]
+    Persistence(#[from] crate::persistence::PersistenceError),
 }
 
 /// Why a cache could not be created or found.
@@ -62,5 +65,13 @@ pub enum ManagerError {
         database: u32,
         /// The media type it declares.
         media_type: &'static str,
+    },
+    /// The cache's stores could not be opened or loaded.
+    #[error("cache `{cache}`: {reason}")]
+    Persistence {
+        /// The cache.
+        cache: String,
+        /// What failed.
+        reason: String,
     },
 }

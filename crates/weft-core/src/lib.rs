@@ -29,14 +29,16 @@ pub mod hash;
 pub mod listener;
 pub mod manager;
 pub mod media;
+pub mod persistence;
 mod stats;
 pub mod typed;
 
 pub use cache::{Cache, CacheIter, Compute, Expiry, Lifetime, VersionedOutcome, WriteOptions};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{
-    CacheConfig, CacheMode, ConfigError, EncodingConfig, ExpirationConfig, MediaTypeConfig,
-    MemoryConfig, WhenFull,
+    CacheConfig, CacheMode, ConfigError, DurabilityMode, EncodingConfig, ExpirationConfig,
+    MediaTypeConfig, MemoryConfig, PersistenceConfig, StoreConfig, StoreKind, WhenFull,
+    WriteBehindConfig,
 };
 pub use container::{TABLE_SLOT_BYTES, entry_charge};
 pub use entry::{CacheEntry, EntryMetadata};
@@ -44,5 +46,9 @@ pub use error::{CacheError, ManagerError};
 pub use listener::{CacheEvent, Delivery, EventKind, EventKinds, ListenerId, ListenerOptions};
 pub use manager::{CacheManager, DEFAULT_CACHE_NAME, ManagerConfig};
 pub use media::{Format, TranscodeError, transcode};
+pub use persistence::{
+    Durability, Persistence, PersistenceError, PersistenceFactory, PersistenceStats, StoreChange,
+    collect_durability,
+};
 pub use stats::CacheStatistics;
 pub use typed::{Codec, CodecError, Json, TypedCache, TypedError};

@@ -14,6 +14,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::config::CacheConfig;
 use crate::error::ManagerError;
 use crate::media::Format;
+use crate::persistence::PersistenceFactory;
 use crate::stats::CacheStatistics;
 
 /// Name of the cache every server has unless configured otherwise.
@@ -59,6 +60,7 @@ struct ManagerInner {
     started: Instant,
     reaper_stop: Mutex<bool>,
     reaper_wake: Condvar,
+    persistence: Option<Arc<dyn PersistenceFactory>>,
 }
 
 /// Creates and holds named caches. Cloning is cheap (a shared handle).
@@ -111,6 +113,20 @@ impl CacheManager {
     /// # Errors
     /// As [`CacheManager::new`].
     pub fn with_clock(config: ManagerConfig, clock: Arc<dyn Clock>) -> Result<Self, ManagerError> {
+        Self::with_persistence(config, clock, None)
+    }
+
+    /// A manager whose caches get their stores from `persistence` (caches configured with
+    /// stores fail to create without one). Stores are opened and preloaded as each cache is
+    /// created.
+    ///
+    /// # Errors
+    /// As [`CacheManager::new`], or if a cache's stores could not be opened or preloaded.
+    pub fn with_persistence(
+        config: ManagerConfig,
+        clock: Arc<dyn Clock>,
+        persistence: Option<Arc<dyn PersistenceFactory>>,
+    ) -> Result<Self, ManagerError> {
         let manager = Self {
             inner: Arc::new(ManagerInner {
                 caches: RwLock::new(BTreeMap::new()),
@@ -118,6 +134,7 @@ impl CacheManager {
                 started: Instant::now(),
                 reaper_stop: Mutex::new(false),
                 reaper_wake: Condvar::new(),
+                persistence,
             }),
         };
         for (name, cache_config) in config.caches {
@@ -181,7 +198,33 @@ impl CacheManager {
         // A zero interval (possible when built in code; the parser refuses it) would make the
         // reaper spin.
         let interval = config.expiration.interval.max(REAPER_INTERVAL_MIN);
-        let cache = Cache::new(name, config, Arc::clone(&self.inner.clock));
+        let stores = if config.persistence.is_empty() {
+            None
+        } else {
+            let factory =
+                self.inner
+                    .persistence
+                    .as_ref()
+                    .ok_or_else(|| ManagerError::Persistence {
+                        cache: name.to_owned(),
+                        reason: "it declares stores, but this cache manager has no store factory"
+                            .to_owned(),
+                    })?;
+            factory
+                .open(name, &config)
+                .map_err(|reason| ManagerError::Persistence {
+                    cache: name.to_owned(),
+                    reason,
+                })?
+        };
+        let cache = Cache::with_persistence(name, config, Arc::clone(&self.inner.clock), stores);
+        // Preloading under the manager's lock keeps a half-loaded cache out of sight.
+        cache
+            .preload()
+            .map_err(|error| ManagerError::Persistence {
+                cache: name.to_owned(),
+                reason: format!("preload failed: {error}"),
+            })?;
         caches.insert(
             name.to_owned(),
             CacheSlot {
@@ -326,9 +369,14 @@ impl CacheManager {
             })
     }
 
-    /// Stops the reaper.
+    /// Stops the reaper and the caches' stores (every write made durable first).
     pub fn shutdown(&self) {
         *self.inner.reaper_stop.lock() = true;
         self.inner.reaper_wake.notify_all();
+        for cache in self.caches() {
+            if let Err(error) = cache.shutdown_persistence() {
+                tracing::error!(cache = cache.name(), %error, "stopping the stores failed");
+            }
+        }
     }
 }

@@ -1,0 +1,263 @@
+//! The seam between a cache and its stores.
+//!
+//! The core does no I/O, so a cache with stores holds a [`Persistence`] (implemented by
+//! `weft-store`) and tells it, under the key's segment write lock, what every write changed.
+//! Because the call happens under that lock, the order of changes to one key seen by the store
+//! is the order they were applied in memory; the store must therefore only buffer the change
+//! there (no disk I/O, no waiting), and make it durable later.
+//!
+//! Durability is waited for after the lock is released. An embedded caller's write waits
+//! right away (write-through: the write returns once the store has it). A server instead runs
+//! a whole pipeline of commands inside [`collect_durability`], which collects the waits; it then
+//! awaits one [`Durability`] for the batch before sending any reply, so concurrent connections
+//! share each fsync (group commit) and no reply acknowledges a write the store could lose.
+
+use std::cell::RefCell;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use crate::entry::CacheEntry;
+
+/// A boxed future, as returned by [`Persistence::wait_async`].
+pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+
+/// What one write did to a key, as handed to the stores.
+#[derive(Debug, Clone, Copy)]
+pub enum StoreChange<'a> {
+    /// The key now holds this entry.
+    Put(&'a CacheEntry),
+    /// The key was removed.
+    Remove(&'a [u8]),
+}
+
+/// Why the stores could not do what was asked.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PersistenceError {
+    /// The store refuses writes after a failure it cannot take back (a failed fsync).
+    #[error("store of cache `{cache}` refuses writes: {reason}")]
+    Poisoned {
+        /// The cache.
+        cache: String,
+        /// The failure that poisoned it.
+        reason: String,
+    },
+    /// A read, write or flush failed.
+    #[error("store of cache `{cache}` failed: {reason}")]
+    Failed {
+        /// The cache.
+        cache: String,
+        /// What failed.
+        reason: String,
+    },
+}
+
+/// Counters a cache's stores report (exported with the cache's statistics).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PersistenceStats {
+    /// Entries loaded into memory at start (preload).
+    pub preloaded_entries: u64,
+    /// How long the preload took.
+    pub preload_ms: u64,
+    /// Entries read from a store because memory did not hold them.
+    pub loads: u64,
+    /// Changes handed to the stores.
+    pub stores: u64,
+    /// Changes accepted but not yet written by write-behind.
+    pub write_behind_backlog: u64,
+    /// Whether a store refuses writes.
+    pub poisoned: bool,
+}
+
+/// A cache's chain of stores, as the cache sees it. Implemented outside the core.
+pub trait Persistence: Send + Sync + fmt::Debug + 'static {
+    /// Called before each write, outside any lock: fails if the stores refuse writes, and may
+    /// block while a bounded write-behind queue is full (back-pressure).
+    ///
+    /// # Errors
+    /// If the stores refuse writes.
+    fn admit_write(&self) -> Result<(), PersistenceError>;
+
+    /// Records a change, under the key's segment write lock. Must only buffer it.
+    fn record(&self, segment: u32, change: StoreChange<'_>);
+
+    /// Records that memory dropped `entry` to stay within its bound, under the segment lock
+    /// (passivation writes it to the store here).
+    fn evicted(&self, segment: u32, entry: &CacheEntry);
+
+    /// Records that `key` was loaded back into memory, under the segment lock (passivation
+    /// deletes it from the store, which holds only what memory does not).
+    fn activated(&self, segment: u32, key: &[u8]);
+
+    /// Whether the cache loads every stored entry into memory when it starts.
+    fn preload(&self) -> bool;
+
+    /// The entry of `key` in the stores, if any, under the key's segment write lock.
+    ///
+    /// # Errors
+    /// If reading the store failed.
+    fn load(&self, segment: u32, key: &[u8]) -> Result<Option<CacheEntry>, PersistenceError>;
+
+    /// Whether memory holds every entry the stores hold, so that a miss in memory is a miss
+    /// (an unbounded cache that preloaded and does not passivate).
+    fn memory_complete(&self) -> bool;
+
+    /// A position in the stream of recorded changes that covers every change recorded so far.
+    fn ticket(&self) -> u64;
+
+    /// Blocks until every change up to `ticket` is as durable as the stores promise.
+    ///
+    /// # Errors
+    /// If making them durable failed.
+    fn wait(&self, ticket: u64) -> Result<(), PersistenceError>;
+
+    /// [`Persistence::wait`] for async callers.
+    fn wait_async(&self, ticket: u64) -> BoxFuture<Result<(), PersistenceError>>;
+
+    /// Removes every entry from the stores.
+    ///
+    /// # Errors
+    /// If the stores failed.
+    fn clear(&self) -> Result<(), PersistenceError>;
+
+    /// Visits every live entry of the given segments held by the stores.
+    ///
+    /// # Errors
+    /// If the stores failed.
+    fn for_each(
+        &self,
+        segments: &[u32],
+        visit: &mut dyn FnMut(CacheEntry),
+    ) -> Result<(), PersistenceError>;
+
+    /// The highest entry version the stores hold, so that new versions continue above it.
+    fn max_version(&self) -> u64;
+
+    /// Counters.
+    fn stats(&self) -> PersistenceStats;
+
+    /// Notes a finished preload (for [`PersistenceStats`]).
+    fn preloaded(&self, entries: u64, elapsed_ms: u64);
+
+    /// Makes everything durable and stops the stores; `memory` is every entry memory holds
+    /// (passivation writes them now).
+    ///
+    /// # Errors
+    /// If the final flush failed.
+    fn shutdown(&self, memory: &mut dyn Iterator<Item = CacheEntry>)
+    -> Result<(), PersistenceError>;
+
+    /// Stops the stores and deletes their data (the cache was removed).
+    fn destroy(&self);
+}
+
+/// Makes a cache's stores when a cache is created (configured in `weft-store`).
+pub trait PersistenceFactory: Send + Sync + fmt::Debug + 'static {
+    /// The stores of cache `name`, or `None` when its configuration declares none.
+    ///
+    /// # Errors
+    /// A description of why the stores could not be opened.
+    fn open(
+        &self,
+        name: &str,
+        config: &crate::config::CacheConfig,
+    ) -> Result<Option<Arc<dyn Persistence>>, String>;
+}
+
+thread_local! {
+    static COLLECTING: RefCell<Option<Vec<(Arc<dyn Persistence>, u64)>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f`, collecting the durability waits of the writes it makes on this thread instead of
+/// blocking on each; the returned [`Durability`] must be awaited before acknowledging them.
+pub fn collect_durability<R>(f: impl FnOnce() -> R) -> (R, Durability) {
+    let outer = COLLECTING.with(|cell| cell.borrow_mut().replace(Vec::new()));
+    let result = f();
+    let waits = COLLECTING.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let collected = slot.take().unwrap_or_default();
+        *slot = outer;
+        collected
+    });
+    (result, Durability { waits })
+}
+
+/// Hands a write's wait to the surrounding [`collect_durability`], or returns it back when
+/// there is none.
+pub(crate) fn defer(persistence: &Arc<dyn Persistence>, ticket: u64) -> bool {
+    COLLECTING.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let Some(waits) = slot.as_mut() else {
+            return false;
+        };
+        match waits
+            .iter_mut()
+            .find(|(known, _)| Arc::ptr_eq(known, persistence))
+        {
+            Some((_, highest)) => *highest = (*highest).max(ticket),
+            None => waits.push((Arc::clone(persistence), ticket)),
+        }
+        true
+    })
+}
+
+/// Writes made under [`collect_durability`] that are not yet known to be durable.
+#[must_use = "writes are not acknowledged until their durability is awaited"]
+#[derive(Default)]
+pub struct Durability {
+    waits: Vec<(Arc<dyn Persistence>, u64)>,
+}
+
+impl fmt::Debug for Durability {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Durability")
+            .field("stores", &self.waits.len())
+            .finish()
+    }
+}
+
+impl Durability {
+    /// True when no write needs waiting for.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.waits.is_empty()
+    }
+
+    /// Adds another batch's waits to this one.
+    pub fn merge(&mut self, other: Durability) {
+        for (persistence, ticket) in other.waits {
+            match self
+                .waits
+                .iter_mut()
+                .find(|(known, _)| Arc::ptr_eq(known, &persistence))
+            {
+                Some((_, highest)) => *highest = (*highest).max(ticket),
+                None => self.waits.push((persistence, ticket)),
+            }
+        }
+    }
+
+    /// Waits until every collected write is durable.
+    ///
+    /// # Errors
+    /// The first store that failed to make its writes durable.
+    pub async fn wait(self) -> Result<(), PersistenceError> {
+        for (persistence, ticket) in self.waits {
+            persistence.wait_async(ticket).await?;
+        }
+        Ok(())
+    }
+
+    /// [`Durability::wait`], blocking the thread.
+    ///
+    /// # Errors
+    /// As [`Durability::wait`].
+    pub fn wait_blocking(self) -> Result<(), PersistenceError> {
+        for (persistence, ticket) in self.waits {
+            persistence.wait(ticket)?;
+        }
+        Ok(())
+    }
+}

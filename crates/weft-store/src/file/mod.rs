@@ -1,0 +1,887 @@
+//! The file store: a log-structured store of cache entries.
+//!
+//! Every change is appended as a checksummed record (see `record`) to the active data file;
+//! files are numbered and never rewritten, only appended to, compacted into the active file
+//! and deleted. An in-memory index per segment maps each key to the file, offset and length of
+//! its newest record, with its sequence number and expiry. At start the index is rebuilt from
+//! the checkpoint written at the last clean stop (if it is still valid) plus every record
+//! written after it; a torn record at the end of the last file is cut off.
+//!
+//! Writers append records to an in-memory buffer under a mutex and return a sequence number;
+//! one flusher thread writes the buffer to the file and syncs it. In `sync` durability a
+//! writer waits until the flusher has synced past its sequence, so every writer that arrived
+//! while a sync was running shares the next one: group commit. A failed write or sync
+//! poisons the store: it refuses writes from then on and fails every waiter that is not yet
+//! durable, since retrying an fsync after a failure cannot tell what reached the disk.
+
+mod maintenance;
+mod record;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use hashbrown::HashMap;
+use parking_lot::{Condvar, Mutex, RwLock};
+use tokio::sync::watch;
+use weft_core::CacheEntry;
+use weft_core::DurabilityMode;
+use weft_core::entry::StoredExpiration;
+use weft_core::persistence::BoxFuture;
+
+use crate::disk::{Disk, DiskFile, RealDisk, join};
+use crate::store::{Characteristics, Store, StoreError};
+use record::Kind;
+
+/// The checkpoint file's name.
+const CHECKPOINT_NAME: &str = "index.ckpt";
+const CHECKPOINT_MAGIC: &[u8; 8] = b"WEFTIDX1";
+const DATA_SUFFIX: &str = ".log";
+/// How often the compactor looks for files worth compacting.
+const COMPACTION_TICK: Duration = Duration::from_secs(1);
+/// Compaction sleeps this long after copying `COMPACTION_BURST_BYTES`, so it never takes the
+/// disk from writers for long.
+const COMPACTION_PAUSE: Duration = Duration::from_millis(5);
+const COMPACTION_BURST_BYTES: u64 = 4 << 20;
+/// Bytes the flusher writes in one call at most.
+const PENDING_FLUSH_BYTES_MAX: usize = 64 << 20;
+
+/// How a file store is set up.
+#[derive(Debug, Clone)]
+pub struct FileStoreConfig {
+    /// Its directory (created if missing).
+    pub dir: PathBuf,
+    /// The cache's segment count.
+    pub segments: u32,
+    /// When writes are durable.
+    pub durability: DurabilityMode,
+    /// Sync interval of `Periodic`.
+    pub sync_interval: Duration,
+    /// Largest data file before the next is started.
+    pub file_size_max: u64,
+    /// Compact a sealed file when its live bytes fall below this percentage.
+    pub compaction_threshold_percent: u8,
+    /// Refuse writes.
+    pub read_only: bool,
+}
+
+impl FileStoreConfig {
+    /// Defaults for a store in `dir` with `segments` segments.
+    #[must_use]
+    pub fn new(dir: impl Into<PathBuf>, segments: u32) -> Self {
+        Self {
+            dir: dir.into(),
+            segments: segments.max(1),
+            durability: DurabilityMode::Sync,
+            sync_interval: Duration::from_secs(1),
+            file_size_max: 64 << 20,
+            compaction_threshold_percent: 50,
+            read_only: false,
+        }
+    }
+}
+
+/// Where a key's newest record is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Slot {
+    file: u32,
+    offset: u64,
+    len: u32,
+    sequence: u64,
+    /// `u64::MAX` when it never expires.
+    expires_at_ms: u64,
+    tombstone: bool,
+}
+
+impl Slot {
+    fn is_dead(&self, now_ms: u64) -> bool {
+        self.tombstone || self.expires_at_ms <= now_ms
+    }
+}
+
+type SegmentIndex = HashMap<Box<[u8]>, Slot, foldhash::fast::RandomState>;
+
+/// One data file.
+#[derive(Debug)]
+struct DataFile {
+    handle: Mutex<Option<Arc<dyn DiskFile>>>,
+    /// Bytes of records the index points to.
+    live_bytes: AtomicU64,
+    /// Bytes of records appended.
+    total_bytes: AtomicU64,
+    /// The lowest sequence number of a record in the file.
+    min_sequence: AtomicU64,
+}
+
+impl DataFile {
+    fn new() -> Self {
+        Self {
+            handle: Mutex::new(None),
+            live_bytes: AtomicU64::new(0),
+            total_bytes: AtomicU64::new(0),
+            min_sequence: AtomicU64::new(u64::MAX),
+        }
+    }
+}
+
+/// Records appended but not yet written to their file.
+#[derive(Debug)]
+struct Chunk {
+    file: u32,
+    start: u64,
+    data: Vec<u8>,
+    last_sequence: u64,
+}
+
+#[derive(Debug)]
+struct Log {
+    /// The last sequence number handed out.
+    sequence: u64,
+    active_file: u32,
+    /// Length of the active file once everything pending is written.
+    active_len: u64,
+    pending: Vec<Chunk>,
+    /// Chunks the flusher is writing (kept readable until they are in the file).
+    in_flight: Option<Arc<Vec<Chunk>>>,
+    /// A sync was asked for outside `sync` durability (compaction, clear, stop).
+    sync_requested: bool,
+    stopping: bool,
+}
+
+#[derive(Debug)]
+struct Inner {
+    config: FileStoreConfig,
+    disk: Arc<dyn Disk>,
+    index: Box<[RwLock<SegmentIndex>]>,
+    log: Mutex<Log>,
+    flusher_wake: Condvar,
+    files: RwLock<BTreeMap<u32, Arc<DataFile>>>,
+    durable: Mutex<u64>,
+    durable_changed: Condvar,
+    durable_watch: watch::Sender<(u64, bool)>,
+    poison: Mutex<Option<String>>,
+    poisoned: AtomicBool,
+    stopped: AtomicBool,
+    max_version: AtomicU64,
+    /// Held by compaction and clear, which must not interleave.
+    compaction: Mutex<()>,
+    compactor_wake: Condvar,
+    compactor_stop: Mutex<bool>,
+}
+
+/// The log-structured file store.
+#[derive(Debug)]
+pub struct FileStore {
+    inner: Arc<Inner>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+/// Counts of what recovery found.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Recovery {
+    /// Keys with a live entry.
+    pub entries: u64,
+    /// Records read from data files (the checkpoint's are not counted).
+    pub records_replayed: u64,
+    /// Whether a checkpoint was used.
+    pub from_checkpoint: bool,
+    /// Bytes cut from the end of the last file (a torn write).
+    pub truncated_bytes: u64,
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+fn file_name(id: u32) -> String {
+    format!("{id:08}{DATA_SUFFIX}")
+}
+
+impl FileStore {
+    /// Opens (or creates) the store in `config.dir` on the real disk.
+    ///
+    /// # Errors
+    /// If the directory cannot be used, or data files are corrupt other than at the tail.
+    pub fn open(config: FileStoreConfig) -> Result<Self, StoreError> {
+        Self::open_on(config, Arc::new(RealDisk)).map(|(store, _)| store)
+    }
+
+    /// Opens the store on the given disk; also reports what recovery found.
+    ///
+    /// # Errors
+    /// As [`FileStore::open`].
+    pub fn open_on(
+        config: FileStoreConfig,
+        disk: Arc<dyn Disk>,
+    ) -> Result<(Self, Recovery), StoreError> {
+        let dir = config.dir.clone();
+        disk.create_dir_all(&dir)
+            .map_err(|e| StoreError::io(format!("create {}", dir.display()), e))?;
+        let segments = config.segments.max(1) as usize;
+        let index: Box<[RwLock<SegmentIndex>]> =
+            (0..segments).map(|_| RwLock::new(HashMap::default())).collect();
+        let (durable_watch, _) = watch::channel((0, false));
+        let inner = Inner {
+            config,
+            disk,
+            index,
+            log: Mutex::new(Log {
+                sequence: 0,
+                active_file: 0,
+                active_len: 0,
+                pending: Vec::new(),
+                in_flight: None,
+                sync_requested: false,
+                stopping: false,
+            }),
+            flusher_wake: Condvar::new(),
+            files: RwLock::new(BTreeMap::new()),
+            durable: Mutex::new(0),
+            durable_changed: Condvar::new(),
+            durable_watch,
+            poison: Mutex::new(None),
+            poisoned: AtomicBool::new(false),
+            stopped: AtomicBool::new(false),
+            max_version: AtomicU64::new(0),
+            compaction: Mutex::new(()),
+            compactor_wake: Condvar::new(),
+            compactor_stop: Mutex::new(false),
+        };
+        let recovery = inner.recover()?;
+        let inner = Arc::new(inner);
+        let mut threads = Vec::new();
+        let flusher = Arc::clone(&inner);
+        threads.push(
+            std::thread::Builder::new()
+                .name("weft-store-flush".to_owned())
+                .spawn(move || flusher.flush_loop())
+                .map_err(|e| StoreError::io("start the flusher thread", e))?,
+        );
+        if !inner.config.read_only {
+            let compactor = Arc::clone(&inner);
+            threads.push(
+                std::thread::Builder::new()
+                    .name("weft-store-compact".to_owned())
+                    .spawn(move || compactor.compaction_loop())
+                    .map_err(|e| StoreError::io("start the compaction thread", e))?,
+            );
+        }
+        Ok((
+            Self {
+                inner,
+                threads: Mutex::new(threads),
+            },
+            recovery,
+        ))
+    }
+
+    /// Compacts every sealed file under the threshold now (tests and tools).
+    ///
+    /// # Errors
+    /// If reading or writing failed.
+    pub fn compact_now(&self) -> Result<usize, StoreError> {
+        self.inner.compact_eligible(true)
+    }
+
+    /// Data files and their live and total bytes (tests and tools).
+    #[must_use]
+    pub fn file_usage(&self) -> Vec<(u32, u64, u64)> {
+        self.inner
+            .files
+            .read()
+            .iter()
+            .map(|(id, f)| {
+                (
+                    *id,
+                    f.live_bytes.load(Ordering::Relaxed),
+                    f.total_bytes.load(Ordering::Relaxed),
+                )
+            })
+            .collect()
+    }
+
+    /// Whether a failure poisoned the store.
+    #[must_use]
+    pub fn is_poisoned(&self) -> bool {
+        self.inner.poisoned.load(Ordering::Acquire)
+    }
+}
+
+impl Inner {
+    fn path(&self, name: &str) -> PathBuf {
+        join(&self.config.dir, name)
+    }
+
+    fn data_file(&self, id: u32) -> Arc<DataFile> {
+        let mut files = self.files.write();
+        Arc::clone(files.entry(id).or_insert_with(|| Arc::new(DataFile::new())))
+    }
+
+    fn handle(&self, id: u32, create: bool) -> Result<Arc<dyn DiskFile>, StoreError> {
+        let file = self
+            .files
+            .read()
+            .get(&id)
+            .cloned()
+            .ok_or_else(|| StoreError::io(format!("read {}", file_name(id)), "no such file"))?;
+        let mut handle = file.handle.lock();
+        if let Some(handle) = handle.as_ref() {
+            return Ok(Arc::clone(handle));
+        }
+        let path = self.path(&file_name(id));
+        let opened = self
+            .disk
+            .open(&path, create)
+            .map_err(|e| StoreError::io(format!("open {}", path.display()), e))?;
+        *handle = Some(Arc::clone(&opened));
+        Ok(opened)
+    }
+
+    fn check_writable(&self) -> Result<(), StoreError> {
+        if self.poisoned.load(Ordering::Acquire) {
+            let reason = self.poison.lock().clone().unwrap_or_default();
+            return Err(StoreError::Poisoned(reason));
+        }
+        if self.stopped.load(Ordering::Acquire) {
+            return Err(StoreError::Stopped);
+        }
+        if self.config.read_only {
+            return Err(StoreError::ReadOnly);
+        }
+        Ok(())
+    }
+
+    fn poison_with(&self, reason: String) {
+        tracing::error!(dir = %self.config.dir.display(), %reason, "file store poisoned: it refuses writes from now on");
+        *self.poison.lock() = Some(reason);
+        self.poisoned.store(true, Ordering::Release);
+        let durable = *self.durable.lock();
+        self.durable_changed.notify_all();
+        self.durable_watch.send_replace((durable, true));
+    }
+
+    /// Appends one record under the log lock; returns (file, offset, len, sequence).
+    fn append(
+        &self,
+        sequence: Option<u64>,
+        encode: impl FnOnce(&mut Vec<u8>, u64) -> usize,
+    ) -> (u32, u64, u32, u64) {
+        let mut log = self.log.lock();
+        let sequence = sequence.unwrap_or_else(|| {
+            log.sequence += 1;
+            log.sequence
+        });
+        if log.active_len >= self.config.file_size_max {
+            log.active_file += 1;
+            log.active_len = 0;
+        }
+        let file = log.active_file;
+        let start_new_chunk = log
+            .pending
+            .last()
+            .is_none_or(|chunk| chunk.file != file || chunk.data.len() >= PENDING_FLUSH_BYTES_MAX);
+        if start_new_chunk {
+            let start = log.active_len;
+            log.pending.push(Chunk {
+                file,
+                start,
+                data: Vec::new(),
+                last_sequence: sequence,
+            });
+        }
+        let offset = log.active_len;
+        let chunk = log.pending.last_mut().unwrap_or_else(|| unreachable!());
+        let len = encode(&mut chunk.data, sequence);
+        chunk.last_sequence = chunk.last_sequence.max(sequence);
+        log.active_len += len as u64;
+        drop(log);
+        let data_file = self.data_file(file);
+        data_file
+            .total_bytes
+            .fetch_add(len as u64, Ordering::Relaxed);
+        data_file
+            .min_sequence
+            .fetch_min(sequence, Ordering::Relaxed);
+        self.flusher_wake.notify_one();
+        (file, offset, u32::try_from(len).unwrap_or(u32::MAX), sequence)
+    }
+
+    /// Points `key` at `slot`, moving live-byte accounting from its previous record.
+    fn place(&self, index: &mut SegmentIndex, key: &[u8], slot: Slot) {
+        let previous = match index.get_mut(key) {
+            Some(existing) => Some(std::mem::replace(existing, slot)),
+            None => {
+                index.insert(key.into(), slot);
+                None
+            }
+        };
+        let files = self.files.read();
+        if let Some(previous) = previous
+            && let Some(file) = files.get(&previous.file)
+        {
+            file.live_bytes
+                .fetch_sub(u64::from(previous.len), Ordering::Relaxed);
+        }
+        if let Some(file) = files.get(&slot.file) {
+            file.live_bytes
+                .fetch_add(u64::from(slot.len), Ordering::Relaxed);
+        }
+    }
+
+    fn unplace(&self, index: &mut SegmentIndex, key: &[u8]) {
+        if let Some(previous) = index.remove(key)
+            && let Some(file) = self.files.read().get(&previous.file)
+        {
+            file.live_bytes
+                .fetch_sub(u64::from(previous.len), Ordering::Relaxed);
+        }
+    }
+
+    fn segment_index(&self, segment: u32) -> Result<&RwLock<SegmentIndex>, StoreError> {
+        self.index.get(segment as usize).ok_or_else(|| {
+            StoreError::io(
+                "locate segment",
+                format!(
+                    "segment {segment} out of range (the store has {})",
+                    self.index.len()
+                ),
+            )
+        })
+    }
+
+    fn write(&self, segment: u32, entry: &CacheEntry) -> Result<u64, StoreError> {
+        self.check_writable()?;
+        let mut index = self.segment_index(segment)?.write();
+        let (file, offset, len, sequence) = self.append(None, |out, sequence| {
+            record::encode_entry(out, segment, sequence, entry)
+        });
+        let expires_at_ms = record::expires_at(&entry.expiration(), entry.last_used_ms().unwrap_or(0))
+            .unwrap_or(u64::MAX);
+        self.place(
+            &mut index,
+            entry.key(),
+            Slot {
+                file,
+                offset,
+                len,
+                sequence,
+                expires_at_ms,
+                tombstone: false,
+            },
+        );
+        self.max_version
+            .fetch_max(entry.version(), Ordering::Relaxed);
+        Ok(sequence)
+    }
+
+    fn delete_locked(&self, index: &mut SegmentIndex, segment: u32, key: &[u8]) -> u64 {
+        let (file, offset, len, sequence) = self.append(None, |out, sequence| {
+            record::encode(
+                out,
+                Kind::Tombstone,
+                segment,
+                sequence,
+                0,
+                StoredExpiration::IMMORTAL,
+                0,
+                key,
+                &[],
+            )
+        });
+        self.place(
+            index,
+            key,
+            Slot {
+                file,
+                offset,
+                len,
+                sequence,
+                expires_at_ms: u64::MAX,
+                tombstone: true,
+            },
+        );
+        sequence
+    }
+
+    fn delete(&self, segment: u32, key: &[u8]) -> Result<u64, StoreError> {
+        self.check_writable()?;
+        let mut index = self.segment_index(segment)?.write();
+        if index.get(key).is_none_or(|slot| slot.tombstone) {
+            // Nothing stored: no record needed (recovery would find nothing either).
+            return Ok(self.log.lock().sequence);
+        }
+        Ok(self.delete_locked(&mut index, segment, key))
+    }
+
+    /// The bytes of the record a slot points to, from the pending buffer or the file.
+    fn read_slot(&self, slot: &Slot) -> Result<Vec<u8>, StoreError> {
+        let len = slot.len as usize;
+        {
+            let log = self.log.lock();
+            let in_flight = log.in_flight.as_deref().map(Vec::as_slice).unwrap_or(&[]);
+            for chunk in log.pending.iter().chain(in_flight.iter()) {
+                if chunk.file == slot.file
+                    && chunk.start <= slot.offset
+                    && slot.offset + len as u64 <= chunk.start + chunk.data.len() as u64
+                {
+                    let at = usize::try_from(slot.offset - chunk.start).unwrap_or(usize::MAX);
+                    return Ok(chunk.data[at..at + len].to_vec());
+                }
+            }
+        }
+        let handle = self.handle(slot.file, false)?;
+        let mut buf = vec![0; len];
+        handle.read_exact_at(&mut buf, slot.offset).map_err(|e| {
+            StoreError::io(
+                format!("read {} at {}", file_name(slot.file), slot.offset),
+                e,
+            )
+        })?;
+        Ok(buf)
+    }
+
+    fn entry_at(&self, slot: &Slot) -> Result<CacheEntry, StoreError> {
+        let bytes = self.read_slot(slot)?;
+        match record::decode(&bytes) {
+            Ok((record, _)) if record.kind == Kind::Put => Ok(record.to_entry()),
+            Ok(_) => Err(StoreError::Corrupt {
+                file: file_name(slot.file),
+                offset: slot.offset,
+                reason: "index points at a record that is not an entry".to_owned(),
+            }),
+            Err(error) => Err(StoreError::Corrupt {
+                file: file_name(slot.file),
+                offset: slot.offset,
+                reason: format!("{error:?}"),
+            }),
+        }
+    }
+
+    fn load(&self, segment: u32, key: &[u8]) -> Result<Option<CacheEntry>, StoreError> {
+        // Compaction may move the record and delete its file between the index lookup and
+        // the read; then the index has the new place.
+        let mut attempts = 0;
+        loop {
+            let slot = match self.segment_index(segment)?.read().get(key) {
+                Some(slot) if !slot.is_dead(now_ms()) => *slot,
+                _ => return Ok(None),
+            };
+            match self.entry_at(&slot) {
+                Err(StoreError::Io { .. }) if attempts < 3 => attempts += 1,
+                other => return other.map(Some),
+            }
+        }
+    }
+
+    fn publish(
+        &self,
+        segments: &[u32],
+        visit: &mut dyn FnMut(CacheEntry),
+    ) -> Result<(), StoreError> {
+        let now = now_ms();
+        for &segment in segments {
+            let mut slots: Vec<(Box<[u8]>, Slot)> = self
+                .segment_index(segment)?
+                .read()
+                .iter()
+                .filter(|(_, slot)| !slot.is_dead(now))
+                .map(|(key, slot)| (key.clone(), *slot))
+                .collect();
+            slots.sort_unstable_by_key(|(_, slot)| (slot.file, slot.offset));
+            for (key, slot) in slots {
+                match self.entry_at(&slot) {
+                    Ok(entry) => visit(entry),
+                    // Moved by compaction meanwhile: read it where it is now.
+                    Err(StoreError::Io { .. }) => {
+                        if let Some(entry) = self.load(segment, &key)? {
+                            visit(entry);
+                        }
+                    }
+                    Err(error) => return Err(error),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn position(&self) -> u64 {
+        self.log.lock().sequence
+    }
+
+    fn durable_position(&self) -> u64 {
+        *self.durable.lock()
+    }
+
+    fn wait_synced(&self, position: u64) -> Result<(), StoreError> {
+        let mut durable = self.durable.lock();
+        while *durable < position {
+            if self.poisoned.load(Ordering::Acquire) {
+                let reason = self.poison.lock().clone().unwrap_or_default();
+                return Err(StoreError::Poisoned(reason));
+            }
+            self.durable_changed.wait(&mut durable);
+        }
+        Ok(())
+    }
+
+    fn request_sync(&self) {
+        self.log.lock().sync_requested = true;
+        self.flusher_wake.notify_one();
+    }
+
+    /// Writes everything pending and syncs it, whatever the durability mode.
+    fn sync_now(&self) -> Result<(), StoreError> {
+        let position = self.position();
+        if self.durable_position() >= position {
+            return Ok(());
+        }
+        self.request_sync();
+        self.wait_synced(position)
+    }
+
+    fn flush_loop(&self) {
+        let mut last_sync = Instant::now();
+        let mut unsynced: Option<(Arc<dyn DiskFile>, u64)> = None;
+        loop {
+            let (chunks, taken_up_to, sync_requested, stopping) = {
+                let mut log = self.log.lock();
+                loop {
+                    if !log.pending.is_empty() || log.stopping || log.sync_requested {
+                        break;
+                    }
+                    match self.config.durability {
+                        DurabilityMode::Periodic if unsynced.is_some() => {
+                            let due = self.config.sync_interval.saturating_sub(last_sync.elapsed());
+                            if due.is_zero() {
+                                break;
+                            }
+                            self.flusher_wake.wait_for(&mut log, due);
+                            if last_sync.elapsed() >= self.config.sync_interval {
+                                break;
+                            }
+                        }
+                        _ => self.flusher_wake.wait(&mut log),
+                    }
+                }
+                let chunks = Arc::new(std::mem::take(&mut log.pending));
+                log.in_flight = Some(Arc::clone(&chunks));
+                let sync_requested = std::mem::take(&mut log.sync_requested);
+                (chunks, log.sequence, sync_requested, log.stopping)
+            };
+            if self.poisoned.load(Ordering::Acquire) {
+                self.log.lock().in_flight = None;
+                if stopping {
+                    return;
+                }
+                continue;
+            }
+            let mut failure = None;
+            for chunk in chunks.iter() {
+                let handle = match self.handle(chunk.file, true) {
+                    Ok(handle) => handle,
+                    Err(error) => {
+                        failure = Some(error.to_string());
+                        break;
+                    }
+                };
+                // A file is synced before the next one is written, so a torn record can only
+                // be at the end of the last file.
+                if let Some((previous, _)) = &unsynced
+                    && !Arc::ptr_eq(previous, &handle)
+                    && self.config.durability != DurabilityMode::None
+                    && let Err(error) = previous.sync_data()
+                {
+                    failure = Some(format!("sync {}: {error}", self.config.dir.display()));
+                    break;
+                }
+                if let Err(error) = handle.append(&chunk.data) {
+                    failure = Some(format!("write {}: {error}", file_name(chunk.file)));
+                    break;
+                }
+                unsynced = Some((handle, chunk.last_sequence));
+            }
+            self.log.lock().in_flight = None;
+            if let Some(reason) = failure {
+                self.poison_with(reason);
+                continue;
+            }
+            let want_sync = match self.config.durability {
+                DurabilityMode::Sync => true,
+                DurabilityMode::Periodic => last_sync.elapsed() >= self.config.sync_interval,
+                DurabilityMode::None => false,
+            } || sync_requested
+                || stopping;
+            if want_sync {
+                // Every sequence handed out before the chunks were taken is in them.
+                let position = taken_up_to;
+                if let Some((handle, _)) = unsynced.take() {
+                    if let Err(error) = handle.sync_data() {
+                        self.poison_with(format!("fsync {}: {error}", self.config.dir.display()));
+                        continue;
+                    }
+                }
+                last_sync = Instant::now();
+                let mut durable = self.durable.lock();
+                if position > *durable {
+                    *durable = position;
+                    drop(durable);
+                    self.durable_changed.notify_all();
+                    self.durable_watch.send_replace((position, false));
+                }
+            }
+            if stopping && self.log.lock().pending.is_empty() {
+                return;
+            }
+        }
+    }
+}
+
+impl FileStore {
+    fn stop_threads(&self) {
+        self.inner.log.lock().stopping = true;
+        self.inner.flusher_wake.notify_all();
+        *self.inner.compactor_stop.lock() = true;
+        self.inner.compactor_wake.notify_all();
+        for thread in self.threads.lock().drain(..) {
+            if thread.join().is_err() {
+                tracing::error!("a file store thread panicked");
+            }
+        }
+    }
+}
+
+impl Drop for FileStore {
+    fn drop(&mut self) {
+        // Without a stop (a crash, or a test dropping the store), pending writes are still
+        // written and synced, but no checkpoint is made.
+        self.stop_threads();
+    }
+}
+
+impl Store for FileStore {
+    fn characteristics(&self) -> Characteristics {
+        Characteristics {
+            shared: false,
+            read_only: self.inner.config.read_only,
+            transactional: false,
+            segmented: true,
+            expiration_aware: true,
+        }
+    }
+
+    fn load(&self, segment: u32, key: &[u8]) -> Result<Option<CacheEntry>, StoreError> {
+        self.inner.load(segment, key)
+    }
+
+    fn write(&self, segment: u32, entry: &CacheEntry) -> Result<u64, StoreError> {
+        self.inner.write(segment, entry)
+    }
+
+    fn delete(&self, segment: u32, key: &[u8]) -> Result<u64, StoreError> {
+        self.inner.delete(segment, key)
+    }
+
+    fn position(&self) -> u64 {
+        self.inner.position()
+    }
+
+    fn wait_durable(&self, position: u64) -> Result<(), StoreError> {
+        if self.inner.config.durability != DurabilityMode::Sync {
+            return match self.inner.check_writable() {
+                Err(error @ StoreError::Poisoned(_)) => Err(error),
+                _ => Ok(()),
+            };
+        }
+        self.inner.wait_synced(position)
+    }
+
+    fn wait_durable_async(&self, position: u64) -> BoxFuture<Result<(), StoreError>> {
+        let inner = Arc::clone(&self.inner);
+        Box::pin(async move {
+            if inner.config.durability != DurabilityMode::Sync {
+                return match inner.check_writable() {
+                    Err(error @ StoreError::Poisoned(_)) => Err(error),
+                    _ => Ok(()),
+                };
+            }
+            let mut receiver = inner.durable_watch.subscribe();
+            let reached = receiver
+                .wait_for(|(durable, poisoned)| *durable >= position || *poisoned)
+                .await
+                .map(|state| *state);
+            match reached {
+                Ok((durable, _)) if durable >= position => Ok(()),
+                Ok(_) => Err(StoreError::Poisoned(
+                    inner.poison.lock().clone().unwrap_or_default(),
+                )),
+                Err(_) => Err(StoreError::Stopped),
+            }
+        })
+    }
+
+    fn publish(
+        &self,
+        segments: &[u32],
+        visit: &mut dyn FnMut(CacheEntry),
+    ) -> Result<(), StoreError> {
+        self.inner.publish(segments, visit)
+    }
+
+    fn remove_segments(&self, segments: &[u32]) -> Result<u64, StoreError> {
+        self.inner.remove_segments(segments)
+    }
+
+    fn purge_expired(&self, now_ms: u64) -> Result<usize, StoreError> {
+        self.inner.purge_expired(now_ms)
+    }
+
+    fn size(&self, segments: Option<&[u32]>) -> Result<usize, StoreError> {
+        self.inner.size(segments)
+    }
+
+    fn clear(&self) -> Result<u64, StoreError> {
+        self.inner.clear()
+    }
+
+    fn max_version(&self) -> u64 {
+        self.inner.max_version.load(Ordering::Relaxed)
+    }
+
+    fn stop(&self) -> Result<(), StoreError> {
+        if self.inner.stopped.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        self.stop_threads();
+        if self.inner.poisoned.load(Ordering::Acquire) {
+            return Err(StoreError::Poisoned(
+                self.inner.poison.lock().clone().unwrap_or_default(),
+            ));
+        }
+        if !self.inner.config.read_only {
+            self.inner.write_checkpoint()?;
+        }
+        Ok(())
+    }
+
+    fn destroy(&self) {
+        let _ = self.stop();
+        if let Err(error) = self.inner.disk.remove_dir_all(&self.inner.config.dir) {
+            tracing::warn!(dir = %self.inner.config.dir.display(), %error, "deleting the store failed");
+        }
+    }
+}
+
+/// The directory of a cache's file store under `data_dir`.
+#[must_use]
+pub fn store_dir(data_dir: &Path, cache: &str, configured: Option<&str>) -> PathBuf {
+    match configured {
+        Some(path) if Path::new(path).is_absolute() => PathBuf::from(path),
+        Some(path) => data_dir.join(path),
+        None => data_dir.join(cache),
+    }
+}
