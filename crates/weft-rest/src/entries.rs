@@ -185,7 +185,7 @@ pub(crate) async fn get(
 
 /// PUT: store the value (upsert), subject to `If-Match`, `If-None-Match` and
 /// `If-Unmodified-Since`.
-pub(crate) async fn put(
+fn put_now(
     State(state): State<Shared>,
     uri: Uri,
     request_headers: HeaderMap,
@@ -220,7 +220,7 @@ pub(crate) async fn put(
 }
 
 /// POST: store the value only if the key has no live entry.
-pub(crate) async fn post(
+fn post_now(
     State(state): State<Shared>,
     uri: Uri,
     request_headers: HeaderMap,
@@ -240,7 +240,7 @@ pub(crate) async fn post(
 
 /// DELETE: remove the entry, subject to `If-Match`, `If-None-Match` and
 /// `If-Unmodified-Since`.
-pub(crate) async fn delete(
+fn delete_now(
     State(state): State<Shared>,
     uri: Uri,
     request_headers: HeaderMap,
@@ -278,4 +278,49 @@ pub(crate) async fn delete(
         Outcome::Absent => Err(RestError::no_entry()),
         Outcome::Refused(refusal) => Ok(refusal.status().into_response()),
     }
+}
+
+/// Runs a write handler, then waits until the stores of the cache it wrote (if any) have made
+/// the write durable before answering.
+async fn durable(
+    write: impl FnOnce() -> Result<Response, RestError>,
+) -> Result<Response, RestError> {
+    let (result, durability) = weft_core::collect_durability(write);
+    durability
+        .wait()
+        .await
+        .map_err(|error| RestError::from(weft_core::CacheError::from(error)))?;
+    result
+}
+
+/// PUT: see [`put_now`].
+pub(crate) async fn put(
+    state: State<Shared>,
+    uri: Uri,
+    request_headers: HeaderMap,
+    query: QueryParams,
+    value: Bytes,
+) -> Result<Response, RestError> {
+    durable(|| put_now(state, uri, request_headers, query, value)).await
+}
+
+/// POST: see [`post_now`].
+pub(crate) async fn post(
+    state: State<Shared>,
+    uri: Uri,
+    request_headers: HeaderMap,
+    query: QueryParams,
+    value: Bytes,
+) -> Result<Response, RestError> {
+    durable(|| post_now(state, uri, request_headers, query, value)).await
+}
+
+/// DELETE: see [`delete_now`].
+pub(crate) async fn delete(
+    state: State<Shared>,
+    uri: Uri,
+    request_headers: HeaderMap,
+    query: QueryParams,
+) -> Result<Response, RestError> {
+    durable(|| delete_now(state, uri, request_headers, query)).await
 }

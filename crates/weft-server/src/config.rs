@@ -10,6 +10,8 @@ use serde::Deserialize;
 use weft_core::config::{ConfigError, from_toml};
 use weft_core::{CacheConfig, DEFAULT_CACHE_NAME, ManagerConfig};
 
+/// Where file stores live unless `data-dir` says otherwise.
+pub const DATA_DIR_DEFAULT: &str = "./weft-data";
 /// The default listen address: every protocol on one port, loopback only.
 pub const BIND_DEFAULT: &str = "127.0.0.1:11222";
 /// Default cap on one client's pending input (a single command, or a pipeline burst).
@@ -43,6 +45,8 @@ pub struct ServerSection {
     /// Largest Hot Rod key or value accepted, in bytes; larger declared lengths get an
     /// error response and the connection is closed.
     pub hotrod_value_bytes_max: usize,
+    /// Directory under which file stores keep their data (one directory per cache).
+    pub data_dir: std::path::PathBuf,
 }
 
 impl Default for ServerSection {
@@ -59,6 +63,7 @@ impl Default for ServerSection {
             client_input_bytes_max: CLIENT_INPUT_BYTES_MAX_DEFAULT,
             client_output_bytes_max: CLIENT_OUTPUT_BYTES_MAX_DEFAULT,
             hotrod_value_bytes_max: 512 << 20,
+            data_dir: std::path::PathBuf::from(DATA_DIR_DEFAULT),
         }
     }
 }

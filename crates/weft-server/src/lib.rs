@@ -70,6 +70,22 @@ impl ServerContext {
     }
 }
 
+/// Waits until the writes a connection made to caches with stores are durable, so that the
+/// replies acknowledging them may be sent. On failure the connection must close without
+/// replying: the client must not take a write the store may have lost as done.
+pub(crate) async fn settle(unsettled: &mut weft_core::Durability, peer: SocketAddr) -> bool {
+    if unsettled.is_empty() {
+        return true;
+    }
+    match std::mem::take(unsettled).wait().await {
+        Ok(()) => true,
+        Err(error) => {
+            tracing::error!(%peer, %error, "closing the connection without acknowledging writes the store did not make durable");
+            false
+        }
+    }
+}
+
 /// A running server.
 #[derive(Debug)]
 pub struct Server {
@@ -83,7 +99,19 @@ impl Server {
     /// # Errors
     /// If the caches cannot be created or the address cannot be bound.
     pub async fn start(config: ServerConfig) -> anyhow::Result<Self> {
-        let manager = CacheManager::new(config.manager_config()).context("create the caches")?;
+        let factory = Arc::new(weft_store::StoreFactory::new(config.server.data_dir.clone()));
+        let manager_config = config.manager_config();
+        // Preloading stores reads files: off the async workers.
+        let manager = tokio::task::spawn_blocking(move || {
+            CacheManager::with_persistence(
+                manager_config,
+                Arc::new(weft_core::SystemClock),
+                Some(factory),
+            )
+        })
+        .await
+        .context("create the caches")?
+        .context("create the caches")?;
         manager
             .start_reaper()
             .context("start the expiration reaper")?;

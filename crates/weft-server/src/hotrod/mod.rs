@@ -26,6 +26,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use weft_core::{Durability, collect_durability};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use weft_hotrod::response::write_error;
 use weft_hotrod::{Decoder, Frame, Limits};
@@ -109,6 +110,8 @@ pub async fn serve(
     input.reserve(BUFFER_INITIAL_BYTES);
     let mut output = BytesMut::with_capacity(BUFFER_INITIAL_BYTES);
     let mut shutdown = context.shutdown_signal();
+    // Writes to caches with stores not yet durable; no response leaves before they are.
+    let mut unsettled = Durability::default();
     let reason = loop {
         let mut failed = false;
         loop {
@@ -120,7 +123,7 @@ pub async fn serve(
                         Err(_) => {
                             // Every slot is taken: write what is ready, then wait for a slot
                             // while writing the responses that free them.
-                            if flush(&mut stream, &mut output, &context).await.is_err() {
+                            if flush(&mut stream, &mut output, &context, &mut unsettled, peer).await.is_err() {
                                 break;
                             }
                             match wait_for_slot(&connection, &mut inbound, &mut stream, &context)
@@ -135,7 +138,9 @@ pub async fn serve(
                 }
                 Ok(Some(frame)) => {
                     context.total_commands.fetch_add(1, Ordering::Relaxed);
-                    ops::process(&connection, &frame, &mut output);
+                    let ((), durability) =
+                        collect_durability(|| ops::process(&connection, &frame, &mut output));
+                    unsettled.merge(durability);
                 }
                 Ok(None) => break,
                 Err(error) => {
@@ -146,12 +151,12 @@ pub async fn serve(
                 }
             }
             if output.len() >= OUTPUT_FLUSH_BYTES
-                && flush(&mut stream, &mut output, &context).await.is_err()
+                && flush(&mut stream, &mut output, &context, &mut unsettled, peer).await.is_err()
             {
                 break;
             }
         }
-        if flush(&mut stream, &mut output, &context).await.is_err() {
+        if flush(&mut stream, &mut output, &context, &mut unsettled, peer).await.is_err() {
             break "write failed";
         }
         if failed {
@@ -203,9 +208,14 @@ async fn flush(
     stream: &mut TcpStream,
     output: &mut BytesMut,
     context: &ServerContext,
+    unsettled: &mut Durability,
+    peer: SocketAddr,
 ) -> std::io::Result<()> {
     if output.is_empty() {
         return Ok(());
+    }
+    if !crate::settle(unsettled, peer).await {
+        return Err(std::io::Error::other("writes not durable"));
     }
     stream.write_all(output).await?;
     context

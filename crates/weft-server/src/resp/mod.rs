@@ -18,6 +18,7 @@ use std::sync::atomic::Ordering;
 use bytes::BytesMut;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use weft_core::{Durability, collect_durability};
 use weft_resp::{Limits, RequestDecoder};
 
 pub use reply::Reply;
@@ -56,24 +57,33 @@ pub async fn serve(
         return;
     };
     let mut shutdown = context.shutdown_signal();
+    // Writes to caches with stores not yet durable; no reply leaves before they are.
+    let mut unsettled = Durability::default();
     loop {
         let mut processed = 0u64;
         loop {
             match decoder.decode(&mut input) {
                 Ok(Some(request)) => {
                     processed += 1;
-                    if let Err(exceeded) = session.execute(&request.args, &mut output) {
+                    let (executed, durability) =
+                        collect_durability(|| session.execute(&request.args, &mut output));
+                    unsettled.merge(durability);
+                    if let Err(exceeded) = executed {
                         // As Redis does for a client over its output-buffer limit: the
                         // replies before this one are sent, then the connection is closed.
                         tracing::warn!(%peer, limit = exceeded.limit, "closing RESP connection: reply exceeds client-output-bytes-max");
-                        let _ = stream.write_all(&output).await;
+                        if crate::settle(&mut unsettled, peer).await {
+                            let _ = stream.write_all(&output).await;
+                        }
                         return;
                     }
                     if session.quit {
                         break;
                     }
                     if output.len() >= OUTPUT_FLUSH_BYTES {
-                        if stream.write_all(&output).await.is_err() {
+                        if !crate::settle(&mut unsettled, peer).await
+                            || stream.write_all(&output).await.is_err()
+                        {
                             return;
                         }
                         output.clear();
@@ -83,7 +93,9 @@ pub async fn serve(
                 Err(error) => {
                     tracing::debug!(%peer, %error, "closing RESP connection on protocol error");
                     error.write_reply(&mut output);
-                    let _ = stream.write_all(&output).await;
+                    if crate::settle(&mut unsettled, peer).await {
+                        let _ = stream.write_all(&output).await;
+                    }
                     return;
                 }
             }
@@ -92,7 +104,8 @@ pub async fn serve(
             .total_commands
             .fetch_add(processed, Ordering::Relaxed);
         if !output.is_empty() {
-            if stream.write_all(&output).await.is_err() {
+            if !crate::settle(&mut unsettled, peer).await || stream.write_all(&output).await.is_err()
+            {
                 return;
             }
             output.clear();
