@@ -99,7 +99,11 @@ def start_weft(config: Path, log: Path) -> Server:
                                    stdin=subprocess.DEVNULL)
     server = Server("weft", process, port, log)
     try:
-        wait_for_port(port, "weft", timeout_s=SERVER_START_TIMEOUT_S)
+        try:
+            wait_for_port(port, "weft", timeout_s=SERVER_START_TIMEOUT_S, process=process)
+        except RuntimeError:
+            server.check_alive()  # it exited: say why, from its log
+            raise
         server.check_alive()
     except BaseException:
         server.stop()
@@ -107,9 +111,10 @@ def start_weft(config: Path, log: Path) -> Server:
     return server
 
 
-def start_infinispan(log: Path) -> Server:
+def start_infinispan(log: Path, extra_argv: tuple[str, ...] | list[str] = ()) -> Server:
+    """`extra_argv` goes after the port: `["--sifs", DIR]` gives both caches a SoftIndexFileStore."""
     port = free_port()
-    argv = ["java", "-Xmx2g", "-cp", str(JAR), "weft.bench.InfinispanServer", str(port)]
+    argv = ["java", "-Xmx2g", "-cp", str(JAR), "weft.bench.InfinispanServer", str(port), *extra_argv]
     with log.open("wb") as err:
         process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err,
                                    stdin=subprocess.DEVNULL, text=True)
@@ -137,15 +142,17 @@ def start_infinispan(log: Path) -> Server:
         raise
 
 
-def run_loadgen(server: Server, threads: int, value_bytes: int, args, client: str = "15.0") -> dict:
+def run_loadgen(server: Server, threads: int, value_bytes: int, args, client: str = "15.0",
+                extra_argv: tuple[str, ...] | list[str] = ()) -> dict:
     """Runs LoadGen against the server; returns its JSON plus the server's CPU seconds over the
-    whole LoadGen run (preload, warmup, measure) and over the measured window alone."""
+    whole LoadGen run (preload, warmup, measure) and over the measured window alone.
+    `extra_argv` adds LoadGen options (e.g. `["--preload", "false"]`)."""
     argv = ["java", "-Xmx1g", "-cp", str(LOADGEN_JARS[client]), "weft.bench.LoadGen",
             "--host", "127.0.0.1", "--port", str(server.port), "--cache", "bench",
             "--threads", str(threads), "--seconds", str(args.seconds),
             "--warmup-seconds", str(args.warmup_seconds), "--value-bytes", str(value_bytes),
             "--keys", str(args.keys), "--get-ratio", str(args.get_ratio),
-            "--max-ops", str(args.max_ops)]
+            "--max-ops", str(args.max_ops), *extra_argv]
     pid = server.process.pid
     # JVM start + preload + warmup + measure + the client's timeouts on a failing server.
     timeout_s = args.warmup_seconds + args.seconds + 180
@@ -207,10 +214,14 @@ def interrupt(*_) -> None:
 
 
 def ensure_jar(rebuild: bool) -> None:
+    """Builds each jar that is missing or older than the Java sources or its pom (or all with
+    `rebuild`)."""
+    sources = list((HOTROD / "src").rglob("*.java"))
     for jar in [JAR, LOADGEN_JARS["15.2"]]:
-        if jar.exists() and not rebuild:
-            continue
         project = jar.parent.parent
+        newest = max(path.stat().st_mtime for path in [*sources, project / "pom.xml"])
+        if jar.exists() and jar.stat().st_mtime >= newest and not rebuild:
+            continue
         print(f"building {jar.relative_to(BENCH.parent)} (mvn -q -B package)", file=sys.stderr, flush=True)
         started = time.monotonic()
         subprocess.run(["mvn", "-q", "-B", "package"], cwd=project, check=True, timeout=1200,

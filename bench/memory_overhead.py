@@ -6,6 +6,7 @@ RESP into redis-server and into `weft server`, and reports (RSS growth / N) − 
 """
 
 import argparse
+import os
 import socket
 import sys
 import time
@@ -16,16 +17,21 @@ KEY_BYTES, VALUE_BYTES = 10, 512
 BATCH = 5_000
 
 
-def load(port: int, entries: int) -> None:
-    value = b"v" * VALUE_BYTES
-    with socket.create_connection(("127.0.0.1", port)) as sock:
+def load(port: int, entries: int, value_bytes: int = VALUE_BYTES, timeout_s: float | None = None,
+         random_value: bool = False) -> None:
+    """SETs keys k000000000… (10 bytes) to `value_bytes`-byte values, pipelined BATCH at a time;
+    with `timeout_s`, a server that stops answering for that long raises socket.timeout. With
+    `random_value` the (one) value is random bytes rather than "vvv…", so a store that compresses
+    values (Redis' RDB does) gains nothing from it."""
+    value = os.urandom(value_bytes) if random_value else b"v" * value_bytes
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as sock:
         for start in range(0, entries, BATCH):
             stop = min(start + BATCH, entries)
             parts = []
             for i in range(start, stop):
                 key = b"k%09d" % i
                 assert len(key) == KEY_BYTES
-                parts.append(b"*3\r\n$3\r\nSET\r\n$10\r\n%s\r\n$512\r\n%s\r\n" % (key, value))
+                parts.append(b"*3\r\n$3\r\nSET\r\n$10\r\n%s\r\n$%d\r\n%s\r\n" % (key, value_bytes, value))
             sock.sendall(b"".join(parts))
             expected, got = (stop - start) * 5, b""
             while len(got) < expected:

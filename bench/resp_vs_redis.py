@@ -18,11 +18,12 @@ import sys
 from common import start_redis, start_weft
 
 
-def run_benchmark(port: int, test: str, pipeline: int, size: int, requests: int) -> float:
+def run_benchmark(port: int, test: str, pipeline: int, size: int, requests: int,
+                  clients: int = 50, keyspace: int = 100_000, timeout_s: float = 300) -> float:
     argv = ["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-t", test,
-            "-n", str(requests), "-r", "100000", "-c", "50", "-P", str(pipeline),
+            "-n", str(requests), "-r", str(keyspace), "-c", str(clients), "-P", str(pipeline),
             "-d", str(size), "--csv"]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=True)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=True)
     out = done.stdout
     # redis-benchmark reports server errors on stderr/stdout and still prints a rate.
     if "error" in (done.stderr + out).lower():

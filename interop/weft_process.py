@@ -18,9 +18,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_for_port(port: int, name: str = "weft", timeout_s: float = 30.0) -> None:
+def wait_for_port(port: int, name: str = "weft", timeout_s: float = 30.0,
+                  process: subprocess.Popen | None = None) -> None:
+    """Waits until something accepts connections on the port; with `process`, gives up as soon
+    as that process has exited (e.g. it rejected its configuration)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"{name} exited with {process.returncode} before listening on {port}")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.5):
                 return

@@ -22,7 +22,10 @@ import org.infinispan.client.hotrod.configuration.ConfigurationBuilder;
  * values, chosen by a per-thread seeded RNG, first for {@code --warmup-seconds} unrecorded, then
  * for {@code --seconds} recorded into a per-thread HdrHistogram. Every loop stops at its deadline
  * or at its share of {@code --max-ops}, whichever comes first. The key space is preloaded with
- * putAll before the warmup.
+ * putAll before the warmup, unless {@code --preload false}: then nothing is written beforehand and
+ * each operation formats its key from a random index instead of picking it from a table, so the key
+ * space can be large (a write-only run, {@code --get-ratio 0 --preload false --keys 100000000},
+ * writes mostly distinct keys). Without preload, GETs that find nothing are not counted as misses.
  *
  * <p>Prints one JSON line on stdout:
  * {@code {"threads":N,"value_bytes":B,"ops":…,"ops_per_sec":…,"p50_us":…,"p99_us":…,
@@ -52,6 +55,11 @@ public final class LoadGen {
         double getRatio = Double.parseDouble(opts.getOrDefault("get-ratio", "0.8"));
         long maxOps = Long.parseLong(opts.getOrDefault("max-ops", "100000000"));
         long seed = Long.parseLong(opts.getOrDefault("seed", "42"));
+        String preloadOpt = opts.getOrDefault("preload", "true");
+        if (!preloadOpt.equals("true") && !preloadOpt.equals("false")) {
+            usage("--preload takes true or false");
+        }
+        boolean preload = preloadOpt.equals("true");
         if (threads < 1 || keys < 1 || valueBytes < 0 || seconds <= 0 || warmupSeconds < 0
                 || getRatio < 0 || getRatio > 1 || maxOps < threads) {
             usage("invalid option value");
@@ -75,8 +83,10 @@ public final class LoadGen {
             if (cache == null) {
                 throw new IllegalStateException("server has no cache " + cacheName);
             }
-            preload(cache, keys, valueBytes, seed);
-            status = run(cache, threads, seconds, warmupSeconds, valueBytes, keys, getRatio, maxOps, seed);
+            if (preload) {
+                preload(cache, keys, valueBytes, seed);
+            }
+            status = run(cache, threads, seconds, warmupSeconds, valueBytes, keys, preload, getRatio, maxOps, seed);
         } catch (Exception e) {
             // Connecting or preloading failed: one line for the driver, the trace after it.
             System.err.println("fatal: " + causes(e));
@@ -113,8 +123,10 @@ public final class LoadGen {
         }
     }
 
+    /** {@code key-%06d}, without String.format: it runs per operation when keys are not preloaded. */
     static String key(int i) {
-        return String.format(Locale.ROOT, "key-%06d", i);
+        String digits = Integer.toString(i);
+        return digits.length() >= 6 ? "key-" + digits : "key-" + "000000".substring(digits.length()) + digits;
     }
 
     /** One load thread's counts, written only by that thread and read after it is joined. */
@@ -124,19 +136,22 @@ public final class LoadGen {
         long ops, errors, misses, lastDoneNanos;
         private final RemoteCache<String, byte[]> cache;
         private final SplittableRandom random;
+        /** The preloaded keys, or null: then a key is formatted from an index below keyCount. */
         private final String[] keys;
+        private final int keyCount;
         private final int valueBytes;
         private final double getRatio;
         private final long warmupEnd, measureEnd, maxOps;
         private final AtomicLong errorsShown;
 
-        Worker(int id, RemoteCache<String, byte[]> cache, String[] keys, int valueBytes, double getRatio,
+        Worker(int id, RemoteCache<String, byte[]> cache, String[] keys, int keyCount, int valueBytes, double getRatio,
                long seed, long warmupEnd, long measureEnd, long maxOps, AtomicLong errorsShown) {
             super("load-" + id);
             setDaemon(true);
             this.cache = cache;
             this.random = new SplittableRandom(seed * 1_000_003L + id);
             this.keys = keys;
+            this.keyCount = keyCount;
             this.valueBytes = valueBytes;
             this.getRatio = getRatio;
             this.warmupEnd = warmupEnd;
@@ -156,13 +171,13 @@ public final class LoadGen {
                 if (start >= measureEnd || (measured ? attempts : warmupAttempts) >= maxOps) {
                     return;
                 }
-                String key = keys[random.nextInt(keys.length)];
+                String key = keys != null ? keys[random.nextInt(keys.length)] : key(random.nextInt(keyCount));
                 boolean get = random.nextDouble() < getRatio;
                 boolean ok = true, hit = true;
                 try {
                     if (get) {
                         byte[] got = cache.get(key);
-                        hit = got != null && got.length == valueBytes;
+                        hit = keys == null || (got != null && got.length == valueBytes);
                     } else {
                         if (valueBytes > 0) {
                             value[0]++; // a different value each time, without allocating
@@ -209,10 +224,14 @@ public final class LoadGen {
     }
 
     static int run(RemoteCache<String, byte[]> cache, int threads, double seconds, double warmupSeconds,
-                   int valueBytes, int keyCount, double getRatio, long maxOps, long seed) throws Exception {
-        String[] keys = new String[keyCount];
-        for (int i = 0; i < keyCount; i++) {
-            keys[i] = key(i);
+                   int valueBytes, int keyCount, boolean preloaded, double getRatio, long maxOps, long seed)
+            throws Exception {
+        String[] keys = null;
+        if (preloaded) {
+            keys = new String[keyCount];
+            for (int i = 0; i < keyCount; i++) {
+                keys[i] = key(i);
+            }
         }
         com.sun.management.OperatingSystemMXBean os =
                 (com.sun.management.OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean();
@@ -223,7 +242,7 @@ public final class LoadGen {
         AtomicLong errorsShown = new AtomicLong();
         Worker[] workers = new Worker[threads];
         for (int i = 0; i < threads; i++) {
-            workers[i] = new Worker(i, cache, keys, valueBytes, getRatio, seed, warmupEnd, measureEnd,
+            workers[i] = new Worker(i, cache, keys, keyCount, valueBytes, getRatio, seed, warmupEnd, measureEnd,
                     perThreadMax, errorsShown);
         }
         sleepUntil(begin);
@@ -305,7 +324,7 @@ public final class LoadGen {
             String name = arg.substring(2);
             switch (name) {
                 case "host", "port", "cache", "threads", "seconds", "warmup-seconds", "value-bytes",
-                        "keys", "get-ratio", "max-ops", "seed" -> opts.put(name, argv[++i]);
+                        "keys", "get-ratio", "max-ops", "seed", "preload" -> opts.put(name, argv[++i]);
                 default -> usage("unknown option " + arg);
             }
         }
@@ -318,7 +337,7 @@ public final class LoadGen {
         }
         System.err.println("usage: LoadGen [--host 127.0.0.1] [--port 11222] [--cache bench] [--threads 1]"
                 + " [--seconds 10] [--warmup-seconds 3] [--value-bytes 100] [--keys 100000]"
-                + " [--get-ratio 0.8] [--max-ops 100000000] [--seed 42]");
+                + " [--get-ratio 0.8] [--max-ops 100000000] [--seed 42] [--preload true|false]");
         System.exit(problem == null ? 0 : 2);
     }
 
