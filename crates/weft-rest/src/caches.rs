@@ -104,7 +104,10 @@ pub(crate) async fn get(
     match params.get("action").map(String::as_str) {
         None => Ok(json::respond(&details(&cache))),
         Some("size") => Ok(json::respond(&json!(cache.size()))),
-        Some("stats") => Ok(json::respond(&json::statistics(&cache.statistics()))),
+        Some("stats") => Ok(json::respond(&json::statistics_with_stores(
+            &cache.statistics(),
+            cache.persistence_stats(),
+        ))),
         Some("config") => Ok(json::respond(&json::configuration(cache.config()))),
         Some("keys") => {
             let listing = Listing::from_request(&headers, &params)?;
@@ -141,7 +144,7 @@ fn details(cache: &Cache) -> Value {
         .max_size_bytes
         .map_or(-1, |bytes| i64::try_from(bytes).unwrap_or(i64::MAX));
     json!({
-        "stats": json::statistics(&cache.statistics()),
+        "stats": json::statistics_with_stores(&cache.statistics(), cache.persistence_stats()),
         "size": cache.size(),
         "configuration": json::configuration(config),
         "rehash_in_progress": false,

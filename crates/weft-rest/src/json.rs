@@ -12,7 +12,15 @@ const NANOS_PER_MILLI: u64 = 1_000_000;
 /// field names where one exists (times in ms, plus `_nanos` variants as Infinispan 15
 /// also gives), then Weft's additions (`expirations`, `statistics_enabled`).
 pub(crate) fn statistics(stats: &CacheStatistics) -> Value {
-    json!({
+    statistics_with_stores(stats, None)
+}
+
+/// [`statistics`] plus, for a cache with stores, what they did (`store` object).
+pub(crate) fn statistics_with_stores(
+    stats: &CacheStatistics,
+    stores: Option<weft_core::PersistenceStats>,
+) -> Value {
+    let mut value = json!({
         "statistics_enabled": stats.enabled,
         "time_since_start": stats.time_since_start_secs,
         "time_since_reset": stats.time_since_reset_secs,
@@ -35,7 +43,21 @@ pub(crate) fn statistics(stats: &CacheStatistics) -> Value {
         "average_remove_time": stats.average_remove_time_nanos / NANOS_PER_MILLI,
         "average_remove_time_nanos": stats.average_remove_time_nanos,
         "required_minimum_number_of_nodes": 1,
-    })
+    });
+    if let (Some(stores), Some(map)) = (stores, value.as_object_mut()) {
+        map.insert(
+            "store".to_owned(),
+            json!({
+                "preloaded_entries": stores.preloaded_entries,
+                "preload_time_ms": stores.preload_ms,
+                "loads": stores.loads,
+                "writes": stores.stores,
+                "write_behind_backlog": stores.write_behind_backlog,
+                "poisoned": stores.poisoned,
+            }),
+        );
+    }
+    value
 }
 
 /// A cache's configuration as `{"local-cache": {...}}`, in the same attribute names

@@ -11,7 +11,9 @@
 //! `weft_cache_{hits,misses,stores,remove_hits,remove_misses,evictions,expirations}_total`,
 //! `weft_cache_entries`, `weft_cache_memory_bytes`,
 //! `weft_cache_average_{read,write,remove}_time_seconds`,
-//! `weft_cache_time_since_{start,reset}_seconds`, `weft_cache_statistics_enabled`; the same
+//! `weft_cache_time_since_{start,reset}_seconds`, `weft_cache_statistics_enabled`; for caches
+//! with stores `weft_cache_store_{preloaded_entries,preload_seconds,loads_total,writes_total,
+//! write_behind_backlog,poisoned}`; the same
 //! counters and sizes summed as `weft_container_…`; `weft_caches`, `weft_uptime_seconds`
 //! and `weft_build_info{version,node}`. Totals fall when a cache is removed or its
 //! statistics are reset, which Prometheus treats as a counter reset.
@@ -21,7 +23,7 @@ use std::fmt::Write as _;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
-use weft_core::CacheStatistics;
+use weft_core::{CacheStatistics, PersistenceStats};
 
 use crate::Shared;
 
@@ -255,6 +257,61 @@ const CONTAINER_FAMILIES: &[(Family, Reader)] = &[
     ),
 ];
 
+/// Reads one figure from a cache's store counters.
+type StoreReader = fn(&PersistenceStats) -> Number;
+
+/// Per-cache families of caches with stores.
+const STORE_FAMILIES: &[(Family, StoreReader)] = &[
+    (
+        Family {
+            name: "weft_cache_store_preloaded_entries",
+            kind: Kind::Gauge,
+            help: "Entries loaded from the stores when the cache started.",
+        },
+        |s| Number::Whole(s.preloaded_entries),
+    ),
+    (
+        Family {
+            name: "weft_cache_store_preload_seconds",
+            kind: Kind::Gauge,
+            help: "How long the preload took.",
+        },
+        |s| seconds_from_nanos(s.preload_ms.saturating_mul(1_000_000)),
+    ),
+    (
+        Family {
+            name: "weft_cache_store_loads",
+            kind: Kind::Counter,
+            help: "Entries read from a store because memory did not hold them.",
+        },
+        |s| Number::Whole(s.loads),
+    ),
+    (
+        Family {
+            name: "weft_cache_store_writes",
+            kind: Kind::Counter,
+            help: "Changes handed to the stores.",
+        },
+        |s| Number::Whole(s.stores),
+    ),
+    (
+        Family {
+            name: "weft_cache_store_write_behind_backlog",
+            kind: Kind::Gauge,
+            help: "Changes accepted by write-behind and not yet written to the stores.",
+        },
+        |s| Number::Whole(s.write_behind_backlog),
+    ),
+    (
+        Family {
+            name: "weft_cache_store_poisoned",
+            kind: Kind::Gauge,
+            help: "1 if a store failed a write or sync and refuses writes, else 0.",
+        },
+        |s| Number::Whole(u64::from(s.poisoned)),
+    ),
+];
+
 fn seconds_from_nanos(nanos: u64) -> Number {
     // Precision loss above 2^53 ns (104 days per operation) is irrelevant here.
     #[allow(clippy::cast_precision_loss)]
@@ -357,6 +414,20 @@ fn render(state: &Shared, open_metrics: bool) -> String {
         exposition.header(family);
         for (name, stats) in &caches {
             exposition.sample(family, &[("cache", name)], read(stats));
+        }
+    }
+    let stores: Vec<(String, PersistenceStats)> = state
+        .manager()
+        .caches()
+        .iter()
+        .filter_map(|cache| Some((cache.name().to_owned(), cache.persistence_stats()?)))
+        .collect();
+    if !stores.is_empty() {
+        for (family, read) in STORE_FAMILIES {
+            exposition.header(family);
+            for (name, stats) in &stores {
+                exposition.sample(family, &[("cache", name)], read(stats));
+            }
         }
     }
     let mut total = CacheStatistics::default();
