@@ -1149,12 +1149,8 @@ impl Cache {
 
     /// Every entry memory holds, stores aside.
     fn inner_memory_iter(&self) -> impl Iterator<Item = CacheEntry> + '_ {
-        (0..self.segment_count()).flat_map(|segment| {
-            self.inner
-                .container
-                .snapshot(segment as usize)
-                .into_iter()
-        })
+        (0..self.segment_count())
+            .flat_map(|segment| self.inner.container.snapshot(segment as usize).into_iter())
     }
 
     /// Entries held in one segment.

@@ -219,12 +219,10 @@ impl CacheManager {
         };
         let cache = Cache::with_persistence(name, config, Arc::clone(&self.inner.clock), stores);
         // Preloading under the manager's lock keeps a half-loaded cache out of sight.
-        cache
-            .preload()
-            .map_err(|error| ManagerError::Persistence {
-                cache: name.to_owned(),
-                reason: format!("preload failed: {error}"),
-            })?;
+        cache.preload().map_err(|error| ManagerError::Persistence {
+            cache: name.to_owned(),
+            reason: format!("preload failed: {error}"),
+        })?;
         caches.insert(
             name.to_owned(),
             CacheSlot {

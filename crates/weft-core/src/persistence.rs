@@ -146,8 +146,10 @@ pub trait Persistence: Send + Sync + fmt::Debug + 'static {
     ///
     /// # Errors
     /// If the final flush failed.
-    fn shutdown(&self, memory: &mut dyn Iterator<Item = CacheEntry>)
-    -> Result<(), PersistenceError>;
+    fn shutdown(
+        &self,
+        memory: &mut dyn Iterator<Item = CacheEntry>,
+    ) -> Result<(), PersistenceError>;
 
     /// Stops the stores and deletes their data (the cache was removed).
     fn destroy(&self);
@@ -166,8 +168,11 @@ pub trait PersistenceFactory: Send + Sync + fmt::Debug + 'static {
     ) -> Result<Option<Arc<dyn Persistence>>, String>;
 }
 
+/// Per cache's stores, the highest ticket a batch of writes must wait for.
+type Waits = Vec<(Arc<dyn Persistence>, u64)>;
+
 thread_local! {
-    static COLLECTING: RefCell<Option<Vec<(Arc<dyn Persistence>, u64)>>> = const { RefCell::new(None) };
+    static COLLECTING: RefCell<Option<Waits>> = const { RefCell::new(None) };
 }
 
 /// Runs `f`, collecting the durability waits of the writes it makes on this thread instead of
@@ -207,7 +212,7 @@ pub(crate) fn defer(persistence: &Arc<dyn Persistence>, ticket: u64) -> bool {
 #[must_use = "writes are not acknowledged until their durability is awaited"]
 #[derive(Default)]
 pub struct Durability {
-    waits: Vec<(Arc<dyn Persistence>, u64)>,
+    waits: Waits,
 }
 
 impl fmt::Debug for Durability {

@@ -99,7 +99,20 @@ impl Server {
     /// # Errors
     /// If the caches cannot be created or the address cannot be bound.
     pub async fn start(config: ServerConfig) -> anyhow::Result<Self> {
-        let factory = Arc::new(weft_store::StoreFactory::new(config.server.data_dir.clone()));
+        let factory = Arc::new(
+            weft_store::StoreFactory::new(config.server.data_dir.clone()).with_opener(
+                weft_core::StoreKind::Postgres,
+                Arc::new(
+                    |cache: &str, _: &weft_core::CacheConfig, store: &weft_core::StoreConfig| {
+                        let opened: Arc<dyn weft_store::Store> = Arc::new(
+                            weft_store_pg::PgStore::open(cache, store)
+                                .map_err(|e| e.to_string())?,
+                        );
+                        Ok(opened)
+                    },
+                ),
+            ),
+        );
         let manager_config = config.manager_config();
         // Preloading stores reads files: off the async workers.
         let manager = tokio::task::spawn_blocking(move || {

@@ -47,6 +47,7 @@ fn core_is_standalone_and_does_no_io() {
         "weft-resp",
         "weft-rest",
         "weft-server",
+        "weft-store",
         "tokio",
         "axum",
         "hyper",
@@ -55,6 +56,27 @@ fn core_is_standalone_and_does_no_io() {
             !core.iter().any(|d| d == forbidden),
             "weft-core depends on {forbidden}"
         );
+    }
+}
+
+// Proves stores know nothing of protocols or the server: they serve the core's seam only.
+#[test]
+fn stores_depend_on_no_protocol() {
+    let graph = normal_dependencies();
+    for store in graph.keys().filter(|name| name.starts_with("weft-store")) {
+        for forbidden in [
+            "weft-resp",
+            "weft-rest",
+            "weft-hotrod",
+            "weft-server",
+            "axum",
+            "hyper",
+        ] {
+            assert!(
+                !graph[store].iter().any(|d| d == forbidden),
+                "{store} depends on {forbidden}"
+            );
+        }
     }
 }
 

@@ -120,13 +120,18 @@ fn no_acknowledged_write_is_lost_to_sigkill() {
             for (key, value) in &expected {
                 let found = call(&mut reader, &["GET", key]).expect("server up while verifying");
                 let found: u64 = found.parse().unwrap_or_else(|_| {
-                    panic!("iteration {iteration}: {key} holds {found:?}, not a number (seed {seed})")
+                    panic!(
+                        "iteration {iteration}: {key} holds {found:?}, not a number (seed {seed})"
+                    )
                 });
                 assert!(
                     found >= *value,
                     "iteration {iteration}: {key} = {found}, but {value} was acknowledged (seed {seed})"
                 );
-                acknowledged.lock().expect("lock").insert(key.clone(), found);
+                acknowledged
+                    .lock()
+                    .expect("lock")
+                    .insert(key.clone(), found);
             }
         }
         let stop = Arc::new(AtomicBool::new(false));
@@ -136,7 +141,8 @@ fn no_acknowledged_write_is_lost_to_sigkill() {
                 let stop = Arc::clone(&stop);
                 let start_value = iteration * 1_000_000;
                 std::thread::spawn(move || {
-                    let mut reader = BufReader::new(connect(addr, Instant::now() + Duration::from_secs(5)));
+                    let mut reader =
+                        BufReader::new(connect(addr, Instant::now() + Duration::from_secs(5)));
                     let mut count = 0u64;
                     for n in 0..1_000_000u64 {
                         if stop.load(Ordering::Relaxed) {
@@ -177,7 +183,10 @@ fn no_acknowledged_write_is_lost_to_sigkill() {
             .expect("reply")
             .parse()
             .expect("a number");
-        assert!(found >= *value, "{key} = {found} < acknowledged {value} (seed {seed})");
+        assert!(
+            found >= *value,
+            "{key} = {found} < acknowledged {value} (seed {seed})"
+        );
     }
     let _ = child.kill();
     let _ = child.wait();

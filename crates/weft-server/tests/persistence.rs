@@ -2,6 +2,8 @@
 //! lifespan; a cache bounded in memory holds more than fits and reads fall through; write-
 //! behind and passivation keep everything across a clean restart.
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use common::{Frame, TestServer};
@@ -36,7 +38,10 @@ fn a_restart_serves_every_entry_with_its_remaining_lifespan() {
     assert_eq!(client.cmd("GET key3"), Frame::NullBulk);
     assert_eq!(client.cmd("INCR counter"), Frame::Integer(42));
     let ttl = client.cmd("TTL mortal").int();
-    assert!((990..=1000).contains(&ttl), "remaining lifespan kept: {ttl}");
+    assert!(
+        (990..=1000).contains(&ttl),
+        "remaining lifespan kept: {ttl}"
+    );
     let stats = server
         .manager()
         .cache("default")
@@ -58,7 +63,10 @@ fn a_cache_bounded_in_memory_holds_more_and_reads_fall_through() {
     let cache = server.manager().cache("default").unwrap();
     assert!(cache.memory_bytes() > 0);
     for i in 0..1000 {
-        assert_eq!(client.cmd(&format!("GET key{i}")), Frame::bulk(format!("value{i}")));
+        assert_eq!(
+            client.cmd(&format!("GET key{i}")),
+            Frame::bulk(format!("value{i}"))
+        );
     }
     assert_eq!(client.cmd("DBSIZE"), Frame::Integer(1000));
     // A conditional write sees the stored entry even when memory does not hold it.
@@ -90,7 +98,10 @@ fn passivation_keeps_evicted_and_resident_entries_across_a_restart() {
     let mut client = server.client();
     assert_eq!(client.cmd("DBSIZE"), Frame::Integer(299));
     for i in (0..300).filter(|&i| i != 10) {
-        assert_eq!(client.cmd(&format!("GET key{i}")), Frame::bulk(format!("value{i}")));
+        assert_eq!(
+            client.cmd(&format!("GET key{i}")),
+            Frame::bulk(format!("value{i}"))
+        );
     }
     assert_eq!(client.cmd("GET key10"), Frame::NullBulk);
 }

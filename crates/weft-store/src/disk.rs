@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
 /// One open file.
+#[allow(clippy::len_without_is_empty)] // a file's length, not a collection's
 pub trait DiskFile: Send + Sync + fmt::Debug {
     /// Reads exactly `buf.len()` bytes at `offset`.
     ///

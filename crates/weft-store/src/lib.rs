@@ -18,6 +18,8 @@ pub mod disk;
 pub mod file;
 pub mod manager;
 mod store;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use manager::{PersistenceManager, StoreFactory, StoreOpener};
 pub use store::{Characteristics, Modification, Store, StoreError};

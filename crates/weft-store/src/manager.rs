@@ -19,11 +19,11 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use parking_lot::{Condvar, Mutex};
+use weft_core::CacheEntry;
 use weft_core::config::{CacheConfig, StoreConfig, StoreKind, WriteBehindConfig};
 use weft_core::persistence::{
     BoxFuture, Persistence, PersistenceError, PersistenceFactory, PersistenceStats, StoreChange,
 };
-use weft_core::CacheEntry;
 
 use crate::file::{FileStore, FileStoreConfig, store_dir};
 use crate::store::{Modification, Store, StoreError};
@@ -514,20 +514,22 @@ impl StoreFactory {
         let root = data_dir.clone();
         openers.insert(
             StoreKind::File,
-            Arc::new(move |cache: &str, config: &CacheConfig, store: &StoreConfig| {
-                let mut file = FileStoreConfig::new(
-                    store_dir(&root, cache, store.path.as_deref()),
-                    config.segments,
-                );
-                file.durability = store.durability;
-                file.sync_interval = store.sync_interval;
-                file.file_size_max = store.file_size_max;
-                file.compaction_threshold_percent = store.compaction_threshold_percent;
-                file.read_only = store.read_only;
-                let opened: Arc<dyn Store> =
-                    Arc::new(FileStore::open(file).map_err(|e| e.to_string())?);
-                Ok(opened)
-            }),
+            Arc::new(
+                move |cache: &str, config: &CacheConfig, store: &StoreConfig| {
+                    let mut file = FileStoreConfig::new(
+                        store_dir(&root, cache, store.path.as_deref()),
+                        config.segments,
+                    );
+                    file.durability = store.durability;
+                    file.sync_interval = store.sync_interval;
+                    file.file_size_max = store.file_size_max;
+                    file.compaction_threshold_percent = store.compaction_threshold_percent;
+                    file.read_only = store.read_only;
+                    let opened: Arc<dyn Store> =
+                        Arc::new(FileStore::open(file).map_err(|e| e.to_string())?);
+                    Ok(opened)
+                },
+            ),
         );
         Self { data_dir, openers }
     }
@@ -558,9 +560,10 @@ impl PersistenceFactory for StoreFactory {
         }
         let mut stores = Vec::new();
         for store in &persistence.stores {
-            let opener = self.openers.get(&store.kind).ok_or_else(|| {
-                format!("no {:?} store is available in this build", store.kind)
-            })?;
+            let opener = self
+                .openers
+                .get(&store.kind)
+                .ok_or_else(|| format!("no {:?} store is available in this build", store.kind))?;
             let opened = opener(name, config, store)?;
             if store.purge_on_startup && !store.read_only {
                 let position = opened.clear().map_err(|e| e.to_string())?;
@@ -569,14 +572,12 @@ impl PersistenceFactory for StoreFactory {
             stores.push(opened);
         }
         let preload = persistence.stores.iter().any(|store| store.preload);
-        let write_behind = persistence.stores.iter().find_map(|store| store.write_behind);
-        let manager = PersistenceManager::new(
-            name,
-            stores,
-            persistence.passivation,
-            preload,
-            write_behind,
-        );
+        let write_behind = persistence
+            .stores
+            .iter()
+            .find_map(|store| store.write_behind);
+        let manager =
+            PersistenceManager::new(name, stores, persistence.passivation, preload, write_behind);
         manager.set_segment_count(config.segments);
         Ok(Some(manager))
     }

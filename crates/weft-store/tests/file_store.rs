@@ -44,13 +44,21 @@ fn a_clean_restart_uses_the_checkpoint_and_keeps_everything() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = FileStore::open(config(dir.path())).expect("open");
     for i in 0..1000u32 {
-        put(&store, format!("k{i}").as_bytes(), &i.to_le_bytes(), u64::from(i) + 1);
+        put(
+            &store,
+            format!("k{i}").as_bytes(),
+            &i.to_le_bytes(),
+            u64::from(i) + 1,
+        );
     }
     put(&store, b"k7", b"seven", 2000);
     let position = store.delete(segment(b"k8"), b"k8").expect("delete");
     store.wait_durable(position).expect("durable");
     store.stop().expect("stop");
-    assert!(store.write(0, &entry(b"late", b"x", 1)).is_err(), "writes after stop fail");
+    assert!(
+        store.write(0, &entry(b"late", b"x", 1)).is_err(),
+        "writes after stop fail"
+    );
     drop(store);
 
     let (store, recovery) =
@@ -59,7 +67,10 @@ fn a_clean_restart_uses_the_checkpoint_and_keeps_everything() {
     assert_eq!(recovery.records_replayed, 0);
     assert_eq!(value(&store, b"k7").as_deref(), Some(&b"seven"[..]));
     assert_eq!(value(&store, b"k8"), None);
-    assert_eq!(value(&store, b"k999").as_deref(), Some(&999u32.to_le_bytes()[..]));
+    assert_eq!(
+        value(&store, b"k999").as_deref(),
+        Some(&999u32.to_le_bytes()[..])
+    );
     assert_eq!(store.size(None).expect("size"), 999);
     assert_eq!(store.max_version(), 2000);
 }
@@ -152,7 +163,10 @@ fn compaction_under_concurrent_writes_keeps_every_newest_value() {
                         let key = format!("t{thread}-k{i}");
                         let value = format!("{round}-{}", "x".repeat(100));
                         let position = store
-                            .write(segment(key.as_bytes()), &entry(key.as_bytes(), value.as_bytes(), round + 1))
+                            .write(
+                                segment(key.as_bytes()),
+                                &entry(key.as_bytes(), value.as_bytes(), round + 1),
+                            )
                             .expect("write");
                         if i % 10 == 0 {
                             store.wait_durable(position).expect("durable");
@@ -176,13 +190,20 @@ fn compaction_under_concurrent_writes_keeps_every_newest_value() {
             for i in 0..100 {
                 let key = format!("t{thread}-k{i}");
                 let found = value(store, key.as_bytes()).expect("present");
-                assert!(found.starts_with(b"29-"), "{key}: {:?}", String::from_utf8_lossy(&found[..5]));
+                assert!(
+                    found.starts_with(b"29-"),
+                    "{key}: {:?}",
+                    String::from_utf8_lossy(&found[..5])
+                );
             }
         }
     };
     check(&store);
     let total: u64 = store.file_usage().iter().map(|(_, _, total)| total).sum();
-    assert!(total < 30 * 200 * 180 / 2, "compaction reclaimed space: {total} bytes left");
+    assert!(
+        total < 30 * 200 * 180 / 2,
+        "compaction reclaimed space: {total} bytes left"
+    );
     drop(store);
     // Crash-restart (no checkpoint) sees the same.
     let store = FileStore::open(cfg).expect("reopen");

@@ -26,8 +26,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use weft_core::{Durability, collect_durability};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+use weft_core::{Durability, collect_durability};
 use weft_hotrod::response::write_error;
 use weft_hotrod::{Decoder, Frame, Limits};
 
@@ -123,7 +123,10 @@ pub async fn serve(
                         Err(_) => {
                             // Every slot is taken: write what is ready, then wait for a slot
                             // while writing the responses that free them.
-                            if flush(&mut stream, &mut output, &context, &mut unsettled, peer).await.is_err() {
+                            if flush(&mut stream, &mut output, &context, &mut unsettled, peer)
+                                .await
+                                .is_err()
+                            {
                                 break;
                             }
                             match wait_for_slot(&connection, &mut inbound, &mut stream, &context)
@@ -151,12 +154,17 @@ pub async fn serve(
                 }
             }
             if output.len() >= OUTPUT_FLUSH_BYTES
-                && flush(&mut stream, &mut output, &context, &mut unsettled, peer).await.is_err()
+                && flush(&mut stream, &mut output, &context, &mut unsettled, peer)
+                    .await
+                    .is_err()
             {
                 break;
             }
         }
-        if flush(&mut stream, &mut output, &context, &mut unsettled, peer).await.is_err() {
+        if flush(&mut stream, &mut output, &context, &mut unsettled, peer)
+            .await
+            .is_err()
+        {
             break "write failed";
         }
         if failed {

@@ -104,7 +104,8 @@ pub async fn serve(
             .total_commands
             .fetch_add(processed, Ordering::Relaxed);
         if !output.is_empty() {
-            if !crate::settle(&mut unsettled, peer).await || stream.write_all(&output).await.is_err()
+            if !crate::settle(&mut unsettled, peer).await
+                || stream.write_all(&output).await.is_err()
             {
                 return;
             }

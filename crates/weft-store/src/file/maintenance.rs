@@ -208,8 +208,8 @@ impl Inner {
                     }
                     Err(error) => {
                         let offset = start + at as u64;
-                        let torn = matches!(error, DecodeError::Truncated { .. })
-                            || Some(id) == last;
+                        let torn =
+                            matches!(error, DecodeError::Truncated { .. }) || Some(id) == last;
                         if Some(id) != last || !torn {
                             return Err(StoreError::Corrupt {
                                 file: file_name(id),
@@ -225,9 +225,9 @@ impl Inner {
                             cut_bytes = len - offset,
                             "cutting a torn record off the end of the log"
                         );
-                        handle
-                            .truncate(offset)
-                            .map_err(|e| StoreError::io(format!("truncate {}", file_name(id)), e))?;
+                        handle.truncate(offset).map_err(|e| {
+                            StoreError::io(format!("truncate {}", file_name(id)), e)
+                        })?;
                         recovery.truncated_bytes = len - offset;
                         lengths.insert(id, offset);
                         break;
@@ -259,7 +259,7 @@ impl Inner {
         log.active_file = last.map_or(1, |id| id + 1);
         log.active_len = 0;
         drop(log);
-        *self.durable.lock() = sequence;
+        self.durable.lock().position = sequence;
         self.durable_watch.send_replace((sequence, false));
         Ok(recovery)
     }
@@ -281,9 +281,17 @@ impl Inner {
             if file.handle.lock().is_none() {
                 continue; // never written (a rotation that got no record)
             }
-            present.push((*id, file.total_bytes.load(Ordering::Relaxed), file.min_sequence.load(Ordering::Relaxed)));
+            present.push((
+                *id,
+                file.total_bytes.load(Ordering::Relaxed),
+                file.min_sequence.load(Ordering::Relaxed),
+            ));
         }
-        out.extend_from_slice(&u32::try_from(present.len()).unwrap_or(u32::MAX).to_le_bytes());
+        out.extend_from_slice(
+            &u32::try_from(present.len())
+                .unwrap_or(u32::MAX)
+                .to_le_bytes(),
+        );
         for (id, len, min_sequence) in &present {
             out.extend_from_slice(&id.to_le_bytes());
             out.extend_from_slice(&len.to_le_bytes());
@@ -578,4 +586,3 @@ impl Inner {
         }
     }
 }
-

@@ -46,6 +46,10 @@ const COMPACTION_TICK: Duration = Duration::from_secs(1);
 /// disk from writers for long.
 const COMPACTION_PAUSE: Duration = Duration::from_millis(5);
 const COMPACTION_BURST_BYTES: u64 = 4 << 20;
+/// In `sync` durability, how often the flusher thread sweeps up records no writer flushed.
+const SYNC_SWEEP_INTERVAL: Duration = Duration::from_millis(5);
+/// In `none` durability, the longest a record waits in the buffer before it is written.
+const NONE_WRITE_INTERVAL: Duration = Duration::from_millis(1);
 /// Bytes the flusher writes in one call at most.
 const PENDING_FLUSH_BYTES_MAX: usize = 64 << 20;
 
@@ -151,6 +155,22 @@ struct Log {
     stopping: bool,
 }
 
+/// What the writer of the log (whoever flushes: a waiting writer or the flusher thread)
+/// keeps between flushes. Holding its mutex is what makes a thread the one that flushes.
+#[derive(Debug)]
+struct FlushState {
+    /// The file written to since the last sync.
+    unsynced: Option<Arc<dyn DiskFile>>,
+    last_sync: Instant,
+}
+
+/// Durable progress: the highest durable sequence and how many flushes have ended.
+#[derive(Debug, Clone, Copy, Default)]
+struct Durable {
+    position: u64,
+    flushes: u64,
+}
+
 #[derive(Debug)]
 struct Inner {
     config: FileStoreConfig,
@@ -159,7 +179,8 @@ struct Inner {
     log: Mutex<Log>,
     flusher_wake: Condvar,
     files: RwLock<BTreeMap<u32, Arc<DataFile>>>,
-    durable: Mutex<u64>,
+    flush: Mutex<FlushState>,
+    durable: Mutex<Durable>,
     durable_changed: Condvar,
     durable_watch: watch::Sender<(u64, bool)>,
     poison: Mutex<Option<String>>,
@@ -223,8 +244,9 @@ impl FileStore {
         disk.create_dir_all(&dir)
             .map_err(|e| StoreError::io(format!("create {}", dir.display()), e))?;
         let segments = config.segments.max(1) as usize;
-        let index: Box<[RwLock<SegmentIndex>]> =
-            (0..segments).map(|_| RwLock::new(HashMap::default())).collect();
+        let index: Box<[RwLock<SegmentIndex>]> = (0..segments)
+            .map(|_| RwLock::new(HashMap::default()))
+            .collect();
         let (durable_watch, _) = watch::channel((0, false));
         let inner = Inner {
             config,
@@ -241,7 +263,11 @@ impl FileStore {
             }),
             flusher_wake: Condvar::new(),
             files: RwLock::new(BTreeMap::new()),
-            durable: Mutex::new(0),
+            flush: Mutex::new(FlushState {
+                unsynced: None,
+                last_sync: Instant::now(),
+            }),
+            durable: Mutex::new(Durable::default()),
             durable_changed: Condvar::new(),
             durable_watch,
             poison: Mutex::new(None),
@@ -318,6 +344,9 @@ impl Inner {
     }
 
     fn data_file(&self, id: u32) -> Arc<DataFile> {
+        if let Some(file) = self.files.read().get(&id) {
+            return Arc::clone(file);
+        }
         let mut files = self.files.write();
         Arc::clone(files.entry(id).or_insert_with(|| Arc::new(DataFile::new())))
     }
@@ -360,7 +389,7 @@ impl Inner {
         tracing::error!(dir = %self.config.dir.display(), %reason, "file store poisoned: it refuses writes from now on");
         *self.poison.lock() = Some(reason);
         self.poisoned.store(true, Ordering::Release);
-        let durable = *self.durable.lock();
+        let durable = self.durable.lock().position;
         self.durable_changed.notify_all();
         self.durable_watch.send_replace((durable, true));
     }
@@ -407,8 +436,17 @@ impl Inner {
         data_file
             .min_sequence
             .fetch_min(sequence, Ordering::Relaxed);
-        self.flusher_wake.notify_one();
-        (file, offset, u32::try_from(len).unwrap_or(u32::MAX), sequence)
+        // In `sync` durability the writers waiting for their records flush them; the flusher
+        // thread only sweeps up what nobody waits for.
+        if self.config.durability != DurabilityMode::Sync {
+            self.flusher_wake.notify_one();
+        }
+        (
+            file,
+            offset,
+            u32::try_from(len).unwrap_or(u32::MAX),
+            sequence,
+        )
     }
 
     /// Points `key` at `slot`, moving live-byte accounting from its previous record.
@@ -460,8 +498,9 @@ impl Inner {
         let (file, offset, len, sequence) = self.append(None, |out, sequence| {
             record::encode_entry(out, segment, sequence, entry)
         });
-        let expires_at_ms = record::expires_at(&entry.expiration(), entry.last_used_ms().unwrap_or(0))
-            .unwrap_or(u64::MAX);
+        let expires_at_ms =
+            record::expires_at(&entry.expiration(), entry.last_used_ms().unwrap_or(0))
+                .unwrap_or(u64::MAX);
         self.place(
             &mut index,
             entry.key(),
@@ -614,19 +653,111 @@ impl Inner {
     }
 
     fn durable_position(&self) -> u64 {
-        *self.durable.lock()
+        self.durable.lock().position
     }
 
+    fn poisoned_error(&self) -> StoreError {
+        StoreError::Poisoned(self.poison.lock().clone().unwrap_or_default())
+    }
+
+    /// Waits until `position` is synced, flushing the log itself when no one else is: the
+    /// first waiter writes and syncs everything appended so far, and the writers that
+    /// arrive meanwhile share its next sync (group commit without a hand-off to a thread).
     fn wait_synced(&self, position: u64) -> Result<(), StoreError> {
-        let mut durable = self.durable.lock();
-        while *durable < position {
+        loop {
+            let flushes = {
+                let durable = self.durable.lock();
+                if durable.position >= position {
+                    return Ok(());
+                }
+                durable.flushes
+            };
             if self.poisoned.load(Ordering::Acquire) {
-                let reason = self.poison.lock().clone().unwrap_or_default();
-                return Err(StoreError::Poisoned(reason));
+                return Err(self.poisoned_error());
             }
-            self.durable_changed.wait(&mut durable);
+            if let Some(state) = self.flush.try_lock() {
+                self.flush_locked(state, true);
+                continue;
+            }
+            let mut durable = self.durable.lock();
+            while durable.flushes == flushes
+                && durable.position < position
+                && !self.poisoned.load(Ordering::Acquire)
+            {
+                self.durable_changed
+                    .wait_for(&mut durable, Duration::from_millis(50));
+            }
         }
-        Ok(())
+    }
+
+    /// Takes everything appended, writes it and, if asked, syncs it; then publishes the new
+    /// durable position. Consumes the flush lock so that it is released before waiters are
+    /// woken (a woken waiter may have to flush next).
+    fn flush_locked(&self, mut state: parking_lot::MutexGuard<'_, FlushState>, sync: bool) {
+        let (chunks, taken_up_to) = {
+            let mut log = self.log.lock();
+            let chunks = Arc::new(std::mem::take(&mut log.pending));
+            log.in_flight = Some(Arc::clone(&chunks));
+            (chunks, log.sequence)
+        };
+        let mut failure = None;
+        if self.poisoned.load(Ordering::Acquire) {
+            failure = Some(String::new());
+        }
+        for chunk in chunks.iter() {
+            if failure.is_some() {
+                break;
+            }
+            let handle = match self.handle(chunk.file, true) {
+                Ok(handle) => handle,
+                Err(error) => {
+                    failure = Some(error.to_string());
+                    break;
+                }
+            };
+            // A file is synced before the next one is written, so a torn record can only
+            // be at the end of the last file.
+            if let Some(previous) = &state.unsynced
+                && !Arc::ptr_eq(previous, &handle)
+                && self.config.durability != DurabilityMode::None
+                && let Err(error) = previous.sync_data()
+            {
+                failure = Some(format!("sync {}: {error}", self.config.dir.display()));
+                break;
+            }
+            if let Err(error) = handle.append(&chunk.data) {
+                failure = Some(format!("write {}: {error}", file_name(chunk.file)));
+                break;
+            }
+            state.unsynced = Some(handle);
+        }
+        self.log.lock().in_flight = None;
+        let mut synced = false;
+        if failure.is_none() && sync {
+            if let Some(handle) = state.unsynced.take()
+                && let Err(error) = handle.sync_data()
+            {
+                failure = Some(format!("fsync {}: {error}", self.config.dir.display()));
+            }
+            state.last_sync = Instant::now();
+            synced = failure.is_none();
+        }
+        drop(state);
+        match failure {
+            Some(reason) if !reason.is_empty() => self.poison_with(reason),
+            Some(_) => {}
+            None => {}
+        }
+        let mut durable = self.durable.lock();
+        if synced && taken_up_to > durable.position {
+            durable.position = taken_up_to;
+        }
+        durable.flushes += 1;
+        let position = durable.position;
+        drop(durable);
+        self.durable_changed.notify_all();
+        self.durable_watch
+            .send_replace((position, self.poisoned.load(Ordering::Acquire)));
     }
 
     fn request_sync(&self) {
@@ -634,106 +765,53 @@ impl Inner {
         self.flusher_wake.notify_one();
     }
 
-    /// Writes everything pending and syncs it, whatever the durability mode.
+    /// Writes everything appended so far and syncs it, whatever the durability mode
+    /// (compaction copies reuse old sequence numbers, so this cannot go by position).
     fn sync_now(&self) -> Result<(), StoreError> {
-        let position = self.position();
-        if self.durable_position() >= position {
-            return Ok(());
+        let state = self.flush.lock();
+        self.flush_locked(state, true);
+        if self.poisoned.load(Ordering::Acquire) {
+            return Err(self.poisoned_error());
         }
-        self.request_sync();
-        self.wait_synced(position)
+        Ok(())
     }
 
+    /// The flusher thread: writes and syncs on the schedule of `periodic` and `none`, serves
+    /// sync requests (compaction, clear, stop), and in `sync` mode sweeps up records nobody
+    /// waits for.
     fn flush_loop(&self) {
-        let mut last_sync = Instant::now();
-        let mut unsynced: Option<(Arc<dyn DiskFile>, u64)> = None;
         loop {
-            let (chunks, taken_up_to, sync_requested, stopping) = {
+            let (sync_requested, stopping) = {
                 let mut log = self.log.lock();
                 loop {
-                    if !log.pending.is_empty() || log.stopping || log.sync_requested {
+                    if log.stopping || log.sync_requested {
                         break;
                     }
-                    match self.config.durability {
-                        DurabilityMode::Periodic if unsynced.is_some() => {
-                            let due = self.config.sync_interval.saturating_sub(last_sync.elapsed());
-                            if due.is_zero() {
-                                break;
-                            }
-                            self.flusher_wake.wait_for(&mut log, due);
-                            if last_sync.elapsed() >= self.config.sync_interval {
-                                break;
-                            }
-                        }
-                        _ => self.flusher_wake.wait(&mut log),
+                    let wait = match self.config.durability {
+                        DurabilityMode::Sync => SYNC_SWEEP_INTERVAL,
+                        DurabilityMode::Periodic => self.config.sync_interval,
+                        DurabilityMode::None => NONE_WRITE_INTERVAL,
+                    };
+                    let woken = !self.flusher_wake.wait_for(&mut log, wait).timed_out();
+                    let due = match self.config.durability {
+                        DurabilityMode::Sync => !log.pending.is_empty(),
+                        DurabilityMode::Periodic => true,
+                        DurabilityMode::None => !log.pending.is_empty(),
+                    };
+                    if due || (woken && self.config.durability == DurabilityMode::None) {
+                        break;
                     }
                 }
-                let chunks = Arc::new(std::mem::take(&mut log.pending));
-                log.in_flight = Some(Arc::clone(&chunks));
-                let sync_requested = std::mem::take(&mut log.sync_requested);
-                (chunks, log.sequence, sync_requested, log.stopping)
+                (std::mem::take(&mut log.sync_requested), log.stopping)
             };
-            if self.poisoned.load(Ordering::Acquire) {
-                self.log.lock().in_flight = None;
-                if stopping {
-                    return;
-                }
-                continue;
-            }
-            let mut failure = None;
-            for chunk in chunks.iter() {
-                let handle = match self.handle(chunk.file, true) {
-                    Ok(handle) => handle,
-                    Err(error) => {
-                        failure = Some(error.to_string());
-                        break;
-                    }
-                };
-                // A file is synced before the next one is written, so a torn record can only
-                // be at the end of the last file.
-                if let Some((previous, _)) = &unsynced
-                    && !Arc::ptr_eq(previous, &handle)
-                    && self.config.durability != DurabilityMode::None
-                    && let Err(error) = previous.sync_data()
-                {
-                    failure = Some(format!("sync {}: {error}", self.config.dir.display()));
-                    break;
-                }
-                if let Err(error) = handle.append(&chunk.data) {
-                    failure = Some(format!("write {}: {error}", file_name(chunk.file)));
-                    break;
-                }
-                unsynced = Some((handle, chunk.last_sequence));
-            }
-            self.log.lock().in_flight = None;
-            if let Some(reason) = failure {
-                self.poison_with(reason);
-                continue;
-            }
-            let want_sync = match self.config.durability {
+            let state = self.flush.lock();
+            let sync = match self.config.durability {
                 DurabilityMode::Sync => true,
-                DurabilityMode::Periodic => last_sync.elapsed() >= self.config.sync_interval,
+                DurabilityMode::Periodic => state.last_sync.elapsed() >= self.config.sync_interval,
                 DurabilityMode::None => false,
             } || sync_requested
                 || stopping;
-            if want_sync {
-                // Every sequence handed out before the chunks were taken is in them.
-                let position = taken_up_to;
-                if let Some((handle, _)) = unsynced.take() {
-                    if let Err(error) = handle.sync_data() {
-                        self.poison_with(format!("fsync {}: {error}", self.config.dir.display()));
-                        continue;
-                    }
-                }
-                last_sync = Instant::now();
-                let mut durable = self.durable.lock();
-                if position > *durable {
-                    *durable = position;
-                    drop(durable);
-                    self.durable_changed.notify_all();
-                    self.durable_watch.send_replace((position, false));
-                }
-            }
+            self.flush_locked(state, sync);
             if stopping && self.log.lock().pending.is_empty() {
                 return;
             }
@@ -809,17 +887,30 @@ impl Store for FileStore {
                     _ => Ok(()),
                 };
             }
+            // Only a multi-threaded runtime can lend this thread to a blocking flush; on any
+            // other, the flusher thread does the work.
+            let may_lead = tokio::runtime::Handle::try_current().is_ok_and(|handle| {
+                handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
+            });
             let mut receiver = inner.durable_watch.subscribe();
-            let reached = receiver
-                .wait_for(|(durable, poisoned)| *durable >= position || *poisoned)
-                .await
-                .map(|state| *state);
-            match reached {
-                Ok((durable, _)) if durable >= position => Ok(()),
-                Ok(_) => Err(StoreError::Poisoned(
-                    inner.poison.lock().clone().unwrap_or_default(),
-                )),
-                Err(_) => Err(StoreError::Stopped),
+            loop {
+                if inner.durable_position() >= position {
+                    return Ok(());
+                }
+                if inner.poisoned.load(Ordering::Acquire) {
+                    return Err(inner.poisoned_error());
+                }
+                if may_lead {
+                    if let Some(state) = inner.flush.try_lock() {
+                        inner.flush_locked(state, true);
+                        continue;
+                    }
+                } else {
+                    inner.request_sync();
+                }
+                if receiver.changed().await.is_err() {
+                    return Err(StoreError::Stopped);
+                }
             }
         })
     }

@@ -227,7 +227,17 @@ mod tests {
             max_idle_ms: None,
         };
         let mut out = Vec::new();
-        let len = encode(&mut out, Kind::Put, 7, 42, 9, expiration, 11, b"key", b"value");
+        let len = encode(
+            &mut out,
+            Kind::Put,
+            7,
+            42,
+            9,
+            expiration,
+            11,
+            b"key",
+            b"value",
+        );
         assert_eq!(len, out.len());
         let (record, used) = decode(&out).expect("decodes");
         assert_eq!(used, len);
