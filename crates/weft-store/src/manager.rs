@@ -269,7 +269,10 @@ impl Persistence for PersistenceManager {
         }
         if let Some(write_behind) = &self.write_behind {
             let mut queue = write_behind.queue.lock();
-            while queue.pending.len() >= write_behind.config.modification_queue_size
+            // Queued and being written both count: the bound is on what is held, not yet
+            // in the store.
+            while queue.pending.len() + queue.in_flight.as_ref().map_or(0, |batch| batch.len())
+                >= write_behind.config.modification_queue_size
                 && !queue.stopping
             {
                 write_behind.changed.notify_all();
