@@ -17,11 +17,11 @@ pub trait DiskFile: Send + Sync + fmt::Debug {
     /// # Errors
     /// I/O errors, including a short file.
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
-    /// Appends all of `data` at the end.
+    /// Writes all of `data` at `offset`.
     ///
     /// # Errors
     /// I/O errors.
-    fn append(&self, data: &[u8]) -> io::Result<()>;
+    fn write_at(&self, data: &[u8], offset: u64) -> io::Result<()>;
     /// Makes written data durable (fdatasync).
     ///
     /// # Errors
@@ -41,7 +41,7 @@ pub trait DiskFile: Send + Sync + fmt::Debug {
 
 /// A directory of files.
 pub trait Disk: Send + Sync + fmt::Debug {
-    /// Opens (creating if asked) a file for reading and appending.
+    /// Opens (creating if asked) a file for reading and writing.
     ///
     /// # Errors
     /// I/O errors.
@@ -98,8 +98,8 @@ impl DiskFile for RealFile {
         self.file.read_exact_at(buf, offset)
     }
 
-    fn append(&self, data: &[u8]) -> io::Result<()> {
-        (&self.file).write_all(data)
+    fn write_at(&self, data: &[u8], offset: u64) -> io::Result<()> {
+        self.file.write_all_at(data, offset)
     }
 
     fn sync_data(&self) -> io::Result<()> {
@@ -120,7 +120,7 @@ impl Disk for RealDisk {
     fn open(&self, path: &Path, create: bool) -> io::Result<Arc<dyn DiskFile>> {
         let file = OpenOptions::new()
             .read(true)
-            .append(true)
+            .write(true)
             .create(create)
             .open(path)?;
         Ok(Arc::new(RealFile { file }))
@@ -192,8 +192,9 @@ pub struct FaultyDisk {
 #[derive(Debug, Default)]
 struct Faults {
     fail_syncs: AtomicBool,
-    /// When ≥ 0: the next append writes only this many bytes, then every later append is
-    /// dropped (the process is considered crashed).
+    /// When ≥ 0: the next write of data writes only this many bytes, then every later write
+    /// is dropped (the process is considered crashed). Writes of zeros (preallocation) are
+    /// not counted.
     tear_next_append_at: AtomicI64,
     crashed: AtomicBool,
 }
@@ -212,15 +213,15 @@ impl FaultyDisk {
         self.faults.fail_syncs.store(true, Ordering::SeqCst);
     }
 
-    /// Tears the next append after `bytes` bytes; later appends and syncs are lost, as if the
+    /// Tears the next write after `bytes` bytes; later writes and syncs are lost, as if the
     /// machine stopped there.
-    pub fn tear_next_append(&self, bytes: usize) {
+    pub fn tear_next_write(&self, bytes: usize) {
         self.faults
             .tear_next_append_at
             .store(i64::try_from(bytes).unwrap_or(i64::MAX), Ordering::SeqCst);
     }
 
-    /// Whether a torn append happened.
+    /// Whether a torn write happened.
     #[must_use]
     pub fn crashed(&self) -> bool {
         self.faults.crashed.load(Ordering::SeqCst)
@@ -238,17 +239,20 @@ impl DiskFile for FaultyFile {
         self.inner.read_exact_at(buf, offset)
     }
 
-    fn append(&self, data: &[u8]) -> io::Result<()> {
+    fn write_at(&self, data: &[u8], offset: u64) -> io::Result<()> {
         if self.faults.crashed.load(Ordering::SeqCst) {
             return Ok(());
+        }
+        if data.iter().all(|&byte| byte == 0) {
+            return self.inner.write_at(data, offset);
         }
         let tear = self.faults.tear_next_append_at.swap(-1, Ordering::SeqCst);
         if tear >= 0 {
             let keep = usize::try_from(tear).unwrap_or(usize::MAX).min(data.len());
             self.faults.crashed.store(true, Ordering::SeqCst);
-            return self.inner.append(&data[..keep]);
+            return self.inner.write_at(&data[..keep], offset);
         }
-        self.inner.append(data)
+        self.inner.write_at(data, offset)
     }
 
     fn sync_data(&self) -> io::Result<()> {

@@ -208,27 +208,31 @@ impl Inner {
                     }
                     Err(error) => {
                         let offset = start + at as u64;
-                        let torn =
-                            matches!(error, DecodeError::Truncated { .. }) || Some(id) == last;
-                        if Some(id) != last || !torn {
-                            return Err(StoreError::Corrupt {
-                                file: file_name(id),
+                        // Zeros to the end: the preallocated space after the last record.
+                        let junk = bytes[at..].iter().rposition(|&byte| byte != 0);
+                        if let Some(junk_end) = junk {
+                            let torn =
+                                matches!(error, DecodeError::Truncated { .. }) || Some(id) == last;
+                            if Some(id) != last || !torn {
+                                return Err(StoreError::Corrupt {
+                                    file: file_name(id),
+                                    offset,
+                                    reason: format!("{error:?}"),
+                                });
+                            }
+                            // The end of the last file: a write torn by a crash, never
+                            // acknowledged (the sync it waited for did not finish).
+                            tracing::warn!(
+                                file = %file_name(id),
                                 offset,
-                                reason: format!("{error:?}"),
-                            });
+                                cut_bytes = junk_end + 1,
+                                "cutting a torn record off the end of the log"
+                            );
+                            recovery.truncated_bytes = junk_end as u64 + 1;
                         }
-                        // The end of the last file: a write torn by a crash, never
-                        // acknowledged (the sync it waited for did not finish).
-                        tracing::warn!(
-                            file = %file_name(id),
-                            offset,
-                            cut_bytes = len - offset,
-                            "cutting a torn record off the end of the log"
-                        );
                         handle.truncate(offset).map_err(|e| {
                             StoreError::io(format!("truncate {}", file_name(id)), e)
                         })?;
-                        recovery.truncated_bytes = len - offset;
                         lengths.insert(id, offset);
                         break;
                     }

