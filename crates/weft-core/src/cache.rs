@@ -1050,15 +1050,20 @@ impl Cache {
 
     /// Entries held, from per-segment counters (no walk). Expired entries not yet purged are
     /// counted, as in Redis' DBSIZE. When memory does not hold everything the stores hold
-    /// (a bounded cache with stores, passivation, or no preload), the union is counted by
-    /// walking the stores, which costs a read of each stored entry.
+    /// (a bounded cache with stores, passivation, or no preload), the stores count what they
+    /// hold from their index; only a chain of several stores, or write-behind, makes the
+    /// cache walk them.
     #[must_use]
     pub fn size(&self) -> usize {
+        let in_memory = self.inner.container.len();
         if self.inner.memory_complete {
-            self.inner.container.len()
-        } else {
-            self.iter().count()
+            return in_memory;
         }
+        self.inner
+            .persistence
+            .as_ref()
+            .and_then(|persistence| persistence.size(in_memory))
+            .unwrap_or_else(|| self.iter().count())
     }
 
     /// The stores' counters, if the cache has stores.
@@ -1111,7 +1116,8 @@ impl Cache {
                     |fresh| self.may_add(fresh),
                     || Some(entry),
                     |_| (Change::Keep, ()),
-                    |_| {},
+                    // With passivation the stores give up what memory takes back.
+                    |applied| self.record_locked(index, &key, applied),
                 );
                 if applied.restored.is_some() {
                     loaded += 1;

@@ -132,6 +132,10 @@ pub trait Persistence: Send + Sync + fmt::Debug + 'static {
         visit: &mut dyn FnMut(CacheEntry),
     ) -> Result<(), PersistenceError>;
 
+    /// How many entries the cache holds, counted without reading them, given how many memory
+    /// holds; `None` when only a walk can tell (the cache then counts by iterating).
+    fn size(&self, in_memory: usize) -> Option<usize>;
+
     /// The highest entry version the stores hold, so that new versions continue above it.
     fn max_version(&self) -> u64;
 

@@ -423,6 +423,23 @@ impl Persistence for PersistenceManager {
         Ok(())
     }
 
+    fn size(&self, in_memory: usize) -> Option<usize> {
+        // One store and no queue: it holds every entry (write-through), or every entry memory
+        // does not (passivation keeps the two apart).
+        let [store] = self.stores.as_slice() else {
+            return None;
+        };
+        if self.write_behind.is_some() {
+            return None;
+        }
+        let stored = store.size(None).ok()?;
+        Some(if self.passivation {
+            stored + in_memory
+        } else {
+            stored.max(in_memory)
+        })
+    }
+
     fn max_version(&self) -> u64 {
         self.stores
             .iter()
