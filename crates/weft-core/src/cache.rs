@@ -23,6 +23,8 @@ use crate::media::Format;
 use crate::persistence::{Persistence, PersistenceError, StoreChange};
 use crate::stats::{CacheStatistics, Stats};
 
+/// How often (in entries) a preload checks whether to log its progress.
+const PRELOAD_PROGRESS_EVERY: u64 = 65_536;
 /// Largest key accepted, in bytes (Redis' limit for keys and values).
 pub const KEY_BYTES_MAX: usize = 512 << 20;
 /// Largest value accepted, in bytes.
@@ -1094,11 +1096,20 @@ impl Cache {
         let mut last_report = started;
         let mut loaded: u64 = 0;
         let mut full = false;
-        for segment in 0..self.segment_count() {
+        // An unbounded cache takes everything: ask for all segments at once, so the stores
+        // can read their files front to back. A bounded one goes a segment at a time and
+        // stops when memory is full.
+        let all: Vec<u32> = (0..self.segment_count()).collect();
+        let batches: Vec<&[u32]> = if self.inner.config.memory.is_bounded() {
+            all.chunks(1).collect()
+        } else {
+            vec![&all[..]]
+        };
+        for segments in batches {
             if full {
                 break;
             }
-            persistence.for_each(&[segment], &mut |entry: CacheEntry| {
+            persistence.for_each(segments, &mut |entry: CacheEntry| {
                 if full || self.over_bound() {
                     full = true;
                     return;
@@ -1121,18 +1132,14 @@ impl Cache {
                 );
                 if applied.restored.is_some() {
                     loaded += 1;
+                    if loaded % PRELOAD_PROGRESS_EVERY == 0
+                        && last_report.elapsed() >= Duration::from_secs(2)
+                    {
+                        last_report = std::time::Instant::now();
+                        tracing::info!(cache = %self.inner.name, loaded, "preloading");
+                    }
                 }
             })?;
-            if last_report.elapsed() >= Duration::from_secs(2) {
-                last_report = std::time::Instant::now();
-                tracing::info!(
-                    cache = %self.inner.name,
-                    loaded,
-                    segment,
-                    segments = self.segment_count(),
-                    "preloading"
-                );
-            }
         }
         let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         persistence.preloaded(loaded, elapsed_ms);

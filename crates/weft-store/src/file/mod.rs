@@ -55,6 +55,8 @@ const NONE_WRITE_INTERVAL: Duration = Duration::from_millis(1);
 /// measured here, `fdatasync` of writes into zero-filled space ran 1.2–1.3× as often per
 /// second as of appends. A sealed file is cut back to its records.
 const PREALLOCATE_BYTES: u64 = 4 << 20;
+/// A file's records are read in one call by `publish` when it wants at least this many.
+const PUBLISH_SPAN_SLOTS_MIN: usize = 256;
 /// Bytes the flusher writes in one call at most.
 const PENDING_FLUSH_BYTES_MAX: usize = 64 << 20;
 
@@ -631,29 +633,71 @@ impl Inner {
         visit: &mut dyn FnMut(CacheEntry),
     ) -> Result<(), StoreError> {
         let now = now_ms();
+        let mut slots: Vec<(u32, Box<[u8]>, Slot)> = Vec::new();
         for &segment in segments {
-            let mut slots: Vec<(Box<[u8]>, Slot)> = self
-                .segment_index(segment)?
-                .read()
-                .iter()
-                .filter(|(_, slot)| !slot.is_dead(now))
-                .map(|(key, slot)| (key.clone(), *slot))
-                .collect();
-            slots.sort_unstable_by_key(|(_, slot)| (slot.file, slot.offset));
-            for (key, slot) in slots {
-                match self.entry_at(&slot) {
+            slots.extend(
+                self.segment_index(segment)?
+                    .read()
+                    .iter()
+                    .filter(|(_, slot)| !slot.is_dead(now))
+                    .map(|(key, slot)| (segment, key.clone(), *slot)),
+            );
+        }
+        // In file order, and a file's records read with one call when there are many: a
+        // preload then reads each data file once, front to back.
+        slots.sort_unstable_by_key(|(_, _, slot)| (slot.file, slot.offset));
+        let mut start = 0;
+        while start < slots.len() {
+            let file = slots[start].2.file;
+            let end = start + slots[start..].partition_point(|(_, _, slot)| slot.file == file);
+            let group = &slots[start..end];
+            let span = if group.len() >= PUBLISH_SPAN_SLOTS_MIN {
+                self.read_span(group)
+            } else {
+                None
+            };
+            for (segment, key, slot) in group {
+                let from_span = span.as_ref().and_then(|(base, bytes)| {
+                    let at = usize::try_from(slot.offset - base).ok()?;
+                    let record = bytes.get(at..at + slot.len as usize)?;
+                    match record::decode(record) {
+                        Ok((record, _)) if record.kind == Kind::Put && record.key == &key[..] => {
+                            Some(record.to_entry())
+                        }
+                        _ => None,
+                    }
+                });
+                if let Some(entry) = from_span {
+                    visit(entry);
+                    continue;
+                }
+                match self.entry_at(slot) {
                     Ok(entry) => visit(entry),
                     // Moved by compaction meanwhile: read it where it is now.
                     Err(StoreError::Io { .. }) => {
-                        if let Some(entry) = self.load(segment, &key)? {
+                        if let Some(entry) = self.load(*segment, key)? {
                             visit(entry);
                         }
                     }
                     Err(error) => return Err(error),
                 }
             }
+            start = end;
         }
         Ok(())
+    }
+
+    /// The bytes from the first to the end of the last of `group`'s records (one file), or
+    /// `None` if they cannot be read in one go (records are then read one by one).
+    fn read_span(&self, group: &[(u32, Box<[u8]>, Slot)]) -> Option<(u64, Vec<u8>)> {
+        let first = group.first()?.2;
+        let last = group.last()?.2;
+        let base = first.offset;
+        let len = usize::try_from(last.offset + u64::from(last.len) - base).ok()?;
+        let handle = self.handle(first.file, false).ok()?;
+        let mut bytes = vec![0; len];
+        handle.read_exact_at(&mut bytes, base).ok()?;
+        Some((base, bytes))
     }
 
     fn position(&self) -> u64 {
