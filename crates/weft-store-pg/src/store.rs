@@ -156,6 +156,23 @@ fn describe(error: &(dyn std::error::Error + 'static)) -> String {
     text
 }
 
+/// A pooled connection and `sql` prepared on it; errors say `context`.
+async fn prepared(
+    pool: &deadpool_postgres::Pool,
+    sql: &str,
+    context: &str,
+) -> Result<(deadpool_postgres::Object, tokio_postgres::Statement), StoreError> {
+    let client = pool
+        .get()
+        .await
+        .map_err(|e| StoreError::io(context, pool_error(e)))?;
+    let statement = client
+        .prepare_cached(sql)
+        .await
+        .map_err(|e| StoreError::io(context, describe(&e)))?;
+    Ok((client, statement))
+}
+
 fn pool_error(error: PoolError) -> String {
     match error {
         PoolError::Backend(error) => describe(&error),
@@ -311,7 +328,11 @@ impl PgStore {
                         .await
                         .map_err(failed)?;
                     transaction
-                        .batch_execute(&format!("{}; {}", table.create_table, table.create_index))
+                        // "already exists, skipping" notices would reach the server's log.
+                        .batch_execute(&format!(
+                            "SET LOCAL client_min_messages = warning; {}; {}",
+                            table.create_table, table.create_index
+                        ))
                         .await
                         .map_err(failed)?;
                     transaction.commit().await.map_err(failed)?;
@@ -855,13 +876,9 @@ impl Store for PgStore {
         let table = self.shared.table.name.clone();
         let key = key.to_vec();
         self.run(async move {
-            let failed = |e: tokio_postgres::Error| {
-                StoreError::io(format!("load from PostgreSQL table {table}"), describe(&e))
-            };
-            let client = pool.get().await.map_err(|e| {
-                StoreError::io(format!("load from PostgreSQL table {table}"), pool_error(e))
-            })?;
-            let statement = client.prepare_cached(&sql).await.map_err(failed)?;
+            let context = format!("load from PostgreSQL table {table}");
+            let failed = |e: tokio_postgres::Error| StoreError::io(context.clone(), describe(&e));
+            let (client, statement) = prepared(&pool, &sql, &context).await?;
             let row = client
                 .query_opt(&statement, &[&key, &to_sql_integer(now)])
                 .await
@@ -969,13 +986,9 @@ impl Store for PgStore {
         let sql = self.shared.table.purge.clone();
         let table = self.shared.table.name.clone();
         self.run(async move {
-            let failed = |e: tokio_postgres::Error| {
-                StoreError::io(format!("purge PostgreSQL table {table}"), describe(&e))
-            };
-            let client = pool.get().await.map_err(|e| {
-                StoreError::io(format!("purge PostgreSQL table {table}"), pool_error(e))
-            })?;
-            let statement = client.prepare_cached(&sql).await.map_err(failed)?;
+            let context = format!("purge PostgreSQL table {table}");
+            let failed = |e: tokio_postgres::Error| StoreError::io(context.clone(), describe(&e));
+            let (client, statement) = prepared(&pool, &sql, &context).await?;
             let purged = client
                 .execute(&statement, &[&to_sql_integer(now_ms)])
                 .await
@@ -998,13 +1011,9 @@ impl Store for PgStore {
         };
         let table = self.shared.table.name.clone();
         self.run(async move {
-            let failed = |e: tokio_postgres::Error| {
-                StoreError::io(format!("count PostgreSQL table {table}"), describe(&e))
-            };
-            let client = pool.get().await.map_err(|e| {
-                StoreError::io(format!("count PostgreSQL table {table}"), pool_error(e))
-            })?;
-            let statement = client.prepare_cached(&sql).await.map_err(failed)?;
+            let context = format!("count PostgreSQL table {table}");
+            let failed = |e: tokio_postgres::Error| StoreError::io(context.clone(), describe(&e));
+            let (client, statement) = prepared(&pool, &sql, &context).await?;
             let row = match &segments {
                 None => client.query_one(&statement, &[]).await,
                 Some(segments) => client.query_one(&statement, &[segments]).await,
