@@ -544,11 +544,10 @@ impl Cache {
         let Some(persistence) = &self.inner.persistence else {
             return Ok(());
         };
-        let ticket = persistence.ticket();
-        if crate::persistence::defer(persistence, ticket) {
+        if crate::persistence::defer(persistence) {
             return Ok(());
         }
-        Ok(persistence.wait(ticket)?)
+        Ok(persistence.wait()?)
     }
 
     fn expired(&self, entry: CacheEntry) {

@@ -104,17 +104,15 @@ pub trait Persistence: Send + Sync + fmt::Debug + 'static {
     /// (an unbounded cache that preloaded and does not passivate).
     fn memory_complete(&self) -> bool;
 
-    /// A position in the stream of recorded changes that covers every change recorded so far.
-    fn ticket(&self) -> u64;
-
-    /// Blocks until every change up to `ticket` is as durable as the stores promise.
+    /// Blocks until every change recorded before the call is as durable as the stores
+    /// promise.
     ///
     /// # Errors
     /// If making them durable failed.
-    fn wait(&self, ticket: u64) -> Result<(), PersistenceError>;
+    fn wait(&self) -> Result<(), PersistenceError>;
 
-    /// [`Persistence::wait`] for async callers.
-    fn wait_async(&self, ticket: u64) -> BoxFuture<Result<(), PersistenceError>>;
+    /// [`Persistence::wait`] for async callers: covers the changes recorded before the call.
+    fn wait_async(&self) -> BoxFuture<Result<(), PersistenceError>>;
 
     /// Removes every entry from the stores.
     ///
@@ -172,8 +170,8 @@ pub trait PersistenceFactory: Send + Sync + fmt::Debug + 'static {
     ) -> Result<Option<Arc<dyn Persistence>>, String>;
 }
 
-/// Per cache's stores, the highest ticket a batch of writes must wait for.
-type Waits = Vec<(Arc<dyn Persistence>, u64)>;
+/// The stores a batch of writes must wait for (each once).
+type Waits = Vec<Arc<dyn Persistence>>;
 
 thread_local! {
     static COLLECTING: RefCell<Option<Waits>> = const { RefCell::new(None) };
@@ -195,18 +193,14 @@ pub fn collect_durability<R>(f: impl FnOnce() -> R) -> (R, Durability) {
 
 /// Hands a write's wait to the surrounding [`collect_durability`], or returns it back when
 /// there is none.
-pub(crate) fn defer(persistence: &Arc<dyn Persistence>, ticket: u64) -> bool {
+pub(crate) fn defer(persistence: &Arc<dyn Persistence>) -> bool {
     COLLECTING.with(|cell| {
         let mut slot = cell.borrow_mut();
         let Some(waits) = slot.as_mut() else {
             return false;
         };
-        match waits
-            .iter_mut()
-            .find(|(known, _)| Arc::ptr_eq(known, persistence))
-        {
-            Some((_, highest)) => *highest = (*highest).max(ticket),
-            None => waits.push((Arc::clone(persistence), ticket)),
+        if !waits.iter().any(|known| Arc::ptr_eq(known, persistence)) {
+            waits.push(Arc::clone(persistence));
         }
         true
     })
@@ -236,14 +230,13 @@ impl Durability {
 
     /// Adds another batch's waits to this one.
     pub fn merge(&mut self, other: Durability) {
-        for (persistence, ticket) in other.waits {
-            match self
+        for persistence in other.waits {
+            if !self
                 .waits
-                .iter_mut()
-                .find(|(known, _)| Arc::ptr_eq(known, &persistence))
+                .iter()
+                .any(|known| Arc::ptr_eq(known, &persistence))
             {
-                Some((_, highest)) => *highest = (*highest).max(ticket),
-                None => self.waits.push((persistence, ticket)),
+                self.waits.push(persistence);
             }
         }
     }
@@ -253,8 +246,8 @@ impl Durability {
     /// # Errors
     /// The first store that failed to make its writes durable.
     pub async fn wait(self) -> Result<(), PersistenceError> {
-        for (persistence, ticket) in self.waits {
-            persistence.wait_async(ticket).await?;
+        for persistence in self.waits {
+            persistence.wait_async().await?;
         }
         Ok(())
     }
@@ -264,8 +257,8 @@ impl Durability {
     /// # Errors
     /// As [`Durability::wait`].
     pub fn wait_blocking(self) -> Result<(), PersistenceError> {
-        for (persistence, ticket) in self.waits {
-            persistence.wait(ticket)?;
+        for persistence in self.waits {
+            persistence.wait()?;
         }
         Ok(())
     }

@@ -5,7 +5,7 @@ use std::fmt;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
@@ -318,9 +318,4 @@ impl Disk for FaultyDisk {
     fn remove_dir_all(&self, dir: &Path) -> io::Result<()> {
         RealDisk.remove_dir_all(dir)
     }
-}
-
-/// `dir/name`.
-pub(crate) fn join(dir: &Path, name: &str) -> PathBuf {
-    dir.join(name)
 }

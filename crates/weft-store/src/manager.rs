@@ -329,11 +329,7 @@ impl Persistence for PersistenceManager {
         self.preload && !self.passivation
     }
 
-    fn ticket(&self) -> u64 {
-        self.writes.load(Ordering::Relaxed)
-    }
-
-    fn wait(&self, _ticket: u64) -> Result<(), PersistenceError> {
+    fn wait(&self) -> Result<(), PersistenceError> {
         if self.write_behind.is_some() {
             return self.admit_write();
         }
@@ -345,7 +341,7 @@ impl Persistence for PersistenceManager {
         Ok(())
     }
 
-    fn wait_async(&self, _ticket: u64) -> BoxFuture<Result<(), PersistenceError>> {
+    fn wait_async(&self) -> BoxFuture<Result<(), PersistenceError>> {
         if self.write_behind.is_some() || self.failed.load(Ordering::Acquire) {
             let result = if self.failed.load(Ordering::Acquire) {
                 self.admit_write()

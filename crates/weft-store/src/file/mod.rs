@@ -32,7 +32,7 @@ use weft_core::DurabilityMode;
 use weft_core::entry::StoredExpiration;
 use weft_core::persistence::BoxFuture;
 
-use crate::disk::{Disk, DiskFile, RealDisk, join};
+use crate::disk::{Disk, DiskFile, RealDisk};
 use crate::store::{Characteristics, Store, StoreError};
 use record::Kind;
 
@@ -350,7 +350,7 @@ impl FileStore {
 
 impl Inner {
     fn path(&self, name: &str) -> PathBuf {
-        join(&self.config.dir, name)
+        self.config.dir.join(name)
     }
 
     fn data_file(&self, id: u32) -> Arc<DataFile> {
@@ -816,6 +816,12 @@ impl Inner {
     /// durable position. Consumes the flush lock so that it is released before waiters are
     /// woken (a woken waiter may have to flush next).
     fn flush_locked(&self, mut state: parking_lot::MutexGuard<'_, FlushState>, sync: bool) {
+        if self.poisoned.load(Ordering::Acquire) {
+            // Nothing more reaches the disk; waiters only need to hear that.
+            drop(state);
+            self.publish_durable(None);
+            return;
+        }
         let (chunks, taken_up_to) = {
             let mut log = self.log.lock();
             let chunks = Arc::new(std::mem::take(&mut log.pending));
@@ -823,9 +829,6 @@ impl Inner {
             (chunks, log.sequence)
         };
         let mut failure = None;
-        if self.poisoned.load(Ordering::Acquire) {
-            failure = Some(String::new());
-        }
         for chunk in chunks.iter() {
             if failure.is_some() {
                 break;
@@ -860,14 +863,20 @@ impl Inner {
             synced = failure.is_none();
         }
         drop(state);
-        match failure {
-            Some(reason) if !reason.is_empty() => self.poison_with(reason),
-            Some(_) => {}
-            None => {}
+        if let Some(reason) = failure {
+            self.poison_with(reason);
         }
+        self.publish_durable(synced.then_some(taken_up_to));
+    }
+
+    /// Ends a flush: advances the durable position (if the flush synced) and wakes every
+    /// waiter, blocking and async.
+    fn publish_durable(&self, synced_up_to: Option<u64>) {
         let mut durable = self.durable.lock();
-        if synced && taken_up_to > durable.position {
-            durable.position = taken_up_to;
+        if let Some(position) = synced_up_to
+            && position > durable.position
+        {
+            durable.position = position;
         }
         durable.flushes += 1;
         let position = durable.position;
@@ -929,7 +938,10 @@ impl Inner {
             } || sync_requested
                 || stopping;
             self.flush_locked(state, sync);
-            if stopping && self.log.lock().pending.is_empty() {
+            // A poisoned store writes nothing more: what is pending stays unwritten.
+            if stopping
+                && (self.log.lock().pending.is_empty() || self.poisoned.load(Ordering::Acquire))
+            {
                 return;
             }
         }
