@@ -49,6 +49,30 @@ fn a_restart_serves_every_entry_with_its_remaining_lifespan() {
         .persistence_stats()
         .unwrap();
     assert_eq!(stats.preloaded_entries, 501);
+    let metrics = http_get(server.addr, "/metrics");
+    assert!(
+        metrics.contains("weft_cache_store_preloaded_entries{cache=\"default\"} 501"),
+        "{metrics}"
+    );
+    let cache_stats = http_get(server.addr, "/rest/v2/caches/default?action=stats");
+    assert!(
+        cache_stats.contains("\"preloaded_entries\":501"),
+        "{cache_stats}"
+    );
+}
+
+/// The body of an HTTP/1.1 GET, read until the server closes.
+fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: weft\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    response
 }
 
 #[test]
@@ -62,6 +86,12 @@ fn a_cache_bounded_in_memory_holds_more_and_reads_fall_through() {
     }
     let cache = server.manager().cache("default").unwrap();
     assert!(cache.memory_bytes() > 0);
+    // Memory holds at most its bound; the rest is only in the store.
+    assert!(
+        cache.statistics().entries <= 100,
+        "{}",
+        cache.statistics().entries
+    );
     for i in 0..1000 {
         assert_eq!(
             client.cmd(&format!("GET key{i}")),
@@ -93,6 +123,16 @@ fn passivation_keeps_evicted_and_resident_entries_across_a_restart() {
         assert_eq!(client.cmd("DEL key10"), Frame::Integer(1));
         assert_eq!(client.cmd("GET key0"), Frame::bulk("value0"));
         assert_eq!(client.cmd("DBSIZE"), Frame::Integer(299));
+        // Only evictions (250) and removals reached the store, not all 300 writes: with
+        // write-through every write would have.
+        let writes = server
+            .manager()
+            .cache("default")
+            .unwrap()
+            .persistence_stats()
+            .unwrap()
+            .stores;
+        assert!((250..300).contains(&writes), "store writes: {writes}");
     }
     let server = TestServer::start_with(&server_lines, &caches);
     let mut client = server.client();
@@ -131,7 +171,7 @@ fn write_behind_drains_on_shutdown() {
 }
 
 #[test]
-fn a_store_configuration_error_names_the_cache() {
+fn a_store_configuration_error_names_the_place_and_the_value() {
     let text = "[caches.broken]\n[[caches.broken.persistence.store]]\ntype = \"file\"\ndurability = \"sometimes\"\n";
     let error = weft_server::config::ServerConfig::parse("bad.toml", text)
         .err()
