@@ -15,13 +15,14 @@ use bytes::Bytes;
 use crate::clock::Clock;
 use crate::config::{CacheConfig, WhenFull};
 use crate::container::{Applied, Change, Container};
-use crate::entry::{CacheEntry, EntryMetadata, StoredExpiration};
+use crate::entry::{CacheEntry, EntryMetadata, Payload, StoredExpiration};
 use crate::error::CacheError;
 use crate::eviction::FrequencySketch;
 use crate::listener::{CacheEvent, EventKind, ListenerId, ListenerOptions, Listeners};
 use crate::media::Format;
 use crate::persistence::{Persistence, PersistenceError, StoreChange};
 use crate::stats::{CacheStatistics, Stats};
+use crate::structure::StructureCell;
 
 /// How often (in entries) a preload checks whether to log its progress.
 const PRELOAD_PROGRESS_EVERY: u64 = 65_536;
@@ -84,6 +85,8 @@ pub struct WriteOptions {
     pub ignore_return_values: bool,
     /// Raise no events for this write.
     pub skip_listeners: bool,
+    /// Client flags stored with the value (memcached's 32-bit flags; 0 = none).
+    pub user_flags: u32,
 }
 
 impl WriteOptions {
@@ -121,6 +124,13 @@ impl WriteOptions {
         self.skip_listeners = true;
         self
     }
+
+    /// With client flags stored beside the value.
+    #[must_use]
+    pub fn user_flags(mut self, flags: u32) -> Self {
+        self.user_flags = flags;
+        self
+    }
 }
 
 /// The result of a versioned (compare-and-set) write.
@@ -149,8 +159,41 @@ pub enum Compute<R> {
     Keep(R),
     /// Remove the key.
     Remove(R),
-    /// Store this value with this expiry.
+    /// Store this value with this expiry (and the write options' client flags).
     Put(Vec<u8>, Expiry, R),
+    /// Store this value — bytes with client flags, or a structure — with this expiry.
+    PutValue(NewValue, Expiry, R),
+    /// Keep the value as it is (bytes and flags, or structure) with a new expiry; a new
+    /// version. Like `Keep` when the key is absent.
+    Reexpire(Expiry, R),
+}
+
+/// A value a `compute` function stores.
+#[derive(Debug, Clone)]
+pub enum NewValue {
+    /// Bytes with client flags.
+    Bytes {
+        /// The value.
+        value: Vec<u8>,
+        /// Client flags (0 = none).
+        user_flags: u32,
+    },
+    /// A structure (usually the existing entry's cell, changed in place).
+    Structure(Arc<StructureCell>),
+}
+
+impl NewValue {
+    /// The value `entry` holds: its bytes and flags, or its structure.
+    #[must_use]
+    pub fn of(entry: &CacheEntry) -> Self {
+        match entry.structure() {
+            Some(cell) => Self::Structure(Arc::clone(cell)),
+            None => Self::Bytes {
+                value: entry.value().to_vec(),
+                user_flags: entry.user_flags(),
+            },
+        }
+    }
 }
 
 /// A configured bound as the signed type the totals use; bounds beyond `i64::MAX` mean
@@ -407,22 +450,22 @@ impl Cache {
     fn new_entry(
         &self,
         key: &[u8],
-        value: &[u8],
+        value: Payload<'_>,
         expiry: Expiry,
         existing: Option<&CacheEntry>,
     ) -> CacheEntry {
         if self.needs_clock(expiry) {
             let now = self.inner.clock.now_ms();
-            CacheEntry::new(key, value, self.resolve(expiry, existing, now), now)
+            CacheEntry::with_payload(key, value, self.resolve(expiry, existing, now), now)
         } else {
-            CacheEntry::new(key, value, StoredExpiration::IMMORTAL, 0)
+            CacheEntry::with_payload(key, value, StoredExpiration::IMMORTAL, 0)
         }
     }
 
     /// The entry a write stores, built before the segment lock is taken — unless its expiry
     /// keeps the overwritten entry's (`Lifetime::Keep`), which needs the live entry and so is
     /// built under the lock by [`Cache::entry_for`].
-    fn prebuilt(&self, key: &[u8], value: &[u8], expiry: Expiry) -> Option<CacheEntry> {
+    fn prebuilt(&self, key: &[u8], value: Payload<'_>, expiry: Expiry) -> Option<CacheEntry> {
         let keeps = expiry.lifespan == Lifetime::Keep || expiry.max_idle == Lifetime::Keep;
         (!keeps).then(|| self.new_entry(key, value, expiry, None))
     }
@@ -432,7 +475,7 @@ impl Cache {
         &self,
         prebuilt: Option<CacheEntry>,
         key: &[u8],
-        value: &[u8],
+        value: Payload<'_>,
         expiry: Expiry,
         existing: Option<&CacheEntry>,
     ) -> CacheEntry {
@@ -745,9 +788,19 @@ impl Cache {
     ) -> Result<Option<CacheEntry>, CacheError> {
         Self::check_sizes(key, value)?;
         let timer = self.inner.stats.start();
-        let fresh = self.prebuilt(key, value, options.expiry);
+        let fresh = self.prebuilt(
+            key,
+            Payload::Bytes(value, options.user_flags),
+            options.expiry,
+        );
         let applied = self.write(key, options, |existing| {
-            Change::Put(self.entry_for(fresh, key, value, options.expiry, existing))
+            Change::Put(self.entry_for(
+                fresh,
+                key,
+                Payload::Bytes(value, options.user_flags),
+                options.expiry,
+                existing,
+            ))
         })?;
         self.inner.stats.write_done(timer, true);
         // `put` and `remove` honour the flag; conditional writes report the entry they met
@@ -773,7 +826,12 @@ impl Cache {
     ) -> Result<Option<CacheEntry>, CacheError> {
         Self::check_sizes(key, value)?;
         let timer = self.inner.stats.start();
-        let fresh = self.new_entry(key, value, options.expiry, None);
+        let fresh = self.new_entry(
+            key,
+            Payload::Bytes(value, options.user_flags),
+            options.expiry,
+            None,
+        );
         let mut existing_entry = None;
         let applied = self.write(key, options, |existing| match existing {
             Some(existing) => {
@@ -799,9 +857,19 @@ impl Cache {
     ) -> Result<Option<CacheEntry>, CacheError> {
         Self::check_sizes(key, value)?;
         let timer = self.inner.stats.start();
-        let fresh = self.prebuilt(key, value, options.expiry);
+        let fresh = self.prebuilt(
+            key,
+            Payload::Bytes(value, options.user_flags),
+            options.expiry,
+        );
         let applied = self.write(key, options, |existing| match existing {
-            Some(_) => Change::Put(self.entry_for(fresh, key, value, options.expiry, existing)),
+            Some(_) => Change::Put(self.entry_for(
+                fresh,
+                key,
+                Payload::Bytes(value, options.user_flags),
+                options.expiry,
+                existing,
+            )),
             None => Change::Keep,
         })?;
         self.inner.stats.write_done(timer, applied.stored.is_some());
@@ -821,12 +889,20 @@ impl Cache {
     ) -> Result<VersionedOutcome, CacheError> {
         Self::check_sizes(key, value)?;
         let timer = self.inner.stats.start();
-        let fresh = self.prebuilt(key, value, options.expiry);
+        let fresh = self.prebuilt(
+            key,
+            Payload::Bytes(value, options.user_flags),
+            options.expiry,
+        );
         let mut outcome = VersionedOutcome::Absent;
         let applied = self.write(key, options, |existing| match existing {
-            Some(live) if live.version() == version => {
-                Change::Put(self.entry_for(fresh, key, value, options.expiry, existing))
-            }
+            Some(live) if live.version() == version => Change::Put(self.entry_for(
+                fresh,
+                key,
+                Payload::Bytes(value, options.user_flags),
+                options.expiry,
+                existing,
+            )),
             Some(existing) => {
                 outcome = VersionedOutcome::Mismatch(existing.clone());
                 Change::Keep
@@ -943,11 +1019,48 @@ impl Cache {
                         size_error = Some(error);
                         return (Change::Keep, result);
                     }
+                    let payload = Payload::Bytes(&value, options.user_flags);
                     (
-                        Change::Put(self.new_entry(key, &value, expiry, existing)),
+                        Change::Put(self.new_entry(key, payload, expiry, existing)),
                         result,
                     )
                 }
+                Compute::PutValue(NewValue::Bytes { value, user_flags }, expiry, result) => {
+                    if let Err(error) = Self::check_sizes(key, &value) {
+                        size_error = Some(error);
+                        return (Change::Keep, result);
+                    }
+                    let payload = Payload::Bytes(&value, user_flags);
+                    (
+                        Change::Put(self.new_entry(key, payload, expiry, existing)),
+                        result,
+                    )
+                }
+                Compute::PutValue(NewValue::Structure(cell), expiry, result) => {
+                    if let Err(error) = Self::check_sizes(key, &[]) {
+                        size_error = Some(error);
+                        return (Change::Keep, result);
+                    }
+                    let charge = cell.lock().heap_bytes();
+                    let payload = Payload::Structure(&cell, charge);
+                    (
+                        Change::Put(self.new_entry(key, payload, expiry, existing)),
+                        result,
+                    )
+                }
+                Compute::Reexpire(expiry, result) => match existing {
+                    None => (Change::Keep, result),
+                    Some(current) => {
+                        let payload = match current.structure() {
+                            Some(cell) => Payload::Structure(cell, current.structure_charge()),
+                            None => Payload::Bytes(current.value(), current.user_flags()),
+                        };
+                        (
+                            Change::Put(self.new_entry(key, payload, expiry, Some(current))),
+                            result,
+                        )
+                    }
+                },
             },
             |applied| self.record_locked(segment, key, applied),
         );

@@ -29,7 +29,7 @@ pub const TABLE_SLOT_BYTES: usize = 16;
 /// Memory charged for one entry: its allocation as the allocator rounds it, plus its slot.
 #[must_use]
 pub fn entry_charge(entry: &CacheEntry) -> usize {
-    allocator_footprint(entry.allocation_bytes()) + TABLE_SLOT_BYTES
+    allocator_footprint(entry.allocation_bytes()) + TABLE_SLOT_BYTES + entry.structure_charge()
 }
 
 /// What a write decided to do with a key, given its live entry (if any).

@@ -10,18 +10,32 @@
 //! Layout (all fields 8-byte aligned):
 //! ```text
 //! header (24 B) | created_ms (8, if mortal) | lifespan_ms (8, if lifespan)
-//!               | max_idle_ms (8) + last_used_ms (8, if max-idle) | key | value
+//!               | max_idle_ms (8) + last_used_ms (8, if max-idle)
+//!               | user flags (8, if any) | structure pointer + charge (16, if a structure)
+//!               | key | value
 //! ```
+//!
+//! A structure entry (a Redis hash, list, set or sorted set) has an empty value; it holds an
+//! `Arc` of a shared [`StructureCell`] instead, dropped with the entry's last handle.
 
 use std::alloc::{self, Layout};
 use std::fmt;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
 
+use std::sync::Arc;
+
 use bytes::Bytes;
+
+use crate::structure::StructureCell;
 
 const HAS_LIFESPAN: u8 = 1;
 const HAS_MAX_IDLE: u8 = 2;
+/// The entry carries client flags (memcached's 32-bit flags).
+const HAS_USER_FLAGS: u8 = 4;
+/// The entry's value is a structure.
+const IS_STRUCTURE: u8 = 8;
+const MORTAL: u8 = HAS_LIFESPAN | HAS_MAX_IDLE;
 
 #[repr(C)]
 struct Header {
@@ -126,9 +140,10 @@ unsafe impl Send for CacheEntry {}
 // SAFETY: see `Send`.
 unsafe impl Sync for CacheEntry {}
 
-fn extra_bytes(flags: u8) -> usize {
+/// Bytes of the expiration fields.
+fn expiration_bytes(flags: u8) -> usize {
     let mut extra = 0;
-    if flags & (HAS_LIFESPAN | HAS_MAX_IDLE) != 0 {
+    if flags & MORTAL != 0 {
         extra += 8; // created_ms
     }
     if flags & HAS_LIFESPAN != 0 {
@@ -138,6 +153,26 @@ fn extra_bytes(flags: u8) -> usize {
         extra += 16;
     }
     extra
+}
+
+fn extra_bytes(flags: u8) -> usize {
+    let mut extra = expiration_bytes(flags);
+    if flags & HAS_USER_FLAGS != 0 {
+        extra += 8;
+    }
+    if flags & IS_STRUCTURE != 0 {
+        extra += 16;
+    }
+    extra
+}
+
+/// What an entry holds besides its key and expiration.
+#[derive(Debug, Clone, Copy)]
+pub enum Payload<'a> {
+    /// Bytes, with client flags (0 = none).
+    Bytes(&'a [u8], u32),
+    /// A shared structure, charged `heap_bytes` to the cache's memory.
+    Structure(&'a Arc<StructureCell>, usize),
 }
 
 fn layout_for(flags: u8, key_len: usize, value_len: usize) -> Layout {
@@ -166,6 +201,24 @@ impl CacheEntry {
     /// If the key or value is 4 GiB or longer; callers enforce far smaller limits.
     #[must_use]
     pub fn new(key: &[u8], value: &[u8], expiration: StoredExpiration, last_used_ms: u64) -> Self {
+        Self::with_payload(key, Payload::Bytes(value, 0), expiration, last_used_ms)
+    }
+
+    /// Builds an entry holding `payload` (bytes with client flags, or a structure).
+    ///
+    /// # Panics
+    /// If the key or value is 4 GiB or longer; callers enforce far smaller limits.
+    #[must_use]
+    pub fn with_payload(
+        key: &[u8],
+        payload: Payload<'_>,
+        expiration: StoredExpiration,
+        last_used_ms: u64,
+    ) -> Self {
+        let (value, user_flags, structure) = match payload {
+            Payload::Bytes(value, flags) => (value, flags, None),
+            Payload::Structure(cell, charge) => (&[][..], 0, Some((cell, charge))),
+        };
         let key_len = u32::try_from(key.len()).expect("key length is bounded by the caller");
         let value_len = u32::try_from(value.len()).expect("value length is bounded by the caller");
         let mut flags = 0u8;
@@ -174,6 +227,12 @@ impl CacheEntry {
         }
         if expiration.max_idle_ms.is_some() {
             flags |= HAS_MAX_IDLE;
+        }
+        if user_flags != 0 {
+            flags |= HAS_USER_FLAGS;
+        }
+        if structure.is_some() {
+            flags |= IS_STRUCTURE;
         }
         let layout = layout_for(flags, key.len(), value.len());
         // SAFETY: the layout has a non-zero size (at least the header).
@@ -193,7 +252,7 @@ impl CacheEntry {
                 version: 0,
             });
             let mut cursor = raw.add(HEADER_BYTES);
-            if flags != 0 {
+            if flags & MORTAL != 0 {
                 cursor
                     .cast::<u64>()
                     .write(expiration.created_ms.unwrap_or(last_used_ms));
@@ -209,6 +268,16 @@ impl CacheEntry {
                     .add(8)
                     .cast::<AtomicU64>()
                     .write(AtomicU64::new(last_used_ms));
+                cursor = cursor.add(16);
+            }
+            if user_flags != 0 {
+                cursor.cast::<u64>().write(u64::from(user_flags));
+                cursor = cursor.add(8);
+            }
+            if let Some((cell, charge)) = structure {
+                // The entry owns this `Arc` (one strong count), dropped in `drop`.
+                cursor.cast::<Arc<StructureCell>>().write(Arc::clone(cell));
+                cursor.add(8).cast::<u64>().write(charge as u64);
                 cursor = cursor.add(16);
             }
             std::ptr::copy_nonoverlapping(key.as_ptr(), cursor, key.len());
@@ -245,6 +314,50 @@ impl CacheEntry {
 
     fn data_offset(&self) -> usize {
         HEADER_BYTES + extra_bytes(self.header().flags)
+    }
+
+    /// Offset of the user flags field, then the structure fields, after the expiration.
+    fn tail_offset(&self) -> usize {
+        expiration_bytes(self.header().flags)
+    }
+
+    /// Client flags (memcached's); 0 when none were set.
+    #[must_use]
+    pub fn user_flags(&self) -> u32 {
+        if self.header().flags & HAS_USER_FLAGS == 0 {
+            return 0;
+        }
+        // Written from a u32 by `with_payload`.
+        u32::try_from(self.field_u64(self.tail_offset())).unwrap_or(u32::MAX)
+    }
+
+    fn structure_offset(&self) -> usize {
+        let flags = self.header().flags;
+        self.tail_offset() + if flags & HAS_USER_FLAGS != 0 { 8 } else { 0 }
+    }
+
+    /// The structure this entry holds, if its value is one (then [`CacheEntry::value`] is
+    /// empty).
+    #[must_use]
+    pub fn structure(&self) -> Option<&Arc<StructureCell>> {
+        if self.header().flags & IS_STRUCTURE == 0 {
+            return None;
+        }
+        // SAFETY: IS_STRUCTURE says the field holds an `Arc` written by `with_payload` (8-byte
+        // aligned, inside the allocation), owned by the entry until its last handle drops it.
+        unsafe {
+            let field = self.base().add(HEADER_BYTES + self.structure_offset());
+            Some(&*field.cast::<Arc<StructureCell>>())
+        }
+    }
+
+    /// The heap bytes a structure entry was charged when it was built (0 otherwise).
+    #[must_use]
+    pub fn structure_charge(&self) -> usize {
+        if self.header().flags & IS_STRUCTURE == 0 {
+            return 0;
+        }
+        usize::try_from(self.field_u64(self.structure_offset() + 8)).unwrap_or(usize::MAX)
     }
 
     /// The key bytes.
@@ -318,11 +431,25 @@ impl CacheEntry {
         entry
     }
 
+    /// An entry as a store kept it, holding `payload` (bytes with flags, or a structure).
+    #[must_use]
+    pub fn restored_payload(
+        key: &[u8],
+        payload: Payload<'_>,
+        expiration: StoredExpiration,
+        last_used_ms: u64,
+        version: u64,
+    ) -> Self {
+        let mut entry = Self::with_payload(key, payload, expiration, last_used_ms);
+        entry.set_version_unshared(version);
+        entry
+    }
+
     /// The stored expiration.
     #[must_use]
     pub fn expiration(&self) -> StoredExpiration {
         let flags = self.header().flags;
-        if flags == 0 {
+        if flags & MORTAL == 0 {
             return StoredExpiration::IMMORTAL;
         }
         let created = self.field_u64(0);
@@ -348,7 +475,7 @@ impl CacheEntry {
     /// True for entries with a lifespan or max idle.
     #[must_use]
     pub fn is_mortal(&self) -> bool {
-        self.header().flags != 0
+        self.header().flags & MORTAL != 0
     }
 
     /// The last access time, for entries with a max idle.
@@ -425,6 +552,14 @@ impl Drop for CacheEntry {
             return;
         }
         fence(Ordering::Acquire);
+        if self.header().flags & IS_STRUCTURE != 0 {
+            // SAFETY: the last handle drops the `Arc` `with_payload` wrote; nothing reads the
+            // field again.
+            unsafe {
+                let field = self.base().add(HEADER_BYTES + self.structure_offset());
+                std::ptr::drop_in_place(field.cast::<Arc<StructureCell>>().cast_mut());
+            }
+        }
         let header = self.header();
         let layout = layout_for(
             header.flags,
@@ -496,6 +631,43 @@ mod tests {
         let immortal = CacheEntry::new(b"k", b"v", StoredExpiration::IMMORTAL, 0);
         assert!(!immortal.is_expired(u64::MAX));
         assert_eq!(immortal.allocation_bytes(), 24 + 2);
+    }
+
+    // Proves client flags and a structure sit beside every expiration combination, and the
+    // structure's count is given back when the last handle goes.
+    #[test]
+    fn flags_and_structures_round_trip() {
+        use crate::structure::{ListValue, Structure};
+        let cell = StructureCell::new(Structure::List(ListValue::default()));
+        for expiration in [
+            StoredExpiration::IMMORTAL,
+            StoredExpiration::new(5, Some(1), Some(2)),
+            StoredExpiration::new(5, None, Some(2)),
+        ] {
+            let flagged =
+                CacheEntry::with_payload(b"k", Payload::Bytes(b"v", u32::MAX), expiration, 5);
+            assert_eq!(flagged.user_flags(), u32::MAX);
+            assert_eq!(flagged.value(), b"v");
+            assert_eq!(flagged.expiration(), expiration);
+            assert!(flagged.structure().is_none());
+            let entry =
+                CacheEntry::with_payload(b"key", Payload::Structure(&cell, 99), expiration, 5);
+            assert_eq!(Arc::strong_count(&cell), 2);
+            let clone = entry.clone();
+            drop(entry);
+            assert!(Arc::ptr_eq(clone.structure().expect("structure"), &cell));
+            assert_eq!(clone.structure_charge(), 99);
+            assert_eq!(clone.key(), b"key");
+            assert!(clone.value().is_empty());
+            assert_eq!(clone.user_flags(), 0);
+            assert_eq!(clone.expiration(), expiration);
+            assert_eq!(
+                clone.last_used_ms().is_some(),
+                expiration.max_idle_ms.is_some()
+            );
+            drop(clone);
+            assert_eq!(Arc::strong_count(&cell), 1);
+        }
     }
 
     // Proves value_bytes views stay valid after the entry handle is dropped.

@@ -31,9 +31,12 @@ pub mod manager;
 pub mod media;
 pub mod persistence;
 mod stats;
+pub mod structure;
 pub mod typed;
 
-pub use cache::{Cache, CacheIter, Compute, Expiry, Lifetime, VersionedOutcome, WriteOptions};
+pub use cache::{
+    Cache, CacheIter, Compute, Expiry, Lifetime, NewValue, VersionedOutcome, WriteOptions,
+};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{
     CacheConfig, CacheMode, ConfigError, DurabilityMode, EncodingConfig, ExpirationConfig,
@@ -41,7 +44,7 @@ pub use config::{
     WriteBehindConfig,
 };
 pub use container::{TABLE_SLOT_BYTES, entry_charge};
-pub use entry::{CacheEntry, EntryMetadata};
+pub use entry::{CacheEntry, EntryMetadata, Payload};
 pub use error::{CacheError, ManagerError};
 pub use listener::{CacheEvent, Delivery, EventKind, EventKinds, ListenerId, ListenerOptions};
 pub use manager::{CacheManager, DEFAULT_CACHE_NAME, ManagerConfig};
@@ -51,4 +54,5 @@ pub use persistence::{
     collect_durability,
 };
 pub use stats::CacheStatistics;
+pub use structure::{Structure, StructureCell, StructureKind};
 pub use typed::{Codec, CodecError, Json, TypedCache, TypedError};

@@ -6,9 +6,10 @@ mod common;
 use std::time::Duration;
 
 use common::{T0, default_cache, key};
+use weft_core::structure::ListValue;
 use weft_core::{
-    CacheConfig, CacheError, CacheManager, Compute, Expiry, Lifetime, ManagerConfig,
-    VersionedOutcome, WriteOptions,
+    CacheConfig, CacheError, CacheManager, Clock, Compute, Expiry, Lifetime, ManagerConfig,
+    NewValue, Structure, StructureCell, VersionedOutcome, WriteOptions,
 };
 
 fn opts() -> WriteOptions {
@@ -589,4 +590,111 @@ fn removed_cache_refuses_operations() {
     removed(cache.compute(b"k", &opts(), |_| Compute::Keep(())));
     removed(cache.clear());
     assert_eq!(cache.size(), 0, "a removed cache's data is dropped");
+}
+
+// Proves client flags are stored by every plain write, kept by PutValue and Reexpire, and
+// reset by a write that does not set them.
+#[test]
+fn user_flags_are_stored_and_kept() {
+    let (_m, cache, clock) = default_cache();
+    let flagged = opts().user_flags(0xDEAD_BEEF);
+    cache.put(b"k", b"v", &flagged).unwrap();
+    assert_eq!(
+        cache.get_entry(b"k").unwrap().unwrap().user_flags(),
+        0xDEAD_BEEF
+    );
+    cache
+        .compute(b"k", &opts(), |_| {
+            Compute::Reexpire(
+                Expiry {
+                    lifespan: Lifetime::millis(500),
+                    ..Expiry::KEEP
+                },
+                (),
+            )
+        })
+        .unwrap();
+    let entry = cache.get_entry(b"k").unwrap().unwrap();
+    assert_eq!(
+        (entry.user_flags(), entry.value()),
+        (0xDEAD_BEEF, &b"v"[..])
+    );
+    assert_eq!(entry.metadata().expires_at_ms(), Some(clock.now_ms() + 500));
+    cache
+        .compute(b"k", &opts(), |existing| {
+            let value = NewValue::Bytes {
+                value: b"w".to_vec(),
+                user_flags: existing.unwrap().user_flags(),
+            };
+            Compute::PutValue(value, Expiry::KEEP, ())
+        })
+        .unwrap();
+    assert_eq!(
+        cache.get_entry(b"k").unwrap().unwrap().user_flags(),
+        0xDEAD_BEEF
+    );
+    cache.put(b"k", b"x", &opts()).unwrap();
+    assert_eq!(cache.get_entry(b"k").unwrap().unwrap().user_flags(), 0);
+    assert!(
+        cache
+            .put_if_absent(b"n", b"1", &opts().user_flags(7))
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(cache.get_entry(b"n").unwrap().unwrap().user_flags(), 7);
+    // Reexpire on an absent key stores nothing.
+    cache
+        .compute(b"absent", &opts(), |_| Compute::Reexpire(Expiry::NEVER, ()))
+        .unwrap();
+    assert!(!cache.contains(b"absent").unwrap());
+    cache.check_invariants();
+}
+
+// Proves a structure entry is changed in place under compute, charged to memory by its
+// heap bytes, gets a new version per write, and keeps the cell alive exactly as long as
+// an entry refers to it.
+#[test]
+fn structures_change_in_place() {
+    let (_m, cache, _clock) = default_cache();
+    let push = |item: &'static [u8]| {
+        cache
+            .compute(b"list", &opts(), |existing| {
+                let cell = match existing.and_then(|e| e.structure()) {
+                    Some(cell) => std::sync::Arc::clone(cell),
+                    None => StructureCell::new(Structure::List(ListValue::default())),
+                };
+                if let Structure::List(list) = &mut *cell.lock() {
+                    list.push_back(bytes::Bytes::from_static(item));
+                }
+                Compute::PutValue(NewValue::Structure(cell), Expiry::KEEP, ())
+            })
+            .unwrap();
+    };
+    push(b"a");
+    let first = cache.get_entry(b"list").unwrap().unwrap();
+    let before = cache.memory_bytes();
+    push(b"bb");
+    let second = cache.get_entry(b"list").unwrap().unwrap();
+    assert!(second.version() > first.version());
+    assert!(std::sync::Arc::ptr_eq(
+        first.structure().unwrap(),
+        second.structure().unwrap()
+    ));
+    assert!(second.value().is_empty());
+    assert!(
+        cache.memory_bytes() > before,
+        "the bigger list is charged more"
+    );
+    assert_eq!(second.structure().unwrap().lock().len(), 2);
+    let cell = std::sync::Arc::clone(second.structure().unwrap());
+    drop((first, second));
+    assert_eq!(
+        std::sync::Arc::strong_count(&cell),
+        2,
+        "the stored entry holds it"
+    );
+    cache.remove(b"list", &opts()).unwrap();
+    assert_eq!(std::sync::Arc::strong_count(&cell), 1);
+    cache.check_invariants();
+    assert_eq!(cache.memory_bytes(), 0);
 }

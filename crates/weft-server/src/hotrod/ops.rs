@@ -229,6 +229,7 @@ fn write_options(frame: &Frame, expiration: Expiration, now_ms: u64) -> WriteOpt
         expiry: expiry_of(expiration, now_ms),
         ignore_return_values: !frame.header.has_flag(flags::FORCE_RETURN_VALUE),
         skip_listeners: frame.header.has_flag(flags::SKIP_LISTENER_NOTIFICATION),
+        ..WriteOptions::default()
     }
 }
 

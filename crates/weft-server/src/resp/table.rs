@@ -164,6 +164,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("pexpiretime", 2, READ, ONE_KEY, expire::pexpiretime),
     spec("persist", 2, &["write", "fast"], ONE_KEY, expire::persist),
     spec("type", 2, READ, ONE_KEY, keys::type_),
+    spec("object", -2, &["readonly"], (2, 2, 1), keys::object),
     spec("keys", 2, &["readonly"], NO_KEYS, keys::keys),
     spec("scan", -2, &["readonly"], NO_KEYS, keys::scan),
     spec("randomkey", 1, &["readonly"], NO_KEYS, keys::randomkey),

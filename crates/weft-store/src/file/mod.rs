@@ -597,7 +597,13 @@ impl Inner {
     fn entry_at(&self, slot: &Slot) -> Result<CacheEntry, StoreError> {
         let bytes = self.read_slot(slot)?;
         match record::decode(&bytes) {
-            Ok((record, _)) if record.kind == Kind::Put => Ok(record.to_entry()),
+            Ok((record, _)) if record.kind == Kind::Put => {
+                record.to_entry().map_err(|_| StoreError::Corrupt {
+                    file: file_name(slot.file),
+                    offset: slot.offset,
+                    reason: "malformed structure value".to_owned(),
+                })
+            }
             Ok(_) => Err(StoreError::Corrupt {
                 file: file_name(slot.file),
                 offset: slot.offset,
@@ -662,7 +668,7 @@ impl Inner {
                     let record = bytes.get(at..at + slot.len as usize)?;
                     match record::decode(record) {
                         Ok((record, _)) if record.kind == Kind::Put && record.key == &key[..] => {
-                            Some(record.to_entry())
+                            record.to_entry().ok()
                         }
                         _ => None,
                     }

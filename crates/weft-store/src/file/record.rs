@@ -6,12 +6,14 @@
 //!       | created_ms | lifespan_ms | max_idle_ms (u64 each, u64::MAX = none) | last_used_ms (u64)
 //!       | key length (u32) | key | value
 //! ```
+//! A put's kind byte also says what its value bytes are: 1 plain bytes, 4 client flags (u32)
+//! then the bytes, 5 a structure's encoding (`weft_core::Structure::encode`).
 //! Every integer is little-endian. The sequence number orders all changes to one store: at
 //! recovery, for each key the record with the highest sequence wins, whatever file it is in,
 //! which is what lets compaction copy records forward without reordering anything.
 
-use weft_core::CacheEntry;
 use weft_core::entry::StoredExpiration;
+use weft_core::{CacheEntry, Payload, Structure, StructureCell};
 
 /// Bytes before the body.
 pub(crate) const FRAME_HEADER_BYTES: usize = 8;
@@ -35,10 +37,26 @@ pub(crate) enum Kind {
     Clear = 3,
 }
 
+/// What a put's value bytes hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Form {
+    /// The value itself.
+    Plain,
+    /// Client flags (u32 LE), then the value.
+    Flagged,
+    /// A structure's encoding.
+    Structure,
+}
+
+const KIND_PUT_FLAGGED: u8 = 4;
+const KIND_PUT_STRUCTURE: u8 = 5;
+
 /// A decoded record, borrowing the buffer it was read from.
 #[derive(Debug)]
 pub(crate) struct Record<'a> {
     pub(crate) kind: Kind,
+    /// For puts, what the value bytes hold.
+    pub(crate) form: Form,
     pub(crate) segment: u32,
     pub(crate) sequence: u64,
     pub(crate) version: u64,
@@ -54,14 +72,37 @@ impl Record<'_> {
         expires_at(&self.expiration, self.last_used_ms)
     }
 
-    pub(crate) fn to_entry(&self) -> CacheEntry {
-        CacheEntry::restored(
+    /// The entry a put record holds.
+    ///
+    /// # Errors
+    /// A structure whose encoding does not decode (the checksum passed, so the writer was
+    /// wrong or the format changed).
+    pub(crate) fn to_entry(&self) -> Result<CacheEntry, DecodeError> {
+        let payload_cell;
+        let payload = match self.form {
+            Form::Plain => Payload::Bytes(self.value, 0),
+            Form::Flagged => {
+                let (flags, value) = self
+                    .value
+                    .split_first_chunk::<4>()
+                    .ok_or(DecodeError::Invalid("flagged value shorter than its flags"))?;
+                Payload::Bytes(value, u32::from_le_bytes(*flags))
+            }
+            Form::Structure => {
+                let structure = Structure::decode(self.value)
+                    .map_err(|_| DecodeError::Invalid("malformed structure value"))?;
+                let charge = structure.heap_bytes();
+                payload_cell = StructureCell::new(structure);
+                Payload::Structure(&payload_cell, charge)
+            }
+        };
+        Ok(CacheEntry::restored_payload(
             self.key,
-            self.value,
+            payload,
             self.expiration,
             self.last_used_ms,
             self.version,
-        )
+        ))
     }
 }
 
@@ -122,7 +163,20 @@ pub(crate) fn encode_entry(
     sequence: u64,
     entry: &CacheEntry,
 ) -> usize {
-    encode(
+    let encoded;
+    let (kind, value) = if let Some(cell) = entry.structure() {
+        encoded = cell.lock().encode();
+        (KIND_PUT_STRUCTURE, &encoded[..])
+    } else if entry.user_flags() != 0 {
+        let mut flagged = Vec::with_capacity(4 + entry.value().len());
+        flagged.extend_from_slice(&entry.user_flags().to_le_bytes());
+        flagged.extend_from_slice(entry.value());
+        encoded = flagged;
+        (KIND_PUT_FLAGGED, &encoded[..])
+    } else {
+        (Kind::Put as u8, entry.value())
+    };
+    let len = encode(
         out,
         Kind::Put,
         segment,
@@ -131,8 +185,16 @@ pub(crate) fn encode_entry(
         entry.expiration(),
         entry.last_used_ms().unwrap_or(0),
         entry.key(),
-        entry.value(),
-    )
+        value,
+    );
+    if kind != Kind::Put as u8 {
+        // The kind byte is covered by the checksum: patch it, then checksum again.
+        let start = out.len() - len;
+        out[start + FRAME_HEADER_BYTES] = kind;
+        let crc = crc32c::crc32c(&out[start + 4..]);
+        out[start..start + 4].copy_from_slice(&crc.to_le_bytes());
+    }
+    len
 }
 
 /// Why bytes are not a record.
@@ -184,10 +246,12 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<(Record<'_>, usize), DecodeError> {
         return Err(DecodeError::Invalid("checksum mismatch"));
     }
     let body = &bytes[FRAME_HEADER_BYTES..total];
-    let kind = match body[0] {
-        1 => Kind::Put,
-        2 => Kind::Tombstone,
-        3 => Kind::Clear,
+    let (kind, form) = match body[0] {
+        1 => (Kind::Put, Form::Plain),
+        KIND_PUT_FLAGGED => (Kind::Put, Form::Flagged),
+        KIND_PUT_STRUCTURE => (Kind::Put, Form::Structure),
+        2 => (Kind::Tombstone, Form::Plain),
+        3 => (Kind::Clear, Form::Plain),
         _ => return Err(DecodeError::Invalid("unknown record kind")),
     };
     let optional = |at: usize| Some(u64_at(body, at)).filter(|&v| v != NONE);
@@ -199,6 +263,7 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<(Record<'_>, usize), DecodeError> {
     Ok((
         Record {
             kind,
+            form,
             segment: u32_at(body, 1),
             sequence: u64_at(body, 5),
             version: u64_at(body, 13),

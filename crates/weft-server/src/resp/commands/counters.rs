@@ -8,7 +8,8 @@
 use bytes::Bytes;
 use weft_core::{Compute, Expiry, WriteOptions};
 
-use super::strings::cache_error;
+use super::collections::WRONGTYPE;
+use super::strings::{cache_error, in_place};
 use super::{arg_i64, errors};
 use crate::resp::{Reply, Session};
 
@@ -19,6 +20,7 @@ fn increment(session: &Session, key: &[u8], delta: i64, reply: &mut Reply<'_>) {
         .compute(key, &WriteOptions::default(), |existing| {
             let current = match existing {
                 None => 0,
+                Some(entry) if entry.structure().is_some() => return Compute::Keep(Err(WRONGTYPE)),
                 Some(entry) => match weft_resp::parse_i64_strict(entry.value()) {
                     Some(current) => current,
                     None => return Compute::Keep(Err(errors::NOT_INTEGER)),
@@ -27,7 +29,12 @@ fn increment(session: &Session, key: &[u8], delta: i64, reply: &mut Reply<'_>) {
             match current.checked_add(delta) {
                 Some(next) => {
                     let text = itoa::Buffer::new().format(next).as_bytes().to_vec();
-                    Compute::Put(text, Expiry::KEEP, Ok(next))
+                    match existing {
+                        Some(entry) => {
+                            Compute::PutValue(in_place(text, entry), Expiry::KEEP, Ok(next))
+                        }
+                        None => Compute::Put(text, Expiry::KEEP, Ok(next)),
+                    }
                 }
                 None => Compute::Keep(Err(errors::OVERFLOW)),
             }
@@ -82,6 +89,7 @@ pub fn incrbyfloat(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>)
         .compute(&args[1], &WriteOptions::default(), |existing| {
             let current = match existing {
                 None => weft_resp::LongDouble::ZERO,
+                Some(entry) if entry.structure().is_some() => return Compute::Keep(Err(WRONGTYPE)),
                 Some(entry) => match weft_resp::LongDouble::parse(entry.value()) {
                     Some(current) => current,
                     None => return Compute::Keep(Err(errors::NOT_FLOAT)),

@@ -138,11 +138,7 @@ fn expire_generic(
         if when <= now {
             return Compute::Remove(1);
         }
-        Compute::Put(
-            entry.value().to_vec(),
-            expiry_until(deadline, clock.now_ms()),
-            1,
-        )
+        Compute::Reexpire(expiry_until(deadline, clock.now_ms()), 1)
     });
     match result {
         Ok(changed) => reply.integer(changed),
@@ -227,9 +223,7 @@ pub fn persist(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
         &args[1],
         &WriteOptions::default(),
         |existing| match existing {
-            Some(entry) if entry.is_mortal() => {
-                Compute::Put(entry.value().to_vec(), Expiry::NEVER, 1)
-            }
+            Some(entry) if entry.is_mortal() => Compute::Reexpire(Expiry::NEVER, 1),
             _ => Compute::Keep(0),
         },
     );

@@ -1,7 +1,7 @@
-//! Key commands: DEL UNLINK EXISTS TYPE KEYS SCAN RANDOMKEY RENAME RENAMENX TOUCH. The
-//! expiration commands are in `expire`.
+//! Key commands: DEL UNLINK EXISTS TYPE OBJECT KEYS SCAN RANDOMKEY RENAME RENAMENX TOUCH.
+//! The expiration commands are in `expire`.
 //!
-//! Every value is a string, so TYPE answers `string` or `none`. SCAN's cursor is a segment
+//! A key holds a string or one of the collections (`collections`). SCAN's cursor is a segment
 //! index: each call returns whole segments, so a key that lives through the whole scan is
 //! returned exactly once, whatever is written meanwhile.
 
@@ -10,8 +10,9 @@ use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
-use weft_core::WriteOptions;
+use weft_core::{Compute, NewValue, StructureCell, WriteOptions};
 
+use super::collections;
 use super::strings::{cache_error, expiry_of};
 use super::{errors, glob, is};
 use crate::resp::{Reply, Session};
@@ -59,12 +60,89 @@ pub fn touch(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
     count_reply(reply, found);
 }
 
-/// `TYPE key`: `string`, or `none` for a missing key.
+/// `TYPE key`: `string`, `hash`, `list`, `set`, `zset`, or `none` for a missing key.
 pub fn type_(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
-    match session.cache.contains(&args[1]) {
-        Ok(true) => reply.simple("string"),
-        Ok(false) => reply.simple("none"),
+    match session.cache.get_entry(&args[1]) {
+        Ok(Some(entry)) => reply.simple(collections::type_name(&entry)),
+        Ok(None) => reply.simple("none"),
         Err(error) => cache_error(reply, &error),
+    }
+}
+
+/// `OBJECT ENCODING|REFCOUNT|IDLETIME|FREQ|HELP key`, with Redis 7.0's answers: encodings
+/// from the value (`int`, `embstr`, `raw`; a structure's own), a reference count of 1
+/// (2147483647 for the shared integers 0..9999), idle time 0 (not tracked).
+pub fn object(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
+    let sub = &args[1];
+    if is(sub, "HELP") && args.len() == 2 {
+        let lines = [
+            "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "ENCODING <key>",
+            "    Return the kind of internal representation used in order to store the value",
+            "    associated with a <key>.",
+            "FREQ <key>",
+            "    Return the access frequency index of the <key>. The returned integer is",
+            "    proportional to the logarithm of the recent access frequency of the key.",
+            "IDLETIME <key>",
+            "    Return the idle time of the <key>, that is the approximated number of",
+            "    seconds elapsed since the last access to the key.",
+            "REFCOUNT <key>",
+            "    Return the number of references of the value associated with the specified",
+            "    <key>.",
+            "HELP",
+            "    Print this help.",
+        ];
+        reply.array(lines.len());
+        for line in lines {
+            reply.simple(line);
+        }
+        return;
+    }
+    let known = ["ENCODING", "REFCOUNT", "IDLETIME", "FREQ"]
+        .iter()
+        .any(|name| is(sub, name));
+    if !known || args.len() != 3 {
+        let name = String::from_utf8_lossy(sub).replace(['\r', '\n'], " ");
+        return reply.error(&format!(
+            "ERR unknown subcommand or wrong number of arguments for '{name}'. Try OBJECT HELP."
+        ));
+    }
+    let entry = match session.cache.get_entry(&args[2]) {
+        Ok(Some(entry)) => entry,
+        Ok(None) => return reply.null(),
+        Err(error) => return cache_error(reply, &error),
+    };
+    if is(sub, "ENCODING") {
+        let encoding = match entry.structure() {
+            Some(cell) => cell.lock().encoding_name(),
+            None => string_encoding(entry.value()),
+        };
+        reply.bulk(encoding.as_bytes());
+    } else if is(sub, "REFCOUNT") {
+        let shared = entry.structure().is_none()
+            && weft_resp::parse_i64_strict(entry.value()).is_some_and(|n| (0..10_000).contains(&n));
+        reply.integer(if shared { 2_147_483_647 } else { 1 });
+    } else if is(sub, "IDLETIME") {
+        reply.integer(0);
+    } else {
+        reply.error(
+            "ERR An LFU maxmemory policy is not selected, access frequency not tracked. \
+             Please note that when switching between policies at runtime LRU and LFU data \
+             will take some time to adjust.",
+        );
+    }
+}
+
+/// Redis 7.0's encoding of a string value: `int` for a canonical 64-bit integer, `embstr`
+/// up to 44 bytes, `raw` beyond. (Redis also answers `raw` for short strings changed by
+/// APPEND or SETRANGE; Weft does not track that history.)
+fn string_encoding(value: &[u8]) -> &'static str {
+    if value.len() <= 20 && weft_resp::parse_i64_strict(value).is_some() {
+        "int"
+    } else if value.len() <= 44 {
+        "embstr"
+    } else {
+        "raw"
     }
 }
 
@@ -115,9 +193,9 @@ fn parse_cursor(text: &[u8]) -> Option<u64> {
 struct ScanOptions<'a> {
     count: usize,
     pattern: Option<&'a [u8]>,
-    /// False when a TYPE other than `string` was asked for: nothing matches then (Redis 7
-    /// also accepts unknown type names and returns nothing for them).
-    type_matches: bool,
+    /// The TYPE asked for, lower-cased (Redis 7 accepts unknown type names and returns
+    /// nothing for them).
+    type_name: Option<String>,
 }
 
 impl<'a> ScanOptions<'a> {
@@ -125,7 +203,7 @@ impl<'a> ScanOptions<'a> {
         let mut parsed = Self {
             count: 10,
             pattern: None,
-            type_matches: true,
+            type_name: None,
         };
         let mut index = 0;
         while index < options.len() {
@@ -143,7 +221,7 @@ impl<'a> ScanOptions<'a> {
                 // `*` matches everything: no need to match at all.
                 parsed.pattern = (value.as_ref() != b"*").then_some(value.as_ref());
             } else if is(option, "TYPE") {
-                parsed.type_matches = is(value, "string");
+                parsed.type_name = Some(String::from_utf8_lossy(value).to_ascii_lowercase());
             } else {
                 return Err(errors::SYNTAX);
             }
@@ -178,7 +256,10 @@ pub fn scan(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
         loop {
             for entry in cache.iter_segments(vec![segment]) {
                 visited += 1;
-                let wanted = options.type_matches
+                let wanted = options
+                    .type_name
+                    .as_deref()
+                    .is_none_or(|name| name == collections::type_name(&entry))
                     && options
                         .pattern
                         .is_none_or(|pattern| glob::matches(pattern, entry.key()));
@@ -261,16 +342,19 @@ fn rename_generic(session: &Session, args: &[Bytes], reply: &mut Reply<'_>, only
         };
     }
     let expiry = expiry_of(&entry, cache.clock().now_ms());
-    let options = WriteOptions::default()
-        .ignore_return_values()
-        .expiry(expiry);
-    let stored = if only_new {
-        cache
-            .put_if_absent(to, entry.value(), &options)
-            .map(|existing| existing.is_none())
-    } else {
-        cache.put(to, entry.value(), &options).map(|_| true)
+    // A structure moves as a copy: if a concurrent write to the old name keeps it alive,
+    // the two keys must not share one cell.
+    let value = match entry.structure() {
+        Some(cell) => NewValue::Structure(StructureCell::new(cell.lock().clone())),
+        None => NewValue::of(&entry),
     };
+    let stored = cache.compute(to, &WriteOptions::default(), |existing| {
+        if only_new && existing.is_some() {
+            Compute::Keep(false)
+        } else {
+            Compute::PutValue(value, expiry, true)
+        }
+    });
     match stored {
         Ok(true) => {}
         Ok(false) => return reply.integer(0),
@@ -329,8 +413,10 @@ mod tests {
                     .map(|a| Bytes::copy_from_slice(a.as_bytes()))
                     .collect()
             };
-            ScanOptions::parse(&args)
-                .map(|o| (o.count, o.pattern.map(<[u8]>::to_vec), o.type_matches))
+            ScanOptions::parse(&args).map(|o| {
+                let string = o.type_name.as_deref().is_none_or(|t| t == "string");
+                (o.count, o.pattern.map(<[u8]>::to_vec), string)
+            })
         };
         assert_eq!(parse(""), Ok((10, None, true)));
         assert_eq!(

@@ -6,7 +6,9 @@
 //! connections (and, later, protocols).
 
 use bytes::Bytes;
-use weft_core::{Compute, Expiry, Lifetime, WriteOptions};
+use weft_core::{Compute, Expiry, Lifetime, NewValue, WriteOptions};
+
+use super::collections::WRONGTYPE;
 
 use super::{arg_i64, errors, is};
 use crate::resp::{Reply, Session};
@@ -141,9 +143,19 @@ pub fn cache_error(reply: &mut Reply<'_>, error: &weft_core::CacheError) {
     }
 }
 
+/// A string changed in place keeps its client flags (set through memcached).
+#[must_use]
+pub fn in_place(value: Vec<u8>, entry: &weft_core::CacheEntry) -> NewValue {
+    NewValue::Bytes {
+        value,
+        user_flags: entry.user_flags(),
+    }
+}
+
 /// `GET key`
 pub fn get(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
     match session.cache.get_entry(&args[1]) {
+        Ok(Some(entry)) if entry.structure().is_some() => reply.error(WRONGTYPE),
         Ok(Some(entry)) => reply.bulk(entry.value()),
         Ok(None) => reply.null(),
         Err(error) => cache_error(reply, &error),
@@ -255,8 +267,13 @@ pub fn set(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
         Condition::Always
     };
     let return_old = options.get;
+    let mut wrong_type = false;
     let result = cache.compute(key, &WriteOptions::default(), |existing| {
         let old = if return_old {
+            if existing.is_some_and(|e| e.structure().is_some()) {
+                wrong_type = true;
+                return Compute::Keep((false, None));
+            }
             existing.map(|e| e.value_bytes())
         } else {
             None
@@ -278,6 +295,9 @@ pub fn set(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
         };
         Compute::Put(value.to_vec(), expiry, (true, old))
     });
+    if wrong_type {
+        return reply.error(WRONGTYPE);
+    }
     match result {
         Ok((_, old)) if return_old => match old {
             Some(old) => reply.bulk(&old),
@@ -335,9 +355,19 @@ pub fn psetex(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
 
 /// `GETDEL key`
 pub fn getdel(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
-    match session.cache.remove(&args[1], &WriteOptions::default()) {
-        Ok(Some(entry)) => reply.bulk(entry.value()),
-        Ok(None) => reply.null(),
+    let result = session.cache.compute(
+        &args[1],
+        &WriteOptions::default(),
+        |existing| match existing {
+            None => Compute::Keep(Ok(None)),
+            Some(entry) if entry.structure().is_some() => Compute::Keep(Err(())),
+            Some(entry) => Compute::Remove(Ok(Some(entry.value_bytes()))),
+        },
+    );
+    match result {
+        Ok(Ok(Some(value))) => reply.bulk(&value),
+        Ok(Ok(None)) => reply.null(),
+        Ok(Err(())) => reply.error(WRONGTYPE),
         Err(error) => cache_error(reply, &error),
     }
 }
@@ -358,10 +388,15 @@ pub fn getex(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
     let cache = &session.cache;
     let clock = cache.clock();
     let now = clock.now_ms();
+    let mut wrong_type = false;
     let result = cache.compute(&args[1], &WriteOptions::default(), |existing| {
         let Some(entry) = existing else {
             return Compute::Keep(Ok(None));
         };
+        if entry.structure().is_some() {
+            wrong_type = true;
+            return Compute::Keep(Ok(None));
+        }
         let value = entry.value_bytes();
         if let Some((unit, index)) = options.expire {
             return match deadline_ms(unit, &args[index], now) {
@@ -369,17 +404,20 @@ pub fn getex(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
                 Ok(deadline) if deadline <= now => Compute::Remove(Ok(Some(value))),
                 Ok(deadline) => {
                     let expiry = expiry_until(deadline, clock.now_ms());
-                    Compute::Put(value.to_vec(), expiry, Ok(Some(value)))
+                    Compute::Reexpire(expiry, Ok(Some(value)))
                 }
             };
         }
         if entry.is_mortal() {
             // PERSIST
-            Compute::Put(value.to_vec(), Expiry::NEVER, Ok(Some(value)))
+            Compute::Reexpire(Expiry::NEVER, Ok(Some(value)))
         } else {
             Compute::Keep(Ok(Some(value)))
         }
     });
+    if wrong_type {
+        return reply.error(WRONGTYPE);
+    }
     match result {
         Ok(Ok(Some(value))) => reply.bulk(&value),
         Ok(Ok(None)) => reply.null(),
@@ -394,12 +432,16 @@ pub fn getset(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
     let result = session
         .cache
         .compute(&args[1], &WriteOptions::default(), |existing| {
+            if existing.is_some_and(|entry| entry.structure().is_some()) {
+                return Compute::Keep(Err(()));
+            }
             let old = existing.map(|entry| entry.value_bytes());
-            Compute::Put(value.to_vec(), Expiry::default(), old)
+            Compute::Put(value.to_vec(), Expiry::default(), Ok(old))
         });
     match result {
-        Ok(Some(old)) => reply.bulk(&old),
-        Ok(None) => reply.null(),
+        Ok(Ok(Some(old))) => reply.bulk(&old),
+        Ok(Ok(None)) => reply.null(),
+        Ok(Err(())) => reply.error(WRONGTYPE),
         Err(error) => cache_error(reply, &error),
     }
 }
@@ -416,8 +458,8 @@ pub fn mget(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
     reply.array(entries.len());
     for entry in entries {
         match entry {
-            Some(entry) => reply.bulk(entry.value()),
-            None => reply.null(),
+            Some(entry) if entry.structure().is_none() => reply.bulk(entry.value()),
+            _ => reply.null(),
         }
     }
 }
@@ -484,6 +526,9 @@ pub fn append(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
             let Some(entry) = existing else {
                 return Compute::Put(suffix.to_vec(), Expiry::KEEP, Ok(suffix.len()));
             };
+            if entry.structure().is_some() {
+                return Compute::Keep(Err(WRONGTYPE));
+            }
             let old = entry.value();
             if too_long(old.len(), suffix.len(), max) {
                 return Compute::Keep(Err(STRING_TOO_LONG));
@@ -492,7 +537,7 @@ pub fn append(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
             value.extend_from_slice(old);
             value.extend_from_slice(suffix);
             let len = value.len();
-            Compute::Put(value, Expiry::KEEP, Ok(len))
+            Compute::PutValue(in_place(value, entry), Expiry::KEEP, Ok(len))
         });
     match result {
         Ok(Ok(len)) => reply.integer(i64::try_from(len).unwrap_or(i64::MAX)),
@@ -504,6 +549,7 @@ pub fn append(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
 /// `STRLEN key`: 0 for a missing key.
 pub fn strlen(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
     match session.cache.get_entry(&args[1]) {
+        Ok(Some(entry)) if entry.structure().is_some() => reply.error(WRONGTYPE),
         Ok(entry) => {
             let len = entry.map_or(0, |entry| entry.value().len());
             reply.integer(i64::try_from(len).unwrap_or(i64::MAX));
@@ -543,6 +589,7 @@ pub fn getrange(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
         return;
     };
     match session.cache.get_entry(&args[1]) {
+        Ok(Some(entry)) if entry.structure().is_some() => reply.error(WRONGTYPE),
         Ok(Some(entry)) => {
             let value = entry.value();
             match substring_range(start, end, value.len()) {
@@ -572,6 +619,9 @@ pub fn setrange(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
     let result = session
         .cache
         .compute(&args[1], &WriteOptions::default(), |existing| {
+            if existing.is_some_and(|entry| entry.structure().is_some()) {
+                return Compute::Keep(Err(WRONGTYPE));
+            }
             let old: &[u8] = existing.map_or(&[], |entry| entry.value());
             if patch.is_empty() {
                 return Compute::Keep(Ok(old.len()));
@@ -587,7 +637,10 @@ pub fn setrange(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
             }
             value[offset..end].copy_from_slice(patch);
             let len = value.len();
-            Compute::Put(value, Expiry::KEEP, Ok(len))
+            match existing {
+                Some(entry) => Compute::PutValue(in_place(value, entry), Expiry::KEEP, Ok(len)),
+                None => Compute::Put(value, Expiry::KEEP, Ok(len)),
+            }
         });
     match result {
         Ok(Ok(len)) => reply.integer(i64::try_from(len).unwrap_or(i64::MAX)),

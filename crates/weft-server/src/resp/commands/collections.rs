@@ -1,0 +1,223 @@
+//! What every collection command shares: reading a key as one structure type (WRONGTYPE when
+//! it holds another), changing one in place under the key's segment lock, and replacing a
+//! key with a whole new structure (the `*STORE` forms).
+//!
+//! Redis' rules enforced here: a collection that becomes empty is deleted; a write that
+//! changes nothing writes nothing (no new version, so WATCH and client tracking see no
+//! change); a change keeps the key's time to live.
+
+use std::sync::Arc;
+
+use weft_core::structure::{HashValue, ListValue, SetValue, SortedSetValue};
+use weft_core::{
+    CacheError, Compute, Expiry, NewValue, Structure, StructureCell, StructureKind, WriteOptions,
+};
+
+use super::strings::cache_error;
+use crate::resp::{Reply, Session};
+
+/// Redis' reply to an operation on a key holding another type.
+pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+
+/// One of the four collection types, as the value inside a [`Structure`].
+pub trait Collection: Sized {
+    /// Which kind this is.
+    const KIND: StructureKind;
+    /// The value, if `structure` is of this kind.
+    fn of(structure: &Structure) -> Option<&Self>;
+    /// The value, mutably, if `structure` is of this kind.
+    fn of_mut(structure: &mut Structure) -> Option<&mut Self>;
+}
+
+macro_rules! collection {
+    ($type:ty, $variant:ident) => {
+        impl Collection for $type {
+            const KIND: StructureKind = StructureKind::$variant;
+            fn of(structure: &Structure) -> Option<&Self> {
+                match structure {
+                    Structure::$variant(value) => Some(value),
+                    _ => None,
+                }
+            }
+            fn of_mut(structure: &mut Structure) -> Option<&mut Self> {
+                match structure {
+                    Structure::$variant(value) => Some(value),
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+collection!(HashValue, Hash);
+collection!(ListValue, List);
+collection!(SetValue, Set);
+collection!(SortedSetValue, SortedSet);
+
+/// Why a collection command could not run.
+#[derive(Debug)]
+pub enum Failure {
+    /// The key holds another type.
+    WrongType,
+    /// The cache refused (full, removed …).
+    Cache(CacheError),
+}
+
+impl Failure {
+    /// Writes Redis' reply for this failure.
+    pub fn reply(&self, reply: &mut Reply<'_>) {
+        match self {
+            Self::WrongType => reply.error(WRONGTYPE),
+            Self::Cache(error) => cache_error(reply, error),
+        }
+    }
+}
+
+impl From<CacheError> for Failure {
+    fn from(error: CacheError) -> Self {
+        Self::Cache(error)
+    }
+}
+
+/// The structure cell at `key` if it holds a `T`; `Ok(None)` if the key is missing.
+///
+/// # Errors
+/// [`Failure::WrongType`] if the key holds another type (a string included).
+pub fn cell<T: Collection>(
+    session: &Session,
+    key: &[u8],
+) -> Result<Option<Arc<StructureCell>>, Failure> {
+    let Some(entry) = session.cache.get_entry(key)? else {
+        return Ok(None);
+    };
+    match entry.structure() {
+        Some(cell) if cell.lock().kind() == T::KIND => Ok(Some(Arc::clone(cell))),
+        _ => Err(Failure::WrongType),
+    }
+}
+
+/// Runs `f` on the `T` at `key` (`None` if missing), holding the structure's lock.
+///
+/// # Errors
+/// [`Failure::WrongType`] or a cache failure; `f` does not run then.
+pub fn read<T: Collection, R>(
+    session: &Session,
+    key: &[u8],
+    f: impl FnOnce(Option<&T>) -> R,
+) -> Result<R, Failure> {
+    match cell::<T>(session, key)? {
+        None => Ok(f(None)),
+        Some(cell) => {
+            let guard = cell.lock();
+            Ok(f(T::of(&guard)))
+        }
+    }
+}
+
+/// [`read`], writing a failure as the reply and returning `None` then.
+pub fn read_or_reply<T: Collection, R>(
+    session: &Session,
+    key: &[u8],
+    reply: &mut Reply<'_>,
+    f: impl FnOnce(Option<&T>, &mut Reply<'_>) -> R,
+) -> Option<R> {
+    let found = match cell::<T>(session, key) {
+        Ok(found) => found,
+        Err(failure) => {
+            failure.reply(reply);
+            return None;
+        }
+    };
+    Some(match found {
+        None => f(None, reply),
+        Some(cell) => {
+            let guard = cell.lock();
+            f(T::of(&guard), reply)
+        }
+    })
+}
+
+/// Changes the `T` at `key` in place, atomically with every other write to the key.
+///
+/// `f` returns its result and whether it changed anything. A missing key is created empty
+/// first when `create` is true (else `f` is not called and `Ok(None)` returned). A collection
+/// left empty is deleted; an unchanged one is not written; a changed one keeps its TTL.
+///
+/// # Errors
+/// [`Failure::WrongType`] if the key holds another type, or a cache failure.
+pub fn write<T: Collection, R>(
+    session: &Session,
+    key: &[u8],
+    create: bool,
+    f: impl FnOnce(&mut T) -> (R, bool),
+) -> Result<Option<R>, Failure> {
+    let mut wrong_type = false;
+    let result = session
+        .cache
+        .compute(key, &WriteOptions::default(), |existing| {
+            let (cell, fresh) = match existing {
+                None if !create => return Compute::Keep(None),
+                None => (StructureCell::new(Structure::empty(T::KIND)), true),
+                Some(entry) => match entry.structure() {
+                    Some(cell) => (Arc::clone(cell), false),
+                    None => {
+                        wrong_type = true;
+                        return Compute::Keep(None);
+                    }
+                },
+            };
+            let mut guard = cell.lock();
+            let Some(value) = T::of_mut(&mut guard) else {
+                wrong_type = true;
+                return Compute::Keep(None);
+            };
+            let (result, changed) = f(value);
+            let empty = guard.is_empty();
+            drop(guard);
+            if empty {
+                if fresh {
+                    Compute::Keep(Some(result))
+                } else {
+                    Compute::Remove(Some(result))
+                }
+            } else if changed || fresh {
+                let expiry = if fresh {
+                    Expiry::default()
+                } else {
+                    Expiry::KEEP
+                };
+                Compute::PutValue(NewValue::Structure(cell), expiry, Some(result))
+            } else {
+                Compute::Keep(Some(result))
+            }
+        })?;
+    if wrong_type {
+        return Err(Failure::WrongType);
+    }
+    Ok(result)
+}
+
+/// Replaces whatever `key` holds with `structure` (no TTL), or deletes the key when the
+/// structure is empty — the `*STORE` commands' destination rule.
+///
+/// # Errors
+/// A cache failure.
+pub fn replace(session: &Session, key: &[u8], structure: Structure) -> Result<(), Failure> {
+    if structure.is_empty() {
+        session.cache.delete(key)?;
+        return Ok(());
+    }
+    let cell = StructureCell::new(structure);
+    session.cache.compute(key, &WriteOptions::default(), |_| {
+        Compute::PutValue(NewValue::Structure(cell), Expiry::default(), ())
+    })?;
+    Ok(())
+}
+
+/// The type name `TYPE` answers for an entry: a structure's, else `string`.
+#[must_use]
+pub fn type_name(entry: &weft_core::CacheEntry) -> &'static str {
+    entry
+        .structure()
+        .map_or("string", |cell| cell.lock().kind().type_name())
+}
