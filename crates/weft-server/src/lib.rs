@@ -50,6 +50,8 @@ pub struct ServerContext {
     pub(crate) rest_router: axum::Router,
     /// Hot Rod iterations and client listeners.
     pub(crate) hotrod: hotrod::HotRodState,
+    /// RESP clients blocked on list keys (BLPOP and friends).
+    pub(crate) list_waiters: resp::commands::lists::Waiters,
 }
 
 impl ServerContext {
@@ -152,6 +154,7 @@ impl Server {
             shutdown,
             rest_router,
             hotrod: hotrod::HotRodState::default(),
+            list_waiters: resp::commands::lists::Waiters::default(),
         });
         let accept_task = tokio::spawn(accept_loop(listener, Arc::clone(&context)));
         tracing::info!(address = %local_addr, caches = ?context.manager.cache_names(), "weft server listening (Hot Rod, RESP, HTTP)");

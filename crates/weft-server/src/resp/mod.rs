@@ -21,6 +21,8 @@ use tokio::net::TcpStream;
 use weft_core::{Durability, collect_durability};
 use weft_resp::{Limits, RequestDecoder};
 
+use commands::lists::Wakeup;
+
 pub use reply::Reply;
 pub use session::{OutputLimitExceeded, Session};
 
@@ -76,6 +78,27 @@ pub async fn serve(
                             let _ = stream.write_all(&output).await;
                         }
                         return;
+                    }
+                    if session.blocked.is_some() {
+                        // Replies to earlier requests go out before the client waits.
+                        if !output.is_empty() {
+                            if !crate::settle(&mut unsettled, peer).await
+                                || stream.write_all(&output).await.is_err()
+                            {
+                                return;
+                            }
+                            output.clear();
+                        }
+                        let mut blocked = Blocked {
+                            stream: &mut stream,
+                            input: &mut input,
+                            output: &mut output,
+                            shutdown: &mut shutdown,
+                            unsettled: &mut unsettled,
+                        };
+                        if !blocked.wait(&mut session, &request.args).await {
+                            return;
+                        }
                     }
                     if session.quit {
                         break;
@@ -140,5 +163,69 @@ pub async fn serve(
                 Ok(_) => {}
             },
         }
+    }
+}
+
+/// A connection whose current command blocks (BLPOP and friends).
+struct Blocked<'a> {
+    stream: &'a mut TcpStream,
+    input: &'a mut BytesMut,
+    output: &'a mut BytesMut,
+    shutdown: &'a mut tokio::sync::watch::Receiver<bool>,
+    unsettled: &'a mut Durability,
+}
+
+impl Blocked<'_> {
+    /// Waits until the blocked command can answer, then leaves its reply in `output`:
+    /// registers for pushes to its keys, runs it again (a push may have come in between),
+    /// and while it still finds nothing waits for a push, its deadline (a null reply), more
+    /// input (kept for later), the client leaving or the server stopping. False when the
+    /// connection is to be closed.
+    async fn wait(&mut self, session: &mut Session, args: &[bytes::Bytes]) -> bool {
+        let Some(block) = session.blocked.take() else {
+            return true;
+        };
+        let context = Arc::clone(&session.context);
+        let cache: Arc<str> = Arc::from(session.cache.name());
+        let wakeup = Arc::new(Wakeup::default());
+        context.list_waiters.register(&cache, &block.keys, &wakeup);
+        session.block_deadline = block.deadline;
+        let deadline = block.deadline.map(tokio::time::Instant::from_std);
+        let limit = context.settings.client_input_bytes_max;
+        let open = loop {
+            let (executed, durability) = collect_durability(|| session.execute(args, self.output));
+            self.unsettled.merge(durability);
+            if executed.is_err() {
+                break false;
+            }
+            if session.blocked.take().is_none() {
+                break true;
+            }
+            let timeout = async {
+                match deadline {
+                    Some(deadline) => tokio::time::sleep_until(deadline).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                biased;
+                () = crate::stopped(self.shutdown) => break false,
+                () = wakeup.notified() => {}
+                () = timeout => {
+                    Reply::new(self.output, session.protocol).null_array();
+                    break true;
+                }
+                read = self.stream.read_buf(self.input) => match read {
+                    Ok(0) | Err(_) => break false,
+                    Ok(_) if self.input.len() >= limit => break false,
+                    Ok(_) => {}
+                },
+            }
+        };
+        context
+            .list_waiters
+            .unregister(&cache, &block.keys, &wakeup);
+        session.block_deadline = None;
+        open
     }
 }

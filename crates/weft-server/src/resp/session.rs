@@ -9,6 +9,7 @@ use bytes::{Bytes, BytesMut};
 use weft_core::Cache;
 use weft_resp::Protocol;
 
+use super::commands::lists::Block;
 use super::reply::Reply;
 use super::table;
 use crate::ServerContext;
@@ -46,6 +47,11 @@ pub struct Session {
     /// The last command's name (Redis' `cmd=`). CLIENT INFO/LIST list only this connection,
     /// whose last command is the one running, so they do not read it yet.
     pub last_command: &'static str,
+    /// Set by a blocking command that found nothing: the connection loop waits, then runs
+    /// the command again.
+    pub blocked: Option<Block>,
+    /// While a blocked command is retried: its deadline, kept from the first attempt.
+    pub block_deadline: Option<Instant>,
 }
 
 impl Session {
@@ -67,6 +73,8 @@ impl Session {
             peer,
             connected_at: Instant::now(),
             last_command: "",
+            blocked: None,
+            block_deadline: None,
         })
     }
 
@@ -90,6 +98,12 @@ impl Session {
             return Err(OutputLimitExceeded { limit });
         }
         Ok(())
+    }
+
+    /// Whether MULTI is queueing commands (blocking commands then do not block).
+    #[must_use]
+    pub fn in_transaction(&self) -> bool {
+        false
     }
 
     fn dispatch(&mut self, args: &[Bytes], reply: &mut Reply<'_>) {

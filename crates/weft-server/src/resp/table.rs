@@ -5,7 +5,7 @@ use std::sync::LazyLock;
 
 use bytes::Bytes;
 
-use super::commands::{connection, counters, expire, keys, server, strings};
+use super::commands::{connection, counters, expire, keys, lists, server, strings};
 use super::{Reply, Session};
 
 /// A command handler.
@@ -78,6 +78,9 @@ const READ: &[&str] = &["readonly", "fast"];
 const WRITE: &[&str] = &["write", "denyoom"];
 const WRITE_FAST: &[&str] = &["write", "denyoom", "fast"];
 const WRITE_REMOVE: &[&str] = &["write"];
+const WRITE_FAST_NOOOM: &[&str] = &["write", "fast"];
+const BLOCKING: &[&str] = &["write", "noscript", "blocking"];
+const BLOCKING_DENYOOM: &[&str] = &["write", "denyoom", "noscript", "blocking"];
 const CONNECTION: &[&str] = &["noscript", "loading", "stale", "fast", "no-auth"];
 const ADMIN: &[&str] = &["loading", "stale"];
 
@@ -171,6 +174,35 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("rename", 3, &["write"], TWO_KEYS, keys::rename),
     spec("renamenx", 3, &["write", "fast"], TWO_KEYS, keys::renamenx),
     spec("touch", -2, READ, ALL_KEYS, keys::touch),
+    // lists
+    spec("lpush", -3, WRITE_FAST, ONE_KEY, lists::lpush),
+    spec("rpush", -3, WRITE_FAST, ONE_KEY, lists::rpush),
+    spec("lpushx", -3, WRITE_FAST, ONE_KEY, lists::lpushx),
+    spec("rpushx", -3, WRITE_FAST, ONE_KEY, lists::rpushx),
+    spec("lpop", -2, WRITE_FAST_NOOOM, ONE_KEY, lists::lpop),
+    spec("rpop", -2, WRITE_FAST_NOOOM, ONE_KEY, lists::rpop),
+    spec("llen", 2, READ, ONE_KEY, lists::llen),
+    spec("lrange", 4, &["readonly"], ONE_KEY, lists::lrange),
+    spec("lindex", 3, &["readonly"], ONE_KEY, lists::lindex),
+    spec("lpos", -3, &["readonly"], ONE_KEY, lists::lpos),
+    spec("lset", 4, WRITE, ONE_KEY, lists::lset),
+    spec("lrem", 4, WRITE_REMOVE, ONE_KEY, lists::lrem),
+    spec("ltrim", 4, WRITE_REMOVE, ONE_KEY, lists::ltrim),
+    spec("linsert", 5, WRITE, ONE_KEY, lists::linsert),
+    spec("lmove", 5, WRITE, TWO_KEYS, lists::lmove),
+    spec("rpoplpush", 3, WRITE, TWO_KEYS, lists::rpoplpush),
+    spec("lmpop", -4, WRITE_REMOVE, NO_KEYS, lists::lmpop),
+    spec("blpop", -3, BLOCKING, (1, -2, 1), lists::blpop),
+    spec("brpop", -3, BLOCKING, (1, -2, 1), lists::brpop),
+    spec("blmove", 6, BLOCKING_DENYOOM, TWO_KEYS, lists::blmove),
+    spec(
+        "brpoplpush",
+        4,
+        BLOCKING_DENYOOM,
+        TWO_KEYS,
+        lists::brpoplpush,
+    ),
+    spec("blmpop", -5, BLOCKING, NO_KEYS, lists::blmpop),
 ];
 
 /// The table sorted by name, for a binary search: cheaper than hashing the name on every

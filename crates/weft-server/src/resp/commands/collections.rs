@@ -2,6 +2,12 @@
 //! it holds another), changing one in place under the key's segment lock, and replacing a
 //! key with a whole new structure (the `*STORE` forms).
 //!
+//! **Lock order** (deadlock rule): a write holds the key's segment lock, then the cell's lock.
+//! So never call a `Cache` method (or `write`/`replace`) while holding a cell lock — from a
+//! `read` closure or a `write` closure — and never nest `write` calls: two keys may share a
+//! segment, and segment locks are not reentrant. Multi-key commands (SMOVE, LMOVE,
+//! SINTERSTORE …) read or change one key, let go, then the next.
+//!
 //! Redis' rules enforced here: a collection that becomes empty is deleted; a write that
 //! changes nothing writes nothing (no new version, so WATCH and client tracking see no
 //! change); a change keeps the key's time to live.
@@ -105,13 +111,13 @@ pub fn read<T: Collection, R>(
     key: &[u8],
     f: impl FnOnce(Option<&T>) -> R,
 ) -> Result<R, Failure> {
-    match cell::<T>(session, key)? {
-        None => Ok(f(None)),
-        Some(cell) => {
-            let guard = cell.lock();
-            Ok(f(T::of(&guard)))
-        }
-    }
+    let Some(entry) = session.cache.get_entry(key)? else {
+        return Ok(f(None));
+    };
+    let cell = entry.structure().ok_or(Failure::WrongType)?;
+    let guard = cell.lock();
+    let value = T::of(&guard).ok_or(Failure::WrongType)?;
+    Ok(f(Some(value)))
 }
 
 /// [`read`], writing a failure as the reply and returning `None` then.
@@ -121,20 +127,24 @@ pub fn read_or_reply<T: Collection, R>(
     reply: &mut Reply<'_>,
     f: impl FnOnce(Option<&T>, &mut Reply<'_>) -> R,
 ) -> Option<R> {
-    let found = match cell::<T>(session, key) {
-        Ok(found) => found,
-        Err(failure) => {
-            failure.reply(reply);
+    let entry = match session.cache.get_entry(key) {
+        Ok(Some(entry)) => entry,
+        Ok(None) => return Some(f(None, reply)),
+        Err(error) => {
+            cache_error(reply, &error);
             return None;
         }
     };
-    Some(match found {
-        None => f(None, reply),
-        Some(cell) => {
-            let guard = cell.lock();
-            f(T::of(&guard), reply)
-        }
-    })
+    let Some(cell) = entry.structure() else {
+        reply.error(WRONGTYPE);
+        return None;
+    };
+    let guard = cell.lock();
+    let Some(value) = T::of(&guard) else {
+        reply.error(WRONGTYPE);
+        return None;
+    };
+    Some(f(Some(value), reply))
 }
 
 /// Changes the `T` at `key` in place, atomically with every other write to the key.

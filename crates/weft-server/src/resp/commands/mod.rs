@@ -8,6 +8,7 @@ pub mod counters;
 pub mod expire;
 pub mod glob;
 pub mod keys;
+pub mod lists;
 pub mod server;
 pub mod strings;
 
