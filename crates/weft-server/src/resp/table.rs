@@ -5,7 +5,9 @@ use std::sync::LazyLock;
 
 use bytes::Bytes;
 
-use super::commands::{connection, counters, expire, keys, lists, server, strings};
+use super::commands::{
+    connection, counters, expire, hashes, keys, lists, server, sets, strings,
+};
 use super::{Reply, Session};
 
 /// A command handler.
@@ -203,6 +205,41 @@ pub static COMMANDS: &[CommandSpec] = &[
         lists::brpoplpush,
     ),
     spec("blmpop", -5, BLOCKING, NO_KEYS, lists::blmpop),
+    // hashes
+    spec("hset", -4, WRITE_FAST, ONE_KEY, hashes::hset),
+    spec("hmset", -4, WRITE_FAST, ONE_KEY, hashes::hmset),
+    spec("hsetnx", 4, WRITE_FAST, ONE_KEY, hashes::hsetnx),
+    spec("hget", 3, READ, ONE_KEY, hashes::hget),
+    spec("hmget", -3, READ, ONE_KEY, hashes::hmget),
+    spec("hgetall", 2, &["readonly"], ONE_KEY, hashes::hgetall),
+    spec("hkeys", 2, &["readonly"], ONE_KEY, hashes::hkeys),
+    spec("hvals", 2, &["readonly"], ONE_KEY, hashes::hvals),
+    spec("hdel", -3, WRITE_FAST_NOOOM, ONE_KEY, hashes::hdel),
+    spec("hlen", 2, READ, ONE_KEY, hashes::hlen),
+    spec("hexists", 3, READ, ONE_KEY, hashes::hexists),
+    spec("hstrlen", 3, READ, ONE_KEY, hashes::hstrlen),
+    spec("hincrby", 4, WRITE_FAST, ONE_KEY, hashes::hincrby),
+    spec("hincrbyfloat", 4, WRITE_FAST, ONE_KEY, hashes::hincrbyfloat),
+    spec("hrandfield", -2, &["readonly"], ONE_KEY, hashes::hrandfield),
+    spec("hscan", -3, &["readonly"], ONE_KEY, hashes::hscan),
+    // sets
+    spec("sadd", -3, WRITE_FAST, ONE_KEY, sets::sadd),
+    spec("srem", -3, WRITE_FAST_NOOOM, ONE_KEY, sets::srem),
+    spec("smembers", 2, &["readonly"], ONE_KEY, sets::smembers),
+    spec("sismember", 3, READ, ONE_KEY, sets::sismember),
+    spec("smismember", -3, READ, ONE_KEY, sets::smismember),
+    spec("scard", 2, READ, ONE_KEY, sets::scard),
+    spec("spop", -2, WRITE_FAST_NOOOM, ONE_KEY, sets::spop),
+    spec("srandmember", -2, &["readonly"], ONE_KEY, sets::srandmember),
+    spec("sinter", -2, &["readonly"], ALL_KEYS, sets::sinter),
+    spec("sunion", -2, &["readonly"], ALL_KEYS, sets::sunion),
+    spec("sdiff", -2, &["readonly"], ALL_KEYS, sets::sdiff),
+    spec("sinterstore", -3, WRITE, ALL_KEYS, sets::sinterstore),
+    spec("sunionstore", -3, WRITE, ALL_KEYS, sets::sunionstore),
+    spec("sdiffstore", -3, WRITE, ALL_KEYS, sets::sdiffstore),
+    spec("sintercard", -3, &["readonly"], NO_KEYS, sets::sintercard),
+    spec("smove", 4, WRITE_FAST, TWO_KEYS, sets::smove),
+    spec("sscan", -3, &["readonly"], ONE_KEY, sets::sscan),
 ];
 
 /// The table sorted by name, for a binary search: cheaper than hashing the name on every

@@ -85,23 +85,6 @@ impl From<CacheError> for Failure {
     }
 }
 
-/// The structure cell at `key` if it holds a `T`; `Ok(None)` if the key is missing.
-///
-/// # Errors
-/// [`Failure::WrongType`] if the key holds another type (a string included).
-pub fn cell<T: Collection>(
-    session: &Session,
-    key: &[u8],
-) -> Result<Option<Arc<StructureCell>>, Failure> {
-    let Some(entry) = session.cache.get_entry(key)? else {
-        return Ok(None);
-    };
-    match entry.structure() {
-        Some(cell) if cell.lock().kind() == T::KIND => Ok(Some(Arc::clone(cell))),
-        _ => Err(Failure::WrongType),
-    }
-}
-
 /// Runs `f` on the `T` at `key` (`None` if missing), holding the structure's lock.
 ///
 /// # Errors
@@ -230,4 +213,61 @@ pub fn type_name(entry: &weft_core::CacheEntry) -> &'static str {
     entry
         .structure()
         .map_or("string", |cell| cell.lock().kind().type_name())
+}
+
+/// A collection's `*SCAN key cursor [MATCH pattern] [COUNT count]` options, validated as
+/// Redis does (cursor first, then options) before the key is looked up.
+#[derive(Debug)]
+pub struct ScanArgs<'a> {
+    /// The cursor the client sent.
+    pub cursor: u64,
+    /// MATCH pattern, if any other than `*`.
+    pub pattern: Option<&'a [u8]>,
+}
+
+impl<'a> ScanArgs<'a> {
+    /// Parses `args` (the command name, key, cursor, options).
+    ///
+    /// # Errors
+    /// Redis' error text.
+    pub fn parse(args: &'a [bytes::Bytes]) -> Result<Self, &'static str> {
+        let cursor = super::keys::parse_cursor(&args[2]).ok_or("ERR invalid cursor")?;
+        let mut pattern = None;
+        let mut index = 3;
+        while index < args.len() {
+            let value = args.get(index + 1).ok_or(super::errors::SYNTAX)?;
+            if super::is(&args[index], "COUNT") {
+                let count = weft_resp::parse_i64_strict(value).ok_or(super::errors::NOT_INTEGER)?;
+                if count < 1 {
+                    return Err(super::errors::SYNTAX);
+                }
+            } else if super::is(&args[index], "MATCH") {
+                pattern = (value.as_ref() != b"*").then_some(value.as_ref());
+            } else {
+                return Err(super::errors::SYNTAX);
+            }
+            index += 2;
+        }
+        Ok(Self { cursor, pattern })
+    }
+
+    /// Whether `item` passes MATCH.
+    #[must_use]
+    pub fn wanted(&self, item: &[u8]) -> bool {
+        self.pattern
+            .is_none_or(|pattern| super::glob::matches(pattern, item))
+    }
+}
+
+/// Writes a scan reply: cursor 0 (every element is returned in one call, so an element
+/// present for the whole scan is returned exactly once whatever changes meanwhile — Redis
+/// does the same for small encodings; a huge collection makes one huge reply), then the
+/// elements.
+pub fn scan_reply<'i>(reply: &mut Reply<'_>, items: impl ExactSizeIterator<Item = &'i [u8]>) {
+    reply.array(2);
+    reply.bulk(b"0");
+    reply.array(items.len());
+    for item in items {
+        reply.bulk(item);
+    }
 }

@@ -165,7 +165,7 @@ pub fn keys(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
 /// Parses a SCAN cursor as Redis does (`strtoul` in base 10, the whole argument): an
 /// optional sign, digits; `-n` wraps around as in C; leading whitespace, trailing bytes and
 /// overflow are refused. An empty argument reads as 0, as in Redis.
-fn parse_cursor(text: &[u8]) -> Option<u64> {
+pub(crate) fn parse_cursor(text: &[u8]) -> Option<u64> {
     let (negative, digits) = match text.split_first() {
         None => return Some(0),
         Some((b'-', rest)) => (true, rest),
@@ -293,7 +293,7 @@ fn random_u64() -> u64 {
     hasher.finish()
 }
 
-fn random_below(bound: usize) -> usize {
+pub(crate) fn random_below(bound: usize) -> usize {
     usize::try_from(random_u64() % (bound.max(1) as u64)).unwrap_or(0)
 }
 

@@ -104,11 +104,14 @@ impl Wakeup {
     }
 }
 
+/// A cache name and a key.
+type WaitKey = (Arc<str>, Bytes);
+
 /// Clients blocked on list keys, per cache and key, in the order they blocked (a push wakes
 /// every one of them; the first to run again takes the item, as the oldest usually does).
 #[derive(Debug, Default)]
 pub struct Waiters {
-    by_key: Mutex<HashMap<(Arc<str>, Bytes), VecDeque<Arc<Wakeup>>>>,
+    by_key: Mutex<HashMap<WaitKey, VecDeque<Arc<Wakeup>>>>,
     /// How many registrations exist: pushes skip the lock while nobody waits.
     count: AtomicUsize,
 }

@@ -7,9 +7,11 @@ pub mod connection;
 pub mod counters;
 pub mod expire;
 pub mod glob;
+pub mod hashes;
 pub mod keys;
 pub mod lists;
 pub mod server;
+pub mod sets;
 pub mod strings;
 
 use bytes::Bytes;
