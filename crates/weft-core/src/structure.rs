@@ -653,8 +653,10 @@ impl SortedSetValue {
     }
 
     /// Sets `member`'s score (NaN is the caller's to refuse); returns the previous score.
+    /// A score of -0 is kept as 0, as Redis' compact encoding does.
     pub fn insert(&mut self, member: Bytes, score: f64) -> Option<f64> {
         debug_assert!(!score.is_nan(), "NaN scores are refused before insert");
+        let score = score + 0.0;
         if member.len() > LISTPACK_VALUE_BYTES_MAX {
             self.large = true;
         }
@@ -863,7 +865,10 @@ mod tests {
         assert!(names(Bound::Included(3.0), Bound::Included(1.0)).is_empty());
         assert!(names(Bound::Excluded(2.0), Bound::Included(2.0)).is_empty());
         assert_eq!(zset.rank(b"c"), Some(3));
-        assert_eq!(zset.score(b"z"), Some(-0.0));
+        assert!(
+            zset.score(b"z")
+                .is_some_and(|s| s == 0.0 && s.is_sign_positive())
+        );
     }
 
     // Proves OBJECT ENCODING conversions happen at Redis 7.0's thresholds and stick.

@@ -6,7 +6,7 @@ use std::sync::LazyLock;
 use bytes::Bytes;
 
 use super::commands::{
-    connection, counters, expire, hashes, keys, lists, server, sets, strings,
+    connection, counters, expire, hashes, keys, lists, server, sets, strings, zsets,
 };
 use super::{Reply, Session};
 
@@ -240,6 +240,31 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("sintercard", -3, &["readonly"], NO_KEYS, sets::sintercard),
     spec("smove", 4, WRITE_FAST, TWO_KEYS, sets::smove),
     spec("sscan", -3, &["readonly"], ONE_KEY, sets::sscan),
+    // sorted sets
+    spec("zadd", -4, WRITE_FAST, ONE_KEY, zsets::zadd),
+    spec("zincrby", 4, WRITE_FAST, ONE_KEY, zsets::zincrby),
+    spec("zrem", -3, WRITE_FAST_NOOOM, ONE_KEY, zsets::zrem),
+    spec("zscore", 3, READ, ONE_KEY, zsets::zscore),
+    spec("zmscore", -3, READ, ONE_KEY, zsets::zmscore),
+    spec("zcard", 2, READ, ONE_KEY, zsets::zcard),
+    spec("zcount", 4, READ, ONE_KEY, zsets::zcount),
+    spec("zlexcount", 4, READ, ONE_KEY, zsets::zlexcount),
+    spec("zrank", 3, READ, ONE_KEY, zsets::zrank),
+    spec("zrevrank", 3, READ, ONE_KEY, zsets::zrevrank),
+    spec("zrange", -4, &["readonly"], ONE_KEY, zsets::zrange),
+    spec("zrevrange", -4, &["readonly"], ONE_KEY, zsets::zrevrange),
+    spec("zrangebyscore", -4, &["readonly"], ONE_KEY, zsets::zrangebyscore),
+    spec("zrevrangebyscore", -4, &["readonly"], ONE_KEY, zsets::zrevrangebyscore),
+    spec("zrangebylex", -4, &["readonly"], ONE_KEY, zsets::zrangebylex),
+    spec("zrevrangebylex", -4, &["readonly"], ONE_KEY, zsets::zrevrangebylex),
+    spec("zrangestore", -5, WRITE, TWO_KEYS, zsets::zrangestore),
+    spec("zremrangebyscore", 4, WRITE_REMOVE, ONE_KEY, zsets::zremrangebyscore),
+    spec("zremrangebyrank", 4, WRITE_REMOVE, ONE_KEY, zsets::zremrangebyrank),
+    spec("zremrangebylex", 4, WRITE_REMOVE, ONE_KEY, zsets::zremrangebylex),
+    spec("zpopmin", -2, WRITE_FAST_NOOOM, ONE_KEY, zsets::zpopmin),
+    spec("zpopmax", -2, WRITE_FAST_NOOOM, ONE_KEY, zsets::zpopmax),
+    spec("zrandmember", -2, &["readonly"], ONE_KEY, zsets::zrandmember),
+    spec("zscan", -3, &["readonly"], ONE_KEY, zsets::zscan),
 ];
 
 /// The table sorted by name, for a binary search: cheaper than hashing the name on every
