@@ -52,6 +52,9 @@ pub struct ServerContext {
     pub(crate) hotrod: hotrod::HotRodState,
     /// RESP clients blocked on list keys (BLPOP and friends).
     pub(crate) list_waiters: resp::commands::lists::Waiters,
+    /// EXEC holds it exclusively while it runs a transaction; every other RESP command holds
+    /// it shared, so no RESP command runs in the middle of a transaction.
+    pub(crate) transaction_gate: parking_lot::RwLock<()>,
 }
 
 impl ServerContext {
@@ -155,6 +158,7 @@ impl Server {
             rest_router,
             hotrod: hotrod::HotRodState::default(),
             list_waiters: resp::commands::lists::Waiters::default(),
+            transaction_gate: parking_lot::RwLock::new(()),
         });
         let accept_task = tokio::spawn(accept_loop(listener, Arc::clone(&context)));
         tracing::info!(address = %local_addr, caches = ?context.manager.cache_names(), "weft server listening (Hot Rod, RESP, HTTP)");

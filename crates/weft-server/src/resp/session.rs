@@ -52,6 +52,21 @@ pub struct Session {
     pub blocked: Option<Block>,
     /// While a blocked command is retried: its deadline, kept from the first attempt.
     pub block_deadline: Option<Instant>,
+    /// Commands queued since MULTI.
+    pub multi: Option<Multi>,
+    /// True while EXEC runs the queued commands.
+    pub executing: bool,
+    /// WATCHed keys: the cache, the key, and its version then (`None`: absent).
+    pub watched: Vec<(Cache, Bytes, Option<u64>)>,
+}
+
+/// A transaction being queued.
+#[derive(Debug, Default)]
+pub struct Multi {
+    /// The queued commands.
+    pub queued: Vec<Vec<Bytes>>,
+    /// A command was refused while queueing: EXEC will abort.
+    pub failed: bool,
 }
 
 impl Session {
@@ -75,6 +90,9 @@ impl Session {
             last_command: "",
             blocked: None,
             block_deadline: None,
+            multi: None,
+            executing: false,
+            watched: Vec::new(),
         })
     }
 
@@ -92,7 +110,19 @@ impl Session {
         let start = output.len();
         let limit = self.context.settings.client_output_bytes_max;
         let mut reply = Reply::with_limit(output, self.protocol, start.saturating_add(limit));
-        self.dispatch(args, &mut reply);
+        // EXEC runs alone; every other command may run beside the others (see `ServerContext::
+        // transaction_gate`).
+        let context = Arc::clone(&self.context);
+        if args
+            .first()
+            .is_some_and(|name| name.eq_ignore_ascii_case(b"exec"))
+        {
+            let _exclusive = context.transaction_gate.write();
+            self.dispatch(args, &mut reply);
+        } else {
+            let _shared = context.transaction_gate.read();
+            self.dispatch(args, &mut reply);
+        }
         if reply.overflowed() {
             output.truncate(start);
             return Err(OutputLimitExceeded { limit });
@@ -103,13 +133,19 @@ impl Session {
     /// Whether MULTI is queueing commands (blocking commands then do not block).
     #[must_use]
     pub fn in_transaction(&self) -> bool {
-        false
+        self.multi.is_some() || self.executing
+    }
+
+    /// Runs one command as EXEC does: no gate (EXEC holds it), no queueing.
+    pub fn dispatch_queued(&mut self, args: &[Bytes], reply: &mut Reply<'_>) {
+        self.dispatch(args, reply);
     }
 
     fn dispatch(&mut self, args: &[Bytes], reply: &mut Reply<'_>) {
         let Some(name) = args.first() else { return };
         let Some(spec) = table::lookup(name) else {
             reply.error(&table::unknown_command_error(args));
+            self.flag_transaction();
             return;
         };
         if !spec.arity_ok(args.len()) {
@@ -117,6 +153,14 @@ impl Session {
                 "ERR wrong number of arguments for '{}' command",
                 spec.name
             ));
+            self.flag_transaction();
+            return;
+        }
+        if self.multi.is_some() && !self.executing && !spec.runs_inside_multi() {
+            if let Some(multi) = &mut self.multi {
+                multi.queued.push(args.to_vec());
+            }
+            reply.simple("QUEUED");
             return;
         }
         if !self.authenticated && !spec.allowed_unauthenticated() {
@@ -125,5 +169,14 @@ impl Session {
         }
         self.last_command = spec.name;
         (spec.handler)(self, args, reply);
+    }
+
+    /// A command refused while MULTI queues makes EXEC abort.
+    fn flag_transaction(&mut self) {
+        if let Some(multi) = &mut self.multi
+            && !self.executing
+        {
+            multi.failed = true;
+        }
     }
 }

@@ -6,7 +6,7 @@ use std::sync::LazyLock;
 use bytes::Bytes;
 
 use super::commands::{
-    connection, counters, expire, hashes, keys, lists, server, sets, strings, zsets,
+    connection, counters, expire, hashes, keys, lists, server, sets, strings, transactions, zsets,
 };
 use super::{Reply, Session};
 
@@ -43,6 +43,15 @@ impl CommandSpec {
         } else {
             len >= -arity
         }
+    }
+
+    /// Commands run at once rather than queued while MULTI is open.
+    #[must_use]
+    pub fn runs_inside_multi(&self) -> bool {
+        matches!(
+            self.name,
+            "exec" | "discard" | "multi" | "watch" | "quit" | "reset"
+        )
     }
 
     /// Commands a client may run before authenticating.
@@ -240,6 +249,42 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("sintercard", -3, &["readonly"], NO_KEYS, sets::sintercard),
     spec("smove", 4, WRITE_FAST, TWO_KEYS, sets::smove),
     spec("sscan", -3, &["readonly"], ONE_KEY, sets::sscan),
+    // transactions
+    spec(
+        "multi",
+        1,
+        &["noscript", "loading", "stale", "fast", "allow-busy"],
+        NO_KEYS,
+        transactions::multi,
+    ),
+    spec(
+        "exec",
+        1,
+        &["noscript", "loading", "stale", "skip-slowlog"],
+        NO_KEYS,
+        transactions::exec,
+    ),
+    spec(
+        "discard",
+        1,
+        &["noscript", "loading", "stale", "fast", "allow-busy"],
+        NO_KEYS,
+        transactions::discard,
+    ),
+    spec(
+        "watch",
+        -2,
+        &["noscript", "loading", "stale", "fast", "allow-busy"],
+        ALL_KEYS,
+        transactions::watch,
+    ),
+    spec(
+        "unwatch",
+        1,
+        &["noscript", "loading", "stale", "fast", "allow-busy"],
+        NO_KEYS,
+        transactions::unwatch,
+    ),
     // sorted sets
     spec("zadd", -4, WRITE_FAST, ONE_KEY, zsets::zadd),
     spec("zincrby", 4, WRITE_FAST, ONE_KEY, zsets::zincrby),
@@ -253,17 +298,65 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("zrevrank", 3, READ, ONE_KEY, zsets::zrevrank),
     spec("zrange", -4, &["readonly"], ONE_KEY, zsets::zrange),
     spec("zrevrange", -4, &["readonly"], ONE_KEY, zsets::zrevrange),
-    spec("zrangebyscore", -4, &["readonly"], ONE_KEY, zsets::zrangebyscore),
-    spec("zrevrangebyscore", -4, &["readonly"], ONE_KEY, zsets::zrevrangebyscore),
-    spec("zrangebylex", -4, &["readonly"], ONE_KEY, zsets::zrangebylex),
-    spec("zrevrangebylex", -4, &["readonly"], ONE_KEY, zsets::zrevrangebylex),
+    spec(
+        "zrangebyscore",
+        -4,
+        &["readonly"],
+        ONE_KEY,
+        zsets::zrangebyscore,
+    ),
+    spec(
+        "zrevrangebyscore",
+        -4,
+        &["readonly"],
+        ONE_KEY,
+        zsets::zrevrangebyscore,
+    ),
+    spec(
+        "zrangebylex",
+        -4,
+        &["readonly"],
+        ONE_KEY,
+        zsets::zrangebylex,
+    ),
+    spec(
+        "zrevrangebylex",
+        -4,
+        &["readonly"],
+        ONE_KEY,
+        zsets::zrevrangebylex,
+    ),
     spec("zrangestore", -5, WRITE, TWO_KEYS, zsets::zrangestore),
-    spec("zremrangebyscore", 4, WRITE_REMOVE, ONE_KEY, zsets::zremrangebyscore),
-    spec("zremrangebyrank", 4, WRITE_REMOVE, ONE_KEY, zsets::zremrangebyrank),
-    spec("zremrangebylex", 4, WRITE_REMOVE, ONE_KEY, zsets::zremrangebylex),
+    spec(
+        "zremrangebyscore",
+        4,
+        WRITE_REMOVE,
+        ONE_KEY,
+        zsets::zremrangebyscore,
+    ),
+    spec(
+        "zremrangebyrank",
+        4,
+        WRITE_REMOVE,
+        ONE_KEY,
+        zsets::zremrangebyrank,
+    ),
+    spec(
+        "zremrangebylex",
+        4,
+        WRITE_REMOVE,
+        ONE_KEY,
+        zsets::zremrangebylex,
+    ),
     spec("zpopmin", -2, WRITE_FAST_NOOOM, ONE_KEY, zsets::zpopmin),
     spec("zpopmax", -2, WRITE_FAST_NOOOM, ONE_KEY, zsets::zpopmax),
-    spec("zrandmember", -2, &["readonly"], ONE_KEY, zsets::zrandmember),
+    spec(
+        "zrandmember",
+        -2,
+        &["readonly"],
+        ONE_KEY,
+        zsets::zrandmember,
+    ),
     spec("zscan", -3, &["readonly"], ONE_KEY, zsets::zscan),
 ];
 

@@ -13,6 +13,7 @@ pub mod lists;
 pub mod server;
 pub mod sets;
 pub mod strings;
+pub mod transactions;
 pub mod zsets;
 
 use bytes::Bytes;
