@@ -177,6 +177,8 @@ pub enum NewValue {
         value: Vec<u8>,
         /// Client flags (0 = none).
         user_flags: u32,
+        /// Edited in place rather than written whole (see [`CacheEntry::is_edited`]).
+        edited: bool,
     },
     /// A structure (usually the existing entry's cell, changed in place).
     Structure(Arc<StructureCell>),
@@ -191,6 +193,7 @@ impl NewValue {
             None => Self::Bytes {
                 value: entry.value().to_vec(),
                 user_flags: entry.user_flags(),
+                edited: entry.is_edited(),
             },
         }
     }
@@ -1025,12 +1028,24 @@ impl Cache {
                         result,
                     )
                 }
-                Compute::PutValue(NewValue::Bytes { value, user_flags }, expiry, result) => {
+                Compute::PutValue(
+                    NewValue::Bytes {
+                        value,
+                        user_flags,
+                        edited,
+                    },
+                    expiry,
+                    result,
+                ) => {
                     if let Err(error) = Self::check_sizes(key, &value) {
                         size_error = Some(error);
                         return (Change::Keep, result);
                     }
-                    let payload = Payload::Bytes(&value, user_flags);
+                    let payload = if edited {
+                        Payload::EditedBytes(&value, user_flags)
+                    } else {
+                        Payload::Bytes(&value, user_flags)
+                    };
                     (
                         Change::Put(self.new_entry(key, payload, expiry, existing)),
                         result,
@@ -1050,16 +1065,10 @@ impl Cache {
                 }
                 Compute::Reexpire(expiry, result) => match existing {
                     None => (Change::Keep, result),
-                    Some(current) => {
-                        let payload = match current.structure() {
-                            Some(cell) => Payload::Structure(cell, current.structure_charge()),
-                            None => Payload::Bytes(current.value(), current.user_flags()),
-                        };
-                        (
-                            Change::Put(self.new_entry(key, payload, expiry, Some(current))),
-                            result,
-                        )
-                    }
+                    Some(current) => (
+                        Change::Put(self.new_entry(key, current.payload(), expiry, Some(current))),
+                        result,
+                    ),
                 },
             },
             |applied| self.record_locked(segment, key, applied),

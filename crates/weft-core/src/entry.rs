@@ -35,6 +35,10 @@ const HAS_MAX_IDLE: u8 = 2;
 const HAS_USER_FLAGS: u8 = 4;
 /// The entry's value is a structure.
 const IS_STRUCTURE: u8 = 8;
+/// The entry's bytes were edited in place (appended to, overwritten in part) rather than
+/// written whole: Redis reports such strings as `raw` whatever their length. A hint only,
+/// costing no bytes; stores do not keep it (Redis re-encodes strings when it loads them).
+const EDITED: u8 = 16;
 const MORTAL: u8 = HAS_LIFESPAN | HAS_MAX_IDLE;
 
 #[repr(C)]
@@ -171,6 +175,8 @@ fn extra_bytes(flags: u8) -> usize {
 pub enum Payload<'a> {
     /// Bytes, with client flags (0 = none).
     Bytes(&'a [u8], u32),
+    /// Bytes edited in place (see [`CacheEntry::is_edited`]), with client flags.
+    EditedBytes(&'a [u8], u32),
     /// A shared structure, charged `heap_bytes` to the cache's memory.
     Structure(&'a Arc<StructureCell>, usize),
 }
@@ -215,9 +221,10 @@ impl CacheEntry {
         expiration: StoredExpiration,
         last_used_ms: u64,
     ) -> Self {
-        let (value, user_flags, structure) = match payload {
-            Payload::Bytes(value, flags) => (value, flags, None),
-            Payload::Structure(cell, charge) => (&[][..], 0, Some((cell, charge))),
+        let (value, user_flags, structure, edited) = match payload {
+            Payload::Bytes(value, flags) => (value, flags, None, false),
+            Payload::EditedBytes(value, flags) => (value, flags, None, true),
+            Payload::Structure(cell, charge) => (&[][..], 0, Some((cell, charge)), false),
         };
         let key_len = u32::try_from(key.len()).expect("key length is bounded by the caller");
         let value_len = u32::try_from(value.len()).expect("value length is bounded by the caller");
@@ -233,6 +240,9 @@ impl CacheEntry {
         }
         if structure.is_some() {
             flags |= IS_STRUCTURE;
+        }
+        if edited {
+            flags |= EDITED;
         }
         let layout = layout_for(flags, key.len(), value.len());
         // SAFETY: the layout has a non-zero size (at least the header).
@@ -329,6 +339,22 @@ impl CacheEntry {
         }
         // Written from a u32 by `with_payload`.
         u32::try_from(self.field_u64(self.tail_offset())).unwrap_or(u32::MAX)
+    }
+
+    /// Whether the bytes were edited in place (APPEND, SETRANGE) rather than written whole.
+    #[must_use]
+    pub fn is_edited(&self) -> bool {
+        self.header().flags & EDITED != 0
+    }
+
+    /// What this entry holds, to rebuild it with another expiration.
+    #[must_use]
+    pub fn payload(&self) -> Payload<'_> {
+        match self.structure() {
+            Some(cell) => Payload::Structure(cell, self.structure_charge()),
+            None if self.is_edited() => Payload::EditedBytes(self.value(), self.user_flags()),
+            None => Payload::Bytes(self.value(), self.user_flags()),
+        }
     }
 
     fn structure_offset(&self) -> usize {
@@ -650,6 +676,15 @@ mod tests {
             assert_eq!(flagged.value(), b"v");
             assert_eq!(flagged.expiration(), expiration);
             assert!(flagged.structure().is_none());
+            assert!(!flagged.is_edited());
+            let edited =
+                CacheEntry::with_payload(b"k", Payload::EditedBytes(b"v", 7), expiration, 5);
+            assert!(edited.is_edited());
+            assert_eq!((edited.value(), edited.user_flags()), (&b"v"[..], 7));
+            // Rebuilding from the payload (as a new expiration does) keeps every part.
+            let rebuilt = CacheEntry::with_payload(b"k", edited.payload(), expiration, 5);
+            assert!(rebuilt.is_edited());
+            assert_eq!((rebuilt.value(), rebuilt.user_flags()), (&b"v"[..], 7));
             let entry =
                 CacheEntry::with_payload(b"key", Payload::Structure(&cell, 99), expiration, 5);
             assert_eq!(Arc::strong_count(&cell), 2);

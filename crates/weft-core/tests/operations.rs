@@ -625,6 +625,7 @@ fn user_flags_are_stored_and_kept() {
             let value = NewValue::Bytes {
                 value: b"w".to_vec(),
                 user_flags: existing.unwrap().user_flags(),
+                edited: false,
             };
             Compute::PutValue(value, Expiry::KEEP, ())
         })

@@ -10,7 +10,7 @@ use std::borrow::Cow;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use crate::number::{StackText, write_d2string};
+use crate::number::{StackText, write_g17};
 
 /// Reply protocol version of a connection, chosen with `HELLO`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -139,12 +139,13 @@ pub fn write_push_len(out: &mut BytesMut, n: usize, proto: Protocol) {
     }
 }
 
-/// Appends a double: RESP3 `,<text>\r\n`, RESP2 a bulk string of the same
-/// text, formatted by [`format_double_reply`](crate::format_double_reply)
-/// (`inf`, `-inf`, `nan`, `3000`, `1.5`, `1e-7`).
+/// Appends a double as Redis 7.0's `addReplyDouble` does: RESP3
+/// `,<text>\r\n`, RESP2 a bulk string of the same text, formatted by
+/// [`format_double_g17`](crate::format_double_g17) (`inf`, `-inf`, `3000`,
+/// `1.5`, `1.1000000000000001`, `9.9999999999999995e-08`).
 pub fn write_double(out: &mut BytesMut, value: f64, proto: Protocol) {
     let mut text = StackText::new();
-    write_d2string(&mut text, value);
+    write_g17(&mut text, value);
     match proto {
         Protocol::Resp2 => write_bulk(out, text.as_bytes()),
         Protocol::Resp3 => write_line(out, b',', text.as_bytes()),

@@ -8,7 +8,7 @@
 //! - **Reply encoding** ([`Reply`], `write_*`): every RESP3 type, degraded to
 //!   RESP2 the way Redis does when the connection speaks [`Protocol::Resp2`].
 //! - **Redis number rules** ([`parse_i64_strict`], [`parse_f64_redis`],
-//!   [`format_double`], [`format_double_reply`]), shared by the codec and the
+//!   [`format_double`], [`format_double_g17`], [`format_double_reply`]), shared by the codec and the
 //!   command implementations so both agree with Redis byte for byte, and
 //!   [`LongDouble`], Redis' x87 `long double` arithmetic for `INCRBYFLOAT`.
 //! - **Protocol sniffing** ([`looks_like_http`], [`looks_like_resp`]) for the
@@ -45,4 +45,6 @@ pub use encode::{
 };
 pub use error::ProtocolError;
 pub use long_double::{LONG_DOUBLE_TEXT_BYTES_MAX, LongDouble};
-pub use number::{format_double, format_double_reply, parse_f64_redis, parse_i64_strict};
+pub use number::{
+    format_double, format_double_g17, format_double_reply, parse_f64_redis, parse_i64_strict,
+};

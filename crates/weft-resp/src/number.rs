@@ -314,6 +314,86 @@ pub(crate) fn write_d2string(out: &mut StackText, value: f64) {
     }
 }
 
+/// Formats a double as C's `printf("%.17g")` does — what Redis 7.0 replies
+/// with (`addReplyDouble`) and how it prints scores (`ZSCORE`, `ZINCRBY`,
+/// `WITHSCORES`, and `ZSCAN` on a large sorted set): 17 significant digits,
+/// trailing zeros removed, scientific notation (`e+20`, `e-05`: a sign and at
+/// least two exponent digits) when the decimal exponent is below -4 or at
+/// least 17; `inf`, `-inf`, `nan`, `0`, `-0` for the special values.
+///
+/// Examples: `1.1` → `1.1000000000000001`, `3000` → `3000`, `1e20` →
+/// `1e+20`, `1e-7` → `9.9999999999999995e-08`.
+#[must_use]
+pub fn format_double_g17(value: f64) -> String {
+    let mut buf = StackText::new();
+    write_g17(&mut buf, value);
+    buf.as_str().to_owned()
+}
+
+/// Significant digits of `%.17g`.
+const G17_DIGITS: usize = 17;
+
+/// Writes `%.17g` of `value` into a stack buffer (see [`format_double_g17`]).
+pub(crate) fn write_g17(out: &mut StackText, value: f64) {
+    if value.is_nan() {
+        out.push_str("nan");
+        return;
+    }
+    if value.is_infinite() {
+        out.push_str(if value > 0.0 { "inf" } else { "-inf" });
+        return;
+    }
+    if value.is_sign_negative() {
+        out.push_str("-");
+    }
+    if value == 0.0 {
+        out.push_str("0");
+        return;
+    }
+    // `{:.16e}` rounds the exact binary value to 17 significant digits (ties
+    // to even, as glibc's printf): `d.dddddddddddddddde<exp>`.
+    let mut sci = StackText::new();
+    let _ = write!(sci, "{:.16e}", value.abs());
+    let (mantissa, exp10) = sci.as_str().split_once('e').unwrap_or((sci.as_str(), "0"));
+    let exp10: i32 = exp10.parse().unwrap_or(0);
+    let mut digits = [b'0'; G17_DIGITS];
+    for (slot, byte) in digits
+        .iter_mut()
+        .zip(mantissa.bytes().filter(u8::is_ascii_digit))
+    {
+        *slot = byte;
+    }
+    // Significant digits once trailing zeros are dropped (at least one).
+    let kept = digits.iter().rposition(|&d| d != b'0').map_or(1, |i| i + 1);
+    if !(-4..17).contains(&exp10) {
+        out.push_bytes(&digits[..1]);
+        if kept > 1 {
+            out.push_str(".");
+            out.push_bytes(&digits[1..kept]);
+        }
+        out.push_str(if exp10 < 0 { "e-" } else { "e+" });
+        let magnitude = exp10.unsigned_abs();
+        if magnitude < 10 {
+            out.push_str("0");
+        }
+        out.push_str(itoa::Buffer::new().format(magnitude));
+    } else if exp10 >= 0 {
+        // In 0..17, so the point falls inside the 17 digits.
+        let int_len = usize::try_from(exp10).unwrap_or(0) + 1;
+        out.push_bytes(&digits[..int_len]);
+        if kept > int_len {
+            out.push_str(".");
+            out.push_bytes(&digits[int_len..kept]);
+        }
+    } else {
+        out.push_str("0.");
+        for _ in 1..exp10.unsigned_abs() {
+            out.push_str("0");
+        }
+        out.push_bytes(&digits[..kept]);
+    }
+}
+
 /// Redis's `fpconv_dtoa` layout (`emit_digits`) applied to the shortest
 /// round-trip digits of `value` (finite, non-zero).
 fn write_fpconv(out: &mut StackText, value: f64) {

@@ -88,6 +88,11 @@ fn resp3_scalars_degrade_like_redis() {
         written(|o| write_double(o, 3000.0, Resp2)),
         b"$4\r\n3000\r\n"
     );
+    assert_eq!(
+        written(|o| write_double(o, 1.1, Resp2)),
+        b"$18\r\n1.1000000000000001\r\n"
+    );
+    assert_eq!(written(|o| write_double(o, 1e20, Resp3)), b",1e+20\r\n");
     assert_eq!(written(|o| write_bool(o, true, Resp3)), b"#t\r\n");
     assert_eq!(written(|o| write_bool(o, false, Resp3)), b"#f\r\n");
     assert_eq!(written(|o| write_bool(o, true, Resp2)), b":1\r\n");

@@ -1,6 +1,8 @@
 //! Redis number rules: strict integer and double parsing, double printing.
 
-use weft_resp::{format_double, format_double_reply, parse_f64_redis, parse_i64_strict};
+use weft_resp::{
+    format_double, format_double_g17, format_double_reply, parse_f64_redis, parse_i64_strict,
+};
 
 #[test]
 fn strict_integers_accept_only_canonical_forms() {
@@ -162,5 +164,43 @@ fn reply_doubles_read_back_exactly() {
     ] {
         let text = format_double_reply(value);
         assert_eq!(parse_f64_redis(text.as_bytes()), Some(value), "{text}");
+    }
+}
+
+// Proves doubles print as C's `%.17g` (Redis 7.0's addReplyDouble), vectors from a
+// correctly rounded printf.
+#[test]
+fn reply_doubles_print_like_printf_g17() {
+    for (value, expected) in [
+        (1.1, "1.1000000000000001"),
+        (0.1, "0.10000000000000001"),
+        (3000.0, "3000"),
+        (1e20, "1e+20"),
+        (1e16, "10000000000000000"),
+        (1e17, "1e+17"),
+        (1e-5, "1.0000000000000001e-05"),
+        (1e-4, "0.0001"),
+        (0.0001234, "0.00012339999999999999"),
+        (123456789.123, "123456789.123"),
+        (-2.5e-9, "-2.5000000000000001e-09"),
+        (5e-324, "4.9406564584124654e-324"),
+        (1.7976931348623157e308, "1.7976931348623157e+308"),
+        (0.30000000000000004, "0.30000000000000004"),
+        (1e-7, "9.9999999999999995e-08"),
+        (12345678901234567.0, "12345678901234568"),
+        (9007199254740993.0, "9007199254740992"),
+        (-0.5, "-0.5"),
+        (2.5, "2.5"),
+        (1.5e-10, "1.5e-10"),
+        (4.35, "4.3499999999999996"),
+        (100.0, "100"),
+        (0.000_123_456_789_012_345_67, "0.00012345678901234567"),
+        (0.0, "0"),
+        (-0.0, "-0"),
+        (f64::INFINITY, "inf"),
+        (f64::NEG_INFINITY, "-inf"),
+        (f64::NAN, "nan"),
+    ] {
+        assert_eq!(format_double_g17(value), expected, "{value:e}");
     }
 }

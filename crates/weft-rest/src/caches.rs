@@ -238,7 +238,12 @@ impl Listing {
             // Written item by item into one buffer: the answer for a large cache is big
             // enough without also holding every item as a JSON tree first.
             let mut out = Vec::from(&b"["[..]);
-            for (index, entry) in cache.iter().take(self.limit).enumerate() {
+            // A key holding a Redis structure has no value to show: entry listings leave it
+            // out (as a GET answers 409), key listings keep it (it is there to delete).
+            let listed = cache
+                .iter()
+                .filter(|entry| items == Items::Keys || entry.structure().is_none());
+            for (index, entry) in listed.take(self.limit).enumerate() {
                 if index > 0 {
                     out.push(b',');
                 }

@@ -2,10 +2,14 @@
 //!
 //! | Method | Cache call | Answers |
 //! |---|---|---|
-//! | GET, HEAD | `get_entry` | 200 with value and metadata headers, 304/412 by preconditions, 404 |
+//! | GET, HEAD | `get_entry` | 200 with value and metadata headers, 304/412 by preconditions, 404, 409 for a Redis structure |
 //! | PUT | `put`, or `compute` under preconditions | 204, 304/412 by preconditions |
 //! | POST | `put_if_absent` | 204, 409 "An entry already exists" |
 //! | DELETE | `delete`, or `compute` under preconditions | 204, 404, 412 |
+//!
+//! A key written by Redis' collection commands (LPUSH, HSET, SADD, ZADD…) holds a structure,
+//! not bytes: reading it answers 409 naming its type, while PUT and DELETE replace or remove
+//! it as they would any entry (as Redis' SET and DEL do).
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
@@ -132,6 +136,9 @@ pub(crate) async fn get(
         .cache
         .get_entry(&target.key)?
         .ok_or_else(RestError::no_entry)?;
+    if let Some(cell) = entry.structure() {
+        return Err(RestError::holds_structure(cell.lock().kind()));
+    }
     let now_ms = target.cache.clock().now_ms();
     let metadata = entry.metadata();
     // `Cache-Control: min-fresh` asks only for entries that stay fresh that long;

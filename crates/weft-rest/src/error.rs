@@ -4,7 +4,7 @@
 
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use weft_core::{CacheError, ManagerError};
+use weft_core::{CacheError, ManagerError, StructureKind};
 
 /// A request that cannot be served, and why. Every handler returns `Result<_, RestError>`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,6 +38,21 @@ impl RestError {
     /// 404 for a key that has no live entry.
     pub(crate) fn no_entry() -> Self {
         Self::new(StatusCode::NOT_FOUND, "no entry for this key")
+    }
+
+    /// 409 for a key that holds a Redis data structure (written over RESP): it has no value
+    /// as bytes to answer with. Writes are not refused; they replace it, as Redis' SET does.
+    pub(crate) fn holds_structure(kind: StructureKind) -> Self {
+        let what = match kind {
+            StructureKind::Hash => "hash",
+            StructureKind::List => "list",
+            StructureKind::Set => "set",
+            StructureKind::SortedSet => "sorted set",
+        };
+        Self::new(
+            StatusCode::CONFLICT,
+            format!("key holds a Redis {what}; read it over RESP"),
+        )
     }
 
     /// 500: something failed on our side.

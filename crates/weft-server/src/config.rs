@@ -18,6 +18,9 @@ pub const BIND_DEFAULT: &str = "127.0.0.1:11222";
 pub const CLIENT_INPUT_BYTES_MAX_DEFAULT: usize = 1 << 30;
 /// Default cap on bytes of replies buffered for a client's request before it is closed.
 pub const CLIENT_OUTPUT_BYTES_MAX_DEFAULT: usize = 64 << 20;
+/// Default cap on pushes (pub/sub messages, tracking invalidations) queued for a RESP
+/// connection: Redis' `client-output-buffer-limit pubsub` hard limit, 32 MiB.
+pub const PUBSUB_OUTPUT_BYTES_MAX_DEFAULT: usize = 32 << 20;
 
 /// The `[server]` section.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -42,11 +45,26 @@ pub struct ServerSection {
     /// Most bytes of replies a RESP connection may buffer for one request (Redis'
     /// `client-output-buffer-limit`); a reply that outgrows it closes the connection.
     pub client_output_bytes_max: usize,
+    /// Most bytes of pushes (pub/sub messages, tracking invalidations) a RESP connection may
+    /// leave unread (Redis' `client-output-buffer-limit pubsub` hard limit); past it the
+    /// connection is closed, and publishers never wait.
+    pub pubsub_output_bytes_max: usize,
     /// Largest Hot Rod key or value accepted, in bytes; larger declared lengths get an
     /// error response and the connection is closed.
     pub hotrod_value_bytes_max: usize,
     /// Directory under which file stores keep their data (one directory per cache).
     pub data_dir: std::path::PathBuf,
+    /// The cache memcached clients read and write (by default `default`, the cache RESP
+    /// database 0 uses, so memcached entries are visible through RESP and REST).
+    pub memcached_cache: String,
+    /// A second address where every connection is memcached (text or binary, by its first
+    /// byte); absent = memcached only on the shared port.
+    #[serde(deserialize_with = "optional_socket_address")]
+    pub memcached_listen: Option<SocketAddr>,
+    /// Largest memcached item, counted as memcached counts it (memcached's `-I`); larger
+    /// stores get `SERVER_ERROR object too large for cache`. From 1 KiB to 512 MiB.
+    #[serde(deserialize_with = "memcached_item_bytes")]
+    pub memcached_item_bytes_max: usize,
 }
 
 impl Default for ServerSection {
@@ -62,8 +80,12 @@ impl Default for ServerSection {
             shutdown_grace_secs: 5,
             client_input_bytes_max: CLIENT_INPUT_BYTES_MAX_DEFAULT,
             client_output_bytes_max: CLIENT_OUTPUT_BYTES_MAX_DEFAULT,
+            pubsub_output_bytes_max: PUBSUB_OUTPUT_BYTES_MAX_DEFAULT,
             hotrod_value_bytes_max: 512 << 20,
             data_dir: std::path::PathBuf::from(DATA_DIR_DEFAULT),
+            memcached_cache: DEFAULT_CACHE_NAME.to_owned(),
+            memcached_listen: None,
+            memcached_item_bytes_max: weft_memcached::DEFAULT_ITEM_BYTES_MAX,
         }
     }
 }
@@ -75,6 +97,26 @@ fn socket_address<'de, D: serde::Deserializer<'de>>(d: D) -> Result<SocketAddr, 
             "invalid address `{text}`: expected IP:PORT, e.g. 127.0.0.1:11222"
         ))
     })
+}
+
+/// Smallest `memcached-item-bytes-max` (memcached refuses `-I` below 1 KiB).
+pub const MEMCACHED_ITEM_BYTES_MIN: usize = 1024;
+
+fn memcached_item_bytes<'de, D: serde::Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+    let bytes = usize::deserialize(d)?;
+    if !(MEMCACHED_ITEM_BYTES_MIN..=weft_core::cache::VALUE_BYTES_MAX).contains(&bytes) {
+        return Err(serde::de::Error::custom(format!(
+            "memcached-item-bytes-max must be between {MEMCACHED_ITEM_BYTES_MIN} and {} bytes",
+            weft_core::cache::VALUE_BYTES_MAX
+        )));
+    }
+    Ok(bytes)
+}
+
+fn optional_socket_address<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<SocketAddr>, D::Error> {
+    socket_address(d).map(Some)
 }
 
 /// The whole configuration file.
@@ -181,6 +223,34 @@ mod tests {
                 CLIENT_INPUT_BYTES_MAX_DEFAULT,
                 CLIENT_OUTPUT_BYTES_MAX_DEFAULT
             )
+        );
+    }
+
+    // Proves the memcached settings are read, default to the RESP cache, and are checked.
+    #[test]
+    fn memcached_settings_are_read_and_checked() {
+        let defaults = ServerSection::default();
+        assert_eq!(defaults.memcached_cache, "default");
+        assert_eq!(defaults.memcached_listen, None);
+        assert_eq!(defaults.memcached_item_bytes_max, 1 << 20);
+        let text = "[server]\nmemcached-cache = \"sessions\"\nmemcached-listen = \"127.0.0.1:11211\"\nmemcached-item-bytes-max = 2097152\n";
+        let server = ServerConfig::parse("weft.toml", text).map(|config| config.server);
+        assert_eq!(
+            server.as_ref().map(|s| (
+                s.memcached_cache.as_str(),
+                s.memcached_listen.map(|a| a.to_string()),
+                s.memcached_item_bytes_max
+            )),
+            Ok(("sessions", Some("127.0.0.1:11211".to_owned()), 2 << 20))
+        );
+        let error = ServerConfig::parse("weft.toml", "[server]\nmemcached-item-bytes-max = 10\n")
+            .err()
+            .map(|e| e.to_string());
+        assert!(
+            error.as_deref().is_some_and(
+                |e| e.starts_with("weft.toml:2:") && e.contains("memcached-item-bytes-max")
+            ),
+            "{error:?}"
         );
     }
 

@@ -1,10 +1,13 @@
 //! Protocol detection on the shared port: read until the first bytes say which protocol the
 //! client speaks, then hand the connection, with the bytes read so far, to that protocol.
 //!
-//! Rules, in order: `0xA0` is Hot Rod; `0x80` is memcached binary; a first line of the form
-//! `METHOD target HTTP/1.x` is HTTP; `*` or `$` (multibulk) or a printable command line is
-//! RESP (Redis clients send inline commands too, e.g. `PING\r\n` from telnet). Anything else
-//! is refused. A client that sends nothing is not waited on forever.
+//! Rules, in order: `0xA0` is Hot Rod; `0x80` is memcached binary; `*` or `$` (multibulk) is
+//! RESP; a first line of the form `METHOD target HTTP/1.x` is HTTP; a first line whose first
+//! word is a memcached command (`get`, `set`, `stats`, … lower case, as memcached clients
+//! send them) is memcached text — Redis clients always send multibulk, so only an inline
+//! command typed by hand can start that way; any other printable command line is RESP
+//! (Redis clients send inline commands too, e.g. `PING\r\n` from telnet). Anything else is
+//! refused. A client that sends nothing is not waited on forever.
 
 use std::time::Duration;
 
@@ -30,8 +33,10 @@ pub enum Protocol {
     Http,
     /// Infinispan Hot Rod.
     HotRod,
-    /// memcached binary (not served yet).
+    /// memcached binary protocol.
     MemcachedBinary,
+    /// memcached text protocol.
+    MemcachedText,
     /// Nothing recognisable.
     Unknown,
 }
@@ -48,6 +53,11 @@ pub fn classify(first: &[u8]) -> Option<Protocol> {
     match weft_resp::looks_like_http(first) {
         Detection::Yes => return Some(Protocol::Http),
         Detection::NeedMore if first.len() < DETECT_BYTES_MAX => return None,
+        _ => {}
+    }
+    match weft_memcached::text::looks_like_text_command(first) {
+        Some(true) => return Some(Protocol::MemcachedText),
+        None if first.len() < DETECT_BYTES_MAX => return None,
         _ => {}
     }
     match weft_resp::looks_like_resp(first) {
@@ -100,6 +110,14 @@ mod tests {
             Some(Protocol::Http)
         );
         assert_eq!(classify(b"GET key\r\n"), Some(Protocol::Resp));
+        assert_eq!(classify(b"get key\r\n"), Some(Protocol::MemcachedText));
+        assert_eq!(
+            classify(b"set k 0 0 1\r\nx\r\n"),
+            Some(Protocol::MemcachedText)
+        );
+        assert_eq!(classify(b"version\r\n"), Some(Protocol::MemcachedText));
+        assert_eq!(classify(b"ping\r\n"), Some(Protocol::Resp));
+        assert_eq!(classify(b"gets"), None);
         assert_eq!(classify(&[0xA0, 0x01]), Some(Protocol::HotRod));
         assert_eq!(classify(&[0x80, 0x01]), Some(Protocol::MemcachedBinary));
         assert_eq!(classify(b"GET /rest"), None);

@@ -1,7 +1,8 @@
 //! `weft-server` is the `weft` binary's library: it reads the configuration, builds the
 //! cache manager, listens on one port and serves every protocol there, detected from each
 //! connection's first bytes (see [`detect`]). Hot Rod connections go to [`hotrod`], RESP ones
-//! to [`resp`], HTTP ones to the REST router of `weft-rest`.
+//! to [`resp`], memcached ones (text and binary, also on the optional `memcached-listen`
+//! port) to [`memcached`], HTTP ones to the REST router of `weft-rest`.
 //!
 //! It owns sockets, tasks, shutdown and the per-connection protocol adapters. It must not
 //! reach into the data container: every command goes through `weft_core::Cache`.
@@ -10,6 +11,7 @@ pub mod config;
 pub mod detect;
 pub mod hotrod;
 mod http;
+pub mod memcached;
 pub mod resp;
 mod stream;
 
@@ -55,6 +57,12 @@ pub struct ServerContext {
     /// EXEC holds it exclusively while it runs a transaction; every other RESP command holds
     /// it shared, so no RESP command runs in the middle of a transaction.
     pub(crate) transaction_gate: parking_lot::RwLock<()>,
+    /// RESP pushes: open connections' mailboxes, pub/sub subscriptions, tracked keys.
+    pub(crate) push: resp::push::PushHub,
+    /// The memcached endpoint's counters and pending `flush_all`.
+    pub(crate) memcached: memcached::MemcachedState,
+    /// The address of the dedicated memcached listener, if `memcached-listen` is set.
+    pub memcached_addr: Option<SocketAddr>,
 }
 
 impl ServerContext {
@@ -137,6 +145,28 @@ impl Server {
             .await
             .with_context(|| format!("listen on {}", config.server.bind))?;
         let local_addr = listener.local_addr().context("read the bound address")?;
+        if manager.cache(&config.server.memcached_cache).is_none() {
+            anyhow::bail!(
+                "memcached-cache `{}` names no cache",
+                config.server.memcached_cache
+            );
+        }
+        let memcached_listener = match config.server.memcached_listen {
+            Some(address) => Some(
+                TcpListener::bind(address)
+                    .await
+                    .with_context(|| format!("listen on {address} (memcached-listen)"))?,
+            ),
+            None => None,
+        };
+        let memcached_addr = match &memcached_listener {
+            Some(listener) => Some(
+                listener
+                    .local_addr()
+                    .context("read the bound memcached address")?,
+            ),
+            None => None,
+        };
         let (shutdown, _) = watch::channel(false);
         let shutdown_for_rest = shutdown.clone();
         let rest_state = weft_rest::RestState::new(manager.clone())
@@ -159,9 +189,16 @@ impl Server {
             hotrod: hotrod::HotRodState::default(),
             list_waiters: resp::commands::lists::Waiters::default(),
             transaction_gate: parking_lot::RwLock::new(()),
+            push: resp::push::PushHub::default(),
+            memcached: memcached::MemcachedState::default(),
+            memcached_addr,
         });
-        let accept_task = tokio::spawn(accept_loop(listener, Arc::clone(&context)));
-        tracing::info!(address = %local_addr, caches = ?context.manager.cache_names(), "weft server listening (Hot Rod, RESP, HTTP)");
+        let accept_task = tokio::spawn(accept_loop(
+            listener,
+            memcached_listener,
+            Arc::clone(&context),
+        ));
+        tracing::info!(address = %local_addr, memcached = ?memcached_addr, caches = ?context.manager.cache_names(), "weft server listening (Hot Rod, RESP, memcached, HTTP)");
         Ok(Self {
             context,
             accept_task,
@@ -193,20 +230,50 @@ impl Server {
     }
 }
 
-async fn accept_loop(listener: TcpListener, context: Arc<ServerContext>) {
+/// Which listener accepted a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Port {
+    /// The shared port: the protocol is detected.
+    Shared,
+    /// `memcached-listen`: every connection is memcached.
+    Memcached,
+}
+
+/// Accepts from the shared listener or the memcached one, whichever has a connection.
+async fn accept_either(
+    shared: &TcpListener,
+    memcached: Option<&TcpListener>,
+) -> std::io::Result<(TcpStream, SocketAddr, Port)> {
+    let from_memcached = async {
+        match memcached {
+            Some(listener) => listener.accept().await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        accepted = shared.accept() => accepted.map(|(stream, peer)| (stream, peer, Port::Shared)),
+        accepted = from_memcached => accepted.map(|(stream, peer)| (stream, peer, Port::Memcached)),
+    }
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    memcached: Option<TcpListener>,
+    context: Arc<ServerContext>,
+) {
     let mut shutdown = context.shutdown_signal();
     let mut connections = JoinSet::new();
     loop {
         tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => {
+            accepted = accept_either(&listener, memcached.as_ref()) => match accepted {
+                Ok((stream, peer, port)) => {
                     if context.connected_clients.load(Ordering::Relaxed) >= context.settings.connections_max {
                         tracing::warn!(%peer, "connection refused: connections-max reached");
                         drop(stream);
                         continue;
                     }
                     let context = Arc::clone(&context);
-                    connections.spawn(serve_connection(stream, peer, context));
+                    connections.spawn(serve_connection(stream, peer, context, port));
                 }
                 Err(error) => {
                     // Usually EMFILE/ENFILE: back off instead of spinning.
@@ -219,13 +286,24 @@ async fn accept_loop(listener: TcpListener, context: Arc<ServerContext>) {
         }
     }
     drop(listener);
+    drop(memcached);
     while connections.join_next().await.is_some() {}
 }
 
-async fn serve_connection(stream: TcpStream, peer: SocketAddr, context: Arc<ServerContext>) {
+async fn serve_connection(
+    stream: TcpStream,
+    peer: SocketAddr,
+    context: Arc<ServerContext>,
+    port: Port,
+) {
     let _ = stream.set_nodelay(true);
     context.connected_clients.fetch_add(1, Ordering::Relaxed);
     context.total_connections.fetch_add(1, Ordering::Relaxed);
+    if port == Port::Memcached {
+        memcached::serve_dedicated(stream, peer, Arc::clone(&context)).await;
+        context.connected_clients.fetch_sub(1, Ordering::Relaxed);
+        return;
+    }
     let mut stream = stream;
     // A connection that has sent nothing yet has nothing to finish: shutdown closes it
     // at once instead of waiting for the detection timeout.
@@ -241,6 +319,14 @@ async fn serve_connection(stream: TcpStream, peer: SocketAddr, context: Arc<Serv
         Ok((Protocol::Http, prefix)) => http::serve(stream, prefix, Arc::clone(&context)).await,
         Ok((Protocol::HotRod, prefix)) => {
             hotrod::serve(stream, prefix, peer, Arc::clone(&context)).await;
+        }
+        Ok((Protocol::MemcachedText, prefix)) => {
+            let dialect = memcached::Dialect::Text;
+            memcached::serve(stream, prefix, peer, Arc::clone(&context), dialect).await;
+        }
+        Ok((Protocol::MemcachedBinary, prefix)) => {
+            let dialect = memcached::Dialect::Binary;
+            memcached::serve(stream, prefix, peer, Arc::clone(&context), dialect).await;
         }
         Ok((other, _)) => {
             tracing::debug!(%peer, protocol = ?other, "connection closed: protocol not served");

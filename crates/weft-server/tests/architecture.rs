@@ -46,6 +46,7 @@ fn core_is_standalone_and_does_no_io() {
     for forbidden in [
         "weft-resp",
         "weft-rest",
+        "weft-memcached",
         "weft-server",
         "weft-store",
         "tokio",
@@ -68,6 +69,7 @@ fn stores_depend_on_no_protocol() {
             "weft-resp",
             "weft-rest",
             "weft-hotrod",
+            "weft-memcached",
             "weft-server",
             "axum",
             "hyper",
@@ -84,7 +86,7 @@ fn stores_depend_on_no_protocol() {
 #[test]
 fn codecs_depend_on_no_networking() {
     let graph = normal_dependencies();
-    for codec in ["weft-resp", "weft-hotrod"] {
+    for codec in ["weft-resp", "weft-hotrod", "weft-memcached"] {
         for forbidden in ["tokio", "hyper", "axum", "weft-core", "weft-server"] {
             assert!(
                 !graph[codec].iter().any(|d| d == forbidden),
@@ -102,7 +104,7 @@ fn only_the_server_depends_on_protocols() {
         if crate_name == "weft-server" {
             continue;
         }
-        for protocol in ["weft-resp", "weft-rest"] {
+        for protocol in ["weft-resp", "weft-rest", "weft-memcached"] {
             assert!(
                 !dependencies.iter().any(|d| d == protocol),
                 "{crate_name} depends on {protocol}"

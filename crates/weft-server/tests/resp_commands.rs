@@ -697,6 +697,46 @@ fn append_strlen() {
     assert_eq!(c.cmd("EXISTS e"), int(1));
 }
 
+// Proves OBJECT ENCODING follows Redis 7.0 for strings: `int` and `embstr` when written
+// whole, `raw` once APPEND or SETRANGE edited them (however short), kept through EXPIRE
+// and RENAME, and forgotten by the next whole write; and that OBJECT checks its
+// subcommand and argument count before looking at the key.
+#[test]
+fn object_encoding_of_strings() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    c.cmd("SET n 12");
+    assert_eq!(c.cmd("OBJECT ENCODING n"), bulk("int"));
+    assert_eq!(c.cmd("APPEND n 3"), int(3));
+    assert_eq!(c.cmd("OBJECT ENCODING n"), bulk("raw"));
+    c.cmd("EXPIRE n 100");
+    c.cmd("RENAME n m");
+    assert_eq!(c.cmd("OBJECT ENCODING m"), bulk("raw"));
+    assert_eq!(c.cmd("INCR m"), int(124));
+    assert_eq!(c.cmd("OBJECT ENCODING m"), bulk("int"));
+    assert_eq!(c.cmd("APPEND fresh abc"), int(3));
+    assert_eq!(c.cmd("OBJECT ENCODING fresh"), bulk("embstr"));
+    assert_eq!(c.cmd("SETRANGE padded 1 x"), int(2));
+    assert_eq!(c.cmd("OBJECT ENCODING padded"), bulk("raw"));
+    c.cmd("SET padded short");
+    assert_eq!(c.cmd("OBJECT ENCODING padded"), bulk("embstr"));
+    c.call(&["SET", "long", &"x".repeat(45)]);
+    assert_eq!(c.cmd("OBJECT ENCODING long"), bulk("raw"));
+    assert_eq!(c.cmd("OBJECT ENCODING missing"), Frame::NullBulk);
+    assert_eq!(
+        c.cmd("OBJECT ENCODING"),
+        err("ERR wrong number of arguments for 'object|encoding' command")
+    );
+    assert_eq!(
+        c.cmd("OBJECT NOPE k"),
+        err("ERR unknown subcommand 'NOPE'. Try OBJECT HELP.")
+    );
+    assert_eq!(
+        c.cmd("OBJECT"),
+        err("ERR wrong number of arguments for 'object' command")
+    );
+}
+
 // Proves GETRANGE/SUBSTR with Redis' negative-index rules.
 #[test]
 fn getrange_substr() {

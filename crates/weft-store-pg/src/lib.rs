@@ -9,8 +9,12 @@
 //! * `queue` — the uncommitted changes and how a batch becomes statements (no I/O).
 //!
 //! The table (created if missing) has one row per key: `key bytea` primary key, `segment`,
-//! `value`, `version`, `created_ms`, `lifespan_ms`, `max_idle_ms`, `last_used_ms` and
-//! `expires_at_ms`, with an index on `segment`.
+//! `value`, `version`, `created_ms`, `lifespan_ms`, `max_idle_ms`, `last_used_ms`,
+//! `expires_at_ms`, `flags` (client flags, the 32 bits as a signed `integer`; 0 = none) and
+//! `form` (0: `value` is the value's bytes; 1: it is a Redis structure's encoding,
+//! `weft_core::Structure::encode`), with an index on `segment`. A table created by an older
+//! Weft gains `flags` and `form` when a writable store opens it; a read-only store reads such
+//! a table as plain bytes without flags.
 //!
 //! This crate owns nothing but that table: it never decides what a cache holds, and never
 //! blocks a caller on a runtime of the caller's own (callers may be tokio worker threads).

@@ -2,6 +2,10 @@
 //! see before the database does, and how a batch becomes statements.
 //!
 //! Pure data structures, no I/O: the store holds a [`Queue`] under its mutex.
+//!
+//! The queue keeps whole entries, not value bytes: a load answered from it gets the client
+//! flags and the structure too. A structure entry shares its cell with the cache, so the
+//! queue costs a reference, not a copy; the writer encodes it when it applies the batch.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
@@ -12,7 +16,7 @@ use weft_core::CacheEntry;
 /// One submitted change.
 #[derive(Debug, Clone)]
 pub(crate) enum Change {
-    /// Upsert this entry.
+    /// Upsert this entry (bytes with client flags, or a structure).
     Write { segment: u32, entry: CacheEntry },
     /// Delete this key (its segment is not needed: the key is the primary key).
     Delete { key: Bytes },
@@ -26,7 +30,10 @@ impl Change {
     /// Bytes the change sends to the database, roughly (for batch limits).
     fn bytes(&self) -> usize {
         match self {
-            Change::Write { entry, .. } => entry.key().len() + entry.value().len() + 64,
+            // A structure's charge estimates its heap bytes, about what its encoding takes.
+            Change::Write { entry, .. } => {
+                entry.key().len() + entry.value().len() + entry.structure_charge() + 64
+            }
             Change::Delete { key, .. } => key.len() + 8,
             Change::RemoveSegments(segments) => segments.len() * 4,
             Change::Clear => 8,
@@ -264,6 +271,61 @@ mod tests {
             queue.push(position, change);
         }
         queue
+    }
+
+    /// Proves a pending write is answered whole: client flags and the structure itself (the
+    /// same cell, so later changes to it show), not just the value bytes.
+    #[test]
+    fn lookup_keeps_flags_and_structures() {
+        use weft_core::structure::{ListValue, Structure};
+        use weft_core::{Payload, StructureCell};
+        let cell = StructureCell::new(Structure::List(ListValue::default()));
+        if let Structure::List(list) = &mut *cell.lock() {
+            list.push_back(Bytes::from_static(b"item"));
+        }
+        let flagged = CacheEntry::restored_payload(
+            b"flagged",
+            Payload::Bytes(b"v", 0xdead_beef),
+            StoredExpiration::IMMORTAL,
+            0,
+            1,
+        );
+        let list = CacheEntry::restored_payload(
+            b"list",
+            Payload::Structure(&cell, 1_000_000),
+            StoredExpiration::IMMORTAL,
+            0,
+            2,
+        );
+        let mut queue = Queue::default();
+        queue.push(
+            1,
+            Change::Write {
+                segment: 1,
+                entry: flagged,
+            },
+        );
+        queue.push(
+            2,
+            Change::Write {
+                segment: 1,
+                entry: list,
+            },
+        );
+        let Pending::Written(found) = queue.lookup(1, b"flagged") else {
+            panic!("the flagged write is pending");
+        };
+        assert_eq!(
+            (found.value(), found.user_flags()),
+            (&b"v"[..], 0xdead_beef)
+        );
+        let Pending::Written(found) = queue.lookup(1, b"list") else {
+            panic!("the list write is pending");
+        };
+        assert!(found.structure().is_some_and(|c| Arc::ptr_eq(c, &cell)));
+        // The structure's charge counts toward the batch's bytes.
+        assert_eq!(queue.take(100, 1_000).len(), 1);
+        assert_eq!(queue.take(100, 1_000).len(), 1);
     }
 
     fn value(pending: Pending) -> Option<Option<Vec<u8>>> {

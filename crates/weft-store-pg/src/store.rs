@@ -19,16 +19,16 @@ use bytes::Bytes;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod};
 use tokio::runtime::{Handle, Runtime};
 use tokio::sync::{Notify, Semaphore, watch};
+use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{NoTls, Row};
-use weft_core::CacheEntry;
-use weft_core::StoreConfig;
 use weft_core::entry::StoredExpiration;
 use weft_core::persistence::BoxFuture;
+use weft_core::{CacheEntry, Payload, StoreConfig, Structure, StructureCell};
 use weft_store::{Characteristics, Modification, Store, StoreError};
 
 use crate::queue::{Change, Pending, Queue, Queued, Step, plan};
-use crate::table::Table;
+use crate::table::{FORM_PLAIN, FORM_STRUCTURE, Table};
 
 /// How long opening a connection may take before it fails.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -49,6 +49,8 @@ const PUBLISH_ROWS_PER_FETCH: i32 = 256;
 const PUBLISH_CHUNKS_IN_FLIGHT: usize = 4;
 /// Threads of the store's runtime.
 const RUNTIME_THREADS: usize = 2;
+/// Bytes of a key quoted in an error message at most.
+const KEY_SHOWN_BYTES_MAX: usize = 64;
 
 /// A cache's entries in a PostgreSQL table.
 ///
@@ -216,7 +218,54 @@ fn is_dead(entry: &CacheEntry, now_ms: u64) -> bool {
         .is_some_and(|deadline| deadline <= now_ms)
 }
 
-fn entry_from_row(row: &Row) -> Result<CacheEntry, tokio_postgres::Error> {
+/// Client flags as the `integer` column holds them: the same 32 bits, read as signed.
+fn flags_to_sql(flags: u32) -> i32 {
+    i32::from_le_bytes(flags.to_le_bytes())
+}
+
+fn flags_from_sql(flags: i32) -> u32 {
+    u32::from_le_bytes(flags.to_le_bytes())
+}
+
+/// A key for an error message: printable ASCII as is, other bytes escaped, cut short.
+fn shown_key(key: &[u8]) -> String {
+    let shown = key.get(..KEY_SHOWN_BYTES_MAX).unwrap_or(key);
+    let mut text = shown.escape_ascii().to_string();
+    if shown.len() < key.len() {
+        text.push_str("...");
+    }
+    text
+}
+
+/// Why a row could not be read back.
+#[derive(Debug)]
+enum RowError {
+    /// A column is missing or of another type.
+    Column(tokio_postgres::Error),
+    /// The columns do not make an entry: a structure that does not decode, an unknown form.
+    Malformed { key: Vec<u8>, reason: String },
+}
+
+impl From<tokio_postgres::Error> for RowError {
+    fn from(error: tokio_postgres::Error) -> Self {
+        Self::Column(error)
+    }
+}
+
+impl RowError {
+    /// The store's error, for what `context` says was being done (it names the table).
+    fn into_store_error(self, context: &str) -> StoreError {
+        match self {
+            Self::Column(error) => StoreError::io(context, describe(&error)),
+            Self::Malformed { key, reason } => StoreError::io(
+                context,
+                format!("the row of key \"{}\" {reason}", shown_key(&key)),
+            ),
+        }
+    }
+}
+
+fn entry_from_row(row: &Row) -> Result<CacheEntry, RowError> {
     let key: &[u8] = row.try_get(0)?;
     let value: &[u8] = row.try_get(1)?;
     let version: i64 = row.try_get(2)?;
@@ -224,22 +273,49 @@ fn entry_from_row(row: &Row) -> Result<CacheEntry, tokio_postgres::Error> {
     let lifespan_ms: Option<i64> = row.try_get(4)?;
     let max_idle_ms: Option<i64> = row.try_get(5)?;
     let last_used_ms: i64 = row.try_get(6)?;
+    let flags: i32 = row.try_get(7)?;
+    let form: i16 = row.try_get(8)?;
     let expiration = StoredExpiration {
         created_ms: created_ms.map(from_sql_integer),
         lifespan_ms: lifespan_ms.map(from_sql_integer),
         max_idle_ms: max_idle_ms.map(from_sql_integer),
     };
-    Ok(CacheEntry::restored(
+    let cell;
+    let payload = match form {
+        FORM_PLAIN => Payload::Bytes(value, flags_from_sql(flags)),
+        FORM_STRUCTURE => {
+            // The database has no checksum over the value: a row edited by hand, or written
+            // by a buggy or newer writer, must fail the read, not the node.
+            let structure = Structure::decode(value).map_err(|error| RowError::Malformed {
+                key: key.to_vec(),
+                reason: format!(
+                    "has form {FORM_STRUCTURE} (a structure) but its value is not one: {error}"
+                ),
+            })?;
+            let charge = structure.heap_bytes();
+            cell = StructureCell::new(structure);
+            Payload::Structure(&cell, charge)
+        }
+        other => {
+            return Err(RowError::Malformed {
+                key: key.to_vec(),
+                reason: format!(
+                    "has form {other}, which this Weft does not know (0 = bytes, 1 = structure)"
+                ),
+            });
+        }
+    };
+    Ok(CacheEntry::restored_payload(
         key,
-        value,
+        payload,
         expiration,
         from_sql_integer(last_used_ms),
         from_sql_integer(version),
     ))
 }
 
-fn key_from_row(row: &Row) -> Result<Vec<u8>, tokio_postgres::Error> {
-    row.try_get::<_, &[u8]>(0).map(<[u8]>::to_vec)
+fn key_from_row(row: &Row) -> Result<Vec<u8>, RowError> {
+    Ok(row.try_get::<_, &[u8]>(0).map(<[u8]>::to_vec)?)
 }
 
 impl PgStore {
@@ -337,26 +413,60 @@ impl PgStore {
                         .map_err(failed)?;
                     transaction.commit().await.map_err(failed)?;
                 }
-                let row = client
-                    .query_one(&table.max_version, &[])
-                    .await
-                    .map_err(|e| {
-                        StoreError::io(
-                            format!("read PostgreSQL table {}", table.name),
-                            describe(&e),
-                        )
-                    })?;
-                let max_version: i64 = row.try_get(0).map_err(|e| {
+                let read_failed = |e: tokio_postgres::Error| {
                     StoreError::io(
                         format!("read PostgreSQL table {}", table.name),
                         describe(&e),
                     )
-                })?;
-                Ok(from_sql_integer(max_version))
+                };
+                // A table an older Weft created lacks `flags` and `form`. Probed first
+                // rather than always altered: ALTER TABLE locks the table exclusively, even
+                // when there is nothing to add, and would stall other nodes' reads.
+                let legacy = match client.query(&table.probe_columns, &[]).await {
+                    Ok(_) => false,
+                    Err(e) if e.code() == Some(&SqlState::UNDEFINED_COLUMN) => {
+                        if !read_only {
+                            let failed = |e: tokio_postgres::Error| {
+                                StoreError::io(
+                                    format!(
+                                        "add the flags and form columns to PostgreSQL table {}",
+                                        table.name
+                                    ),
+                                    describe(&e),
+                                )
+                            };
+                            let transaction = client.transaction().await.map_err(failed)?;
+                            transaction
+                                .execute(table.lock_for_creation, &[&table.name])
+                                .await
+                                .map_err(failed)?;
+                            transaction
+                                // "already exists, skipping" when another node was first.
+                                .batch_execute(&format!(
+                                    "SET LOCAL client_min_messages = warning; {}",
+                                    table.add_columns
+                                ))
+                                .await
+                                .map_err(failed)?;
+                            transaction.commit().await.map_err(failed)?;
+                            tracing::info!(table = %table.name, "added the flags and form columns to a PostgreSQL table created by an older Weft");
+                        }
+                        read_only
+                    }
+                    Err(e) => return Err(read_failed(e)),
+                };
+                let row = client
+                    .query_one(&table.max_version, &[])
+                    .await
+                    .map_err(read_failed)?;
+                let max_version: i64 = row.try_get(0).map_err(read_failed)?;
+                Ok((from_sql_integer(max_version), legacy))
             })
         };
-        let max_version = match setup {
-            Ok(max_version) => max_version,
+        let (max_version, table) = match setup {
+            // A read-only store may not add the columns: it reads every row as plain bytes.
+            Ok((max_version, true)) => (max_version, table.legacy()),
+            Ok((max_version, false)) => (max_version, table),
             Err(error) => {
                 runtime.shutdown_background();
                 return Err(error);
@@ -465,7 +575,7 @@ impl PgStore {
         &self,
         sql: &str,
         segments: &[u32],
-        decode: fn(&Row) -> Result<T, tokio_postgres::Error>,
+        decode: fn(&Row) -> Result<T, RowError>,
         visit: &mut dyn FnMut(T),
     ) -> Result<(), StoreError> {
         self.check_running()?;
@@ -491,19 +601,13 @@ impl PgStore {
         let table = self.shared.table.name.clone();
         let task_credit = Arc::clone(&credit);
         self.handle.spawn(async move {
-            let failed = |e: tokio_postgres::Error| {
-                StoreError::io(
-                    format!("publish from PostgreSQL table {table}"),
-                    describe(&e),
-                )
-            };
+            let context = format!("publish from PostgreSQL table {table}");
+            let failed = |e: tokio_postgres::Error| StoreError::io(context.clone(), describe(&e));
             let result: Result<(), StoreError> = async {
-                let mut client = pool.get().await.map_err(|e| {
-                    StoreError::io(
-                        format!("publish from PostgreSQL table {table}"),
-                        pool_error(e),
-                    )
-                })?;
+                let mut client = pool
+                    .get()
+                    .await
+                    .map_err(|e| StoreError::io(context.clone(), pool_error(e)))?;
                 let transaction = client
                     .build_transaction()
                     .read_only(true)
@@ -525,7 +629,7 @@ impl PgStore {
                         .iter()
                         .map(decode)
                         .collect::<Result<Vec<T>, _>>()
-                        .map_err(failed)?;
+                        .map_err(|e| e.into_store_error(&context))?;
                     match task_credit.acquire().await {
                         Ok(permit) => permit.forget(),
                         Err(_) => return Ok(()), // the caller stopped listening
@@ -747,7 +851,11 @@ async fn apply(shared: &Shared, batch: &[Queued]) -> Result<(), StoreError> {
     let transaction = client.transaction().await.map_err(failed)?;
     for step in plan(batch) {
         match step {
-            Step::Keys { upserts, deletes } => {
+            Step::Keys {
+                upserts,
+                mut deletes,
+            } => {
+                let upserts = encode_structures(upserts, &mut deletes);
                 if !upserts.is_empty() {
                     let columns = UpsertColumns::new(&upserts)?;
                     let statement = transaction
@@ -791,6 +899,53 @@ async fn apply(shared: &Shared, batch: &[Queued]) -> Result<(), StoreError> {
     transaction.commit().await.map_err(failed)
 }
 
+/// One row to upsert.
+struct Upsert {
+    segment: u32,
+    entry: CacheEntry,
+    /// The encoding of the entry's structure, if it holds one: the row's `value`.
+    encoded: Option<Vec<u8>>,
+}
+
+/// The rows of `upserts`, with every structure encoded; a structure with no element left
+/// becomes a delete of its key, in `deletes`.
+///
+/// Encoded here, when the batch is applied, rather than when the write was submitted:
+/// writes are coalesced per key by then, so a structure changed many times between two
+/// batches is encoded once, and the queue holds the entry (sharing its structure) rather
+/// than a copy of every version. The row may then hold a newer state of the structure than
+/// its version says; the newer write follows with its own version.
+///
+/// A structure only empties on its way out (Redis deletes the key, and the delete is queued
+/// after this write), so writing no row is what the database will hold anyway, and a crash
+/// in between cannot bring back an empty collection.
+fn encode_structures(upserts: Vec<(u32, CacheEntry)>, deletes: &mut Vec<Bytes>) -> Vec<Upsert> {
+    let mut rows = Vec::with_capacity(upserts.len());
+    let mut emptied = false;
+    for (segment, entry) in upserts {
+        // `None`: plain bytes; `Some(None)`: an empty structure.
+        let encoding = entry.structure().map(|cell| {
+            let structure = cell.lock();
+            (!structure.is_empty()).then(|| structure.encode())
+        });
+        if let Some(None) = encoding {
+            deletes.push(Bytes::copy_from_slice(entry.key()));
+            emptied = true;
+            continue;
+        }
+        rows.push(Upsert {
+            segment,
+            entry,
+            encoded: encoding.flatten(),
+        });
+    }
+    if emptied {
+        // Rows are locked in key order, as `plan` sorted them.
+        deletes.sort_unstable();
+    }
+    rows
+}
+
 /// The upsert's parameters: one array per column.
 struct UpsertColumns<'a> {
     keys: Vec<&'a [u8]>,
@@ -802,10 +957,12 @@ struct UpsertColumns<'a> {
     max_idle_ms: Vec<Option<i64>>,
     last_used_ms: Vec<i64>,
     expires_at_ms: Vec<Option<i64>>,
+    flags: Vec<i32>,
+    forms: Vec<i16>,
 }
 
 impl<'a> UpsertColumns<'a> {
-    fn new(upserts: &'a [(u32, CacheEntry)]) -> Result<Self, StoreError> {
+    fn new(upserts: &'a [Upsert]) -> Result<Self, StoreError> {
         let count = upserts.len();
         let mut columns = Self {
             keys: Vec::with_capacity(count),
@@ -817,12 +974,29 @@ impl<'a> UpsertColumns<'a> {
             max_idle_ms: Vec::with_capacity(count),
             last_used_ms: Vec::with_capacity(count),
             expires_at_ms: Vec::with_capacity(count),
+            flags: Vec::with_capacity(count),
+            forms: Vec::with_capacity(count),
         };
-        for (segment, entry) in upserts {
+        for Upsert {
+            segment,
+            entry,
+            encoded,
+        } in upserts
+        {
             let metadata = entry.metadata();
             columns.keys.push(entry.key());
             columns.segments.extend(segments_param(&[*segment])?);
-            columns.values.push(entry.value());
+            match encoded {
+                Some(encoded) => {
+                    columns.values.push(encoded);
+                    columns.forms.push(FORM_STRUCTURE);
+                }
+                None => {
+                    columns.values.push(entry.value());
+                    columns.forms.push(FORM_PLAIN);
+                }
+            }
+            columns.flags.push(flags_to_sql(entry.user_flags()));
             columns.versions.push(to_sql_integer(metadata.version));
             columns
                 .created_ms
@@ -843,7 +1017,7 @@ impl<'a> UpsertColumns<'a> {
         Ok(columns)
     }
 
-    fn params(&self) -> [&(dyn ToSql + Sync); 9] {
+    fn params(&self) -> [&(dyn ToSql + Sync); 11] {
         [
             &self.keys,
             &self.segments,
@@ -854,6 +1028,8 @@ impl<'a> UpsertColumns<'a> {
             &self.max_idle_ms,
             &self.last_used_ms,
             &self.expires_at_ms,
+            &self.flags,
+            &self.forms,
         ]
     }
 }
@@ -883,7 +1059,10 @@ impl Store for PgStore {
                 .query_opt(&statement, &[&key, &to_sql_integer(now)])
                 .await
                 .map_err(failed)?;
-            row.as_ref().map(entry_from_row).transpose().map_err(failed)
+            row.as_ref()
+                .map(entry_from_row)
+                .transpose()
+                .map_err(|e| e.into_store_error(&context))
         })
     }
 

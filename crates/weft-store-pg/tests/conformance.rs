@@ -1,5 +1,5 @@
 //! The store conformance suite against a real PostgreSQL, plus what only this store has
-//! (connection failures, configuration). The server is `WEFT_TEST_POSTGRES_URL`; without it
+//! (connection failures, configuration, malformed rows, tables from an older Weft). The server is `WEFT_TEST_POSTGRES_URL`; without it
 //! every test that needs one prints why it is skipped and passes (`.ci/run` sets it).
 
 use std::io::Write;
@@ -7,7 +7,7 @@ use std::sync::Once;
 use std::time::{Duration, Instant};
 
 use weft_core::entry::StoredExpiration;
-use weft_core::{CacheEntry, StoreConfig, StoreKind};
+use weft_core::{CacheEntry, Payload, StoreConfig, StoreKind, Structure, StructureKind};
 use weft_store::testing::{Case, Reopen};
 use weft_store::{Store, StoreError};
 use weft_store_pg::PgStore;
@@ -299,4 +299,156 @@ fn a_publish_callback_may_write_and_wait() {
         "{:?}",
         started.elapsed()
     );
+}
+
+/// A row whose `form` says structure but whose value does not decode, or whose `form` is
+/// unknown, fails the load and the publish with an error naming the table and the key; the
+/// other rows still load.
+#[test]
+fn a_malformed_structure_row_is_an_error_naming_the_table() {
+    let test = "a_malformed_structure_row_is_an_error_naming_the_table";
+    let Some(url) = server_url(test) else {
+        return;
+    };
+    let table = table_for(test);
+    let config = config(url.clone(), table.clone());
+    let _drop_table = DropTable(config.clone());
+    let store = PgStore::open("c", &config).expect("open");
+    let good = CacheEntry::restored(b"good", b"v", StoredExpiration::IMMORTAL, 0, 1);
+    let position = store.write(3, &good).expect("write");
+    store.wait_durable(position).expect("durable");
+    execute_sql(
+        &url,
+        &format!(
+            "INSERT INTO \"{table}\" (key, segment, value, version, last_used_ms, form) VALUES \
+             ('bad-structure'::bytea, 3, '\\x02ff'::bytea, 2, 0, 1), \
+             ('from-the-future'::bytea, 4, 'v'::bytea, 3, 0, 7)"
+        ),
+    );
+    for (segment, key, what) in [
+        (3, &b"bad-structure"[..], "not one"),
+        (4, &b"from-the-future"[..], "form 7"),
+    ] {
+        match store.load(segment, key) {
+            Err(StoreError::Io { context, reason }) => {
+                assert_eq!(context, format!("load from PostgreSQL table {table}"));
+                assert!(
+                    reason.contains(&String::from_utf8_lossy(key).into_owned()),
+                    "{reason}"
+                );
+                assert!(reason.contains(what), "{reason}");
+            }
+            other => panic!("expected an error for {key:?}, got {other:?}"),
+        }
+        match store.publish(&[segment], &mut |_| {}) {
+            Err(StoreError::Io { context, .. }) => {
+                assert_eq!(context, format!("publish from PostgreSQL table {table}"));
+            }
+            other => panic!("expected a publish error for {key:?}, got {other:?}"),
+        }
+    }
+    let found = store.load(3, b"good").expect("load").expect("present");
+    assert_eq!(found.value(), b"v");
+}
+
+/// A table an older Weft created (no `flags`, no `form`) keeps working: a read-only store
+/// reads its rows as plain bytes, a writable store adds the two columns and then keeps
+/// client flags and structures in it, and its old rows still read as plain bytes.
+#[test]
+fn a_table_from_an_older_weft_gains_the_new_columns() {
+    let test = "a_table_from_an_older_weft_gains_the_new_columns";
+    let Some(url) = server_url(test) else {
+        return;
+    };
+    let table = table_for(test);
+    let config = config(url.clone(), table.clone());
+    let _drop_table = DropTable(config.clone());
+    execute_sql(
+        &url,
+        &format!(
+            "DROP TABLE IF EXISTS \"{table}\"; \
+             CREATE TABLE \"{table}\" (key bytea PRIMARY KEY, segment integer NOT NULL, \
+             value bytea NOT NULL, version bigint NOT NULL, created_ms bigint NULL, \
+             lifespan_ms bigint NULL, max_idle_ms bigint NULL, last_used_ms bigint NOT NULL, \
+             expires_at_ms bigint NULL); \
+             INSERT INTO \"{table}\" (key, segment, value, version, last_used_ms) \
+             VALUES ('old'::bytea, 5, 'old value'::bytea, 7, 0)"
+        ),
+    );
+    let old = CacheEntry::restored(b"old", b"old value", StoredExpiration::IMMORTAL, 0, 7);
+    let read_only = StoreConfig {
+        read_only: true,
+        ..config.clone()
+    };
+    {
+        let store = PgStore::open("c", &read_only).expect("open read-only over the old table");
+        let found = store.load(5, b"old").expect("load").expect("present");
+        weft_store::testing::expect_same_entry(&found, &old);
+        let mut published = 0;
+        store
+            .publish(&[5], &mut |found| {
+                weft_store::testing::expect_same_entry(&found, &old);
+                published += 1;
+            })
+            .expect("publish");
+        assert_eq!(published, 1);
+    }
+    let flagged = CacheEntry::restored_payload(
+        b"flagged",
+        Payload::Bytes(b"f", 0xfeed_f00d),
+        StoredExpiration::IMMORTAL,
+        0,
+        8,
+    );
+    let structure = weft_store::testing::sample_structures().swap_remove(0);
+    let hash =
+        weft_store::testing::structure_entry(b"hash", structure, StoredExpiration::IMMORTAL, 0, 9);
+    {
+        let store = PgStore::open("c", &config).expect("open writable over the old table");
+        let found = store.load(5, b"old").expect("load").expect("present");
+        weft_store::testing::expect_same_entry(&found, &old);
+        store.write(5, &flagged).expect("write");
+        let position = store.write(5, &hash).expect("write");
+        store.wait_durable(position).expect("durable");
+        store.stop().expect("stop");
+    }
+    // Read-only again: now with the columns, so flags and structures come back.
+    let store = PgStore::open("c", &read_only).expect("reopen read-only");
+    for written in [&old, &flagged, &hash] {
+        let found = store
+            .load(5, written.key())
+            .expect("load")
+            .expect("present");
+        weft_store::testing::expect_same_entry(&found, written);
+    }
+}
+
+/// A structure with no element left is not a value (Redis deletes such keys): writing one
+/// leaves no row, and replaces the row of an earlier write of the key.
+#[test]
+fn an_empty_structure_leaves_no_row() {
+    let test = "an_empty_structure_leaves_no_row";
+    let Some(url) = server_url(test) else {
+        return;
+    };
+    let config = config(url, table_for(test));
+    let _drop_table = DropTable(config.clone());
+    let store = PgStore::open("c", &config).expect("open");
+    let list = weft_store::testing::sample_structures().swap_remove(1);
+    let full =
+        weft_store::testing::structure_entry(b"list", list, StoredExpiration::IMMORTAL, 0, 1);
+    let position = store.write(6, &full).expect("write");
+    store.wait_durable(position).expect("durable");
+    assert_eq!(store.size(None).expect("size"), 1);
+    let empty = weft_store::testing::structure_entry(
+        b"list",
+        Structure::empty(StructureKind::List),
+        StoredExpiration::IMMORTAL,
+        0,
+        2,
+    );
+    let position = store.write(6, &empty).expect("write");
+    store.wait_durable(position).expect("durable");
+    assert_eq!(store.size(None).expect("size"), 0);
+    assert!(store.load(6, b"list").expect("load").is_none());
 }

@@ -20,8 +20,9 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use weft_core::CacheEntry;
 use weft_core::entry::StoredExpiration;
+use weft_core::structure::{HashValue, ListValue, SetValue, SortedSetValue};
+use weft_core::{CacheEntry, Payload, Structure, StructureCell, StructureKind};
 
 use crate::{Modification, Store, StoreError};
 
@@ -67,6 +68,7 @@ macro_rules! store_conformance_tests {
             writes_after_stop_fail,
             large_and_empty_values_round_trip,
             binary_keys_with_every_byte_value_round_trip,
+            flags_and_structures_round_trip,
         }
     };
     (@tests $with_store:path; $($case:ident),* $(,)?) => {
@@ -195,12 +197,122 @@ fn published_keys(store: &dyn Store, segments: &[u32]) -> Vec<Vec<u8>> {
     keys
 }
 
-fn expect_same_entry(found: &CacheEntry, written: &CacheEntry) {
+/// A structure's kind and elements in an order that does not depend on its tables: hash
+/// fields (`field=value`) and set members sorted, list items and sorted-set members
+/// (`member` then the score's bits) in their own order. Two structures hold the same
+/// elements exactly when their contents are equal.
+#[must_use]
+pub fn structure_contents(structure: &Structure) -> (StructureKind, Vec<Vec<u8>>) {
+    let elements = match structure {
+        Structure::Hash(hash) => {
+            let mut fields: Vec<Vec<u8>> = hash
+                .iter()
+                .map(|(field, value)| [&field[..], b"=", &value[..]].concat())
+                .collect();
+            fields.sort();
+            fields
+        }
+        Structure::List(list) => list.iter().map(|item| item.to_vec()).collect(),
+        Structure::Set(set) => {
+            let mut members: Vec<Vec<u8>> = set.iter().map(|member| member.to_vec()).collect();
+            members.sort();
+            members
+        }
+        Structure::SortedSet(zset) => zset
+            .iter()
+            .map(|(member, score)| [&member[..], &score.to_bits().to_le_bytes()[..]].concat())
+            .collect(),
+    };
+    (structure.kind(), elements)
+}
+
+/// One structure of each kind, with binary and empty elements, and sizes past Redis'
+/// small-encoding thresholds for the hash and the set.
+#[must_use]
+pub fn sample_structures() -> Vec<Structure> {
+    let bytes = |text: String| Bytes::from(text.into_bytes());
+    let mut hash = HashValue::default();
+    for i in 0..200u32 {
+        hash.insert(bytes(format!("field-{i}")), bytes(format!("value-{i}")));
+    }
+    hash.insert(Bytes::from_static(b"\0\xff binary"), Bytes::new());
+    let mut list = ListValue::default();
+    for i in 0..300u32 {
+        // Duplicates on purpose: a list keeps them, in order.
+        list.push_back(bytes(format!("item-{}", i % 50)));
+    }
+    list.push_front(Bytes::new());
+    list.push_back(Bytes::from_static(b"\r\n\0"));
+    let mut set = SetValue::default();
+    for i in 0..600i64 {
+        set.insert(bytes((i * 7 - 1_000).to_string()));
+    }
+    set.insert(Bytes::from_static(b"\xfe\xff"));
+    let mut zset = SortedSetValue::default();
+    for i in 0..150u32 {
+        zset.insert(
+            bytes(format!("member-{i}")),
+            f64::from(i % 40) * 1.25 - 20.0,
+        );
+    }
+    zset.insert(Bytes::from_static(b"top"), f64::INFINITY);
+    zset.insert(Bytes::from_static(b"bottom"), f64::NEG_INFINITY);
+    zset.insert(Bytes::from_static(b"tiny"), 5e-324);
+    vec![
+        Structure::Hash(hash),
+        Structure::List(list),
+        Structure::Set(set),
+        Structure::SortedSet(zset),
+    ]
+}
+
+/// An entry holding `structure` in a cell of its own, as a store restores one.
+#[must_use]
+pub fn structure_entry(
+    key: &[u8],
+    structure: Structure,
+    expiration: StoredExpiration,
+    last_used_ms: u64,
+    version: u64,
+) -> CacheEntry {
+    let charge = structure.heap_bytes();
+    let cell = StructureCell::new(structure);
+    CacheEntry::restored_payload(
+        key,
+        Payload::Structure(&cell, charge),
+        expiration,
+        last_used_ms,
+        version,
+    )
+}
+
+/// Asserts that `found` holds what `written` held: key, value, client flags, structure
+/// contents, version, expiration and last-used time.
+///
+/// # Panics
+/// When they differ.
+pub fn expect_same_entry(found: &CacheEntry, written: &CacheEntry) {
     assert_eq!(found.key(), written.key(), "key");
     assert_eq!(
         found.value(),
         written.value(),
         "value of {:?}",
+        written.key()
+    );
+    assert_eq!(
+        found.user_flags(),
+        written.user_flags(),
+        "client flags of {:?}",
+        written.key()
+    );
+    assert_eq!(
+        found
+            .structure()
+            .map(|cell| structure_contents(&cell.lock())),
+        written
+            .structure()
+            .map(|cell| structure_contents(&cell.lock())),
+        "structure of {:?}",
         written.key()
     );
     assert_eq!(
@@ -781,4 +893,125 @@ pub fn binary_keys_with_every_byte_value_round_trip(open: Open<'_>) {
         2,
         "segment 0 holds [0] and 0..=255"
     );
+}
+
+/// Client flags and a structure of each kind come back as written, with version and
+/// expiration, from a load before and after durability, from publish, and after a restart;
+/// overwriting a structure or a flagged value with plain bytes leaves neither behind.
+pub fn flags_and_structures_round_trip(open: Open<'_>) {
+    const SEGMENT: u32 = 30;
+    let store = fresh(open);
+    let now = now_ms();
+    let lifespan = StoredExpiration::new(now - 1_000, Some(2 * HOUR_MS), None);
+    let idle = StoredExpiration::new(now - 5_000, None, Some(HOUR_MS));
+    let both = StoredExpiration::new(now - 7_000, Some(3 * HOUR_MS), Some(HOUR_MS));
+    let mut entries = vec![
+        CacheEntry::restored_payload(
+            b"flags-max",
+            Payload::Bytes(b"v", u32::MAX),
+            StoredExpiration::IMMORTAL,
+            0,
+            10,
+        ),
+        CacheEntry::restored_payload(
+            b"flags-high-bit",
+            Payload::Bytes(b"", 0x8000_0001),
+            lifespan,
+            now - 1_000,
+            11,
+        ),
+        CacheEntry::restored_payload(
+            b"flags-one",
+            Payload::Bytes(b"one", 1),
+            idle,
+            now - 2_000,
+            u64::from(u32::MAX) + 12,
+        ),
+    ];
+    let expirations = [StoredExpiration::IMMORTAL, lifespan, idle, both];
+    for ((structure, expiration), version) in sample_structures()
+        .into_iter()
+        .zip(expirations)
+        .zip(20u64..)
+    {
+        let key = format!("structure-{}", structure.kind().type_name());
+        entries.push(structure_entry(
+            key.as_bytes(),
+            structure,
+            expiration,
+            now - 3_000,
+            version,
+        ));
+    }
+    let mut position = 0;
+    for entry in &entries {
+        position = store.write(SEGMENT, entry).expect("write");
+        let found = store
+            .load(SEGMENT, entry.key())
+            .expect("load before durable")
+            .expect("a load sees the write before it");
+        expect_same_entry(&found, entry);
+    }
+    let replaced_structure = sample_structures().swap_remove(1);
+    store
+        .write(
+            SEGMENT,
+            &structure_entry(
+                b"was-structure",
+                replaced_structure,
+                StoredExpiration::IMMORTAL,
+                0,
+                40,
+            ),
+        )
+        .expect("write");
+    store
+        .write(
+            SEGMENT,
+            &CacheEntry::restored_payload(
+                b"was-flagged",
+                Payload::Bytes(b"flagged", 7),
+                StoredExpiration::IMMORTAL,
+                0,
+                41,
+            ),
+        )
+        .expect("write");
+    durable(&*store, position.max(store.position()));
+    let overwrites = [
+        immortal(b"was-structure", b"plain now", 42),
+        immortal(b"was-flagged", b"unflagged now", 43),
+    ];
+    for overwrite in &overwrites {
+        put(&*store, SEGMENT, overwrite);
+    }
+    entries.extend(overwrites);
+
+    let check = |store: &dyn Store, when: &str| {
+        for entry in &entries {
+            let found = store
+                .load(SEGMENT, entry.key())
+                .expect("load")
+                .unwrap_or_else(|| panic!("{when}: {:?} is missing", entry.key()));
+            expect_same_entry(&found, entry);
+        }
+        let mut visited = 0;
+        store
+            .publish(&[SEGMENT], &mut |found| {
+                let written = entries
+                    .iter()
+                    .find(|entry| entry.key() == found.key())
+                    .expect("published a key that was written");
+                expect_same_entry(&found, written);
+                visited += 1;
+            })
+            .expect("publish");
+        assert_eq!(visited, entries.len(), "{when}: entries published");
+    };
+    check(&*store, "before the restart");
+    store.stop().expect("stop");
+    drop(store);
+    let store = open(Reopen::Same);
+    check(&*store, "after the restart");
+    store.stop().expect("stop");
 }

@@ -1,15 +1,17 @@
 //! The file store's behaviours, one test each: restart with and without a checkpoint, torn
-//! tails, fsync failures, compaction under concurrent writes, clear, and a model check.
+//! tails, fsync failures, compaction under concurrent writes, clear, client flags and
+//! structures through restarts and compaction, and a model check.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use proptest::prelude::*;
-use weft_core::CacheEntry;
 use weft_core::entry::StoredExpiration;
+use weft_core::{CacheEntry, Payload};
 use weft_store::Store;
 use weft_store::disk::{FaultyDisk, RealDisk};
 use weft_store::file::{FileStore, FileStoreConfig};
+use weft_store::testing::{expect_same_entry, now_ms, sample_structures, structure_entry};
 
 const SEGMENTS: u32 = 16;
 
@@ -227,6 +229,176 @@ fn clear_survives_a_restart() {
     let store = FileStore::open(config(dir.path())).expect("reopen");
     assert_eq!(store.size(None).expect("size"), 1);
     assert_eq!(value(&store, b"k3"), None);
+}
+
+const HOUR_MS: u64 = 3_600_000;
+
+/// Entries with client flags and with each of the four structures, under every kind of
+/// expiration (far enough from now that no test depends on timing).
+fn flagged_and_structure_entries() -> Vec<CacheEntry> {
+    let now = now_ms();
+    let lifespan = StoredExpiration::new(now - 1_000, Some(2 * HOUR_MS), None);
+    let idle = StoredExpiration::new(now - 5_000, None, Some(HOUR_MS));
+    let both = StoredExpiration::new(now - 7_000, Some(3 * HOUR_MS), Some(HOUR_MS));
+    let mut entries = vec![
+        CacheEntry::restored_payload(
+            b"flagged",
+            Payload::Bytes(b"memcached value", u32::MAX),
+            StoredExpiration::IMMORTAL,
+            0,
+            9_001,
+        ),
+        CacheEntry::restored_payload(
+            b"flagged-mortal",
+            Payload::Bytes(b"", 0x8000_0001),
+            both,
+            now - 2_000,
+            9_002,
+        ),
+    ];
+    for ((structure, expiration), version) in sample_structures()
+        .into_iter()
+        .zip([StoredExpiration::IMMORTAL, lifespan, idle, both])
+        .zip(9_010u64..)
+    {
+        let key = format!("structure-{}", structure.kind().type_name());
+        entries.push(structure_entry(
+            key.as_bytes(),
+            structure,
+            expiration,
+            now - 3_000,
+            version,
+        ));
+    }
+    entries
+}
+
+fn write_durably(store: &FileStore, entries: &[CacheEntry]) {
+    let mut position = 0;
+    for entry in entries {
+        position = store.write(segment(entry.key()), entry).expect("write");
+    }
+    store.wait_durable(position).expect("durable");
+}
+
+/// Loads every entry and publishes every segment: each comes back as written.
+fn expect_all(store: &FileStore, entries: &[CacheEntry]) {
+    for entry in entries {
+        let found = store
+            .load(segment(entry.key()), entry.key())
+            .expect("load")
+            .unwrap_or_else(|| panic!("{:?} is missing", String::from_utf8_lossy(entry.key())));
+        expect_same_entry(&found, entry);
+    }
+    let every: Vec<u32> = (0..SEGMENTS).collect();
+    let mut published = 0;
+    store
+        .publish(&every, &mut |found| {
+            if let Some(written) = entries.iter().find(|entry| entry.key() == found.key()) {
+                expect_same_entry(&found, written);
+                published += 1;
+            }
+        })
+        .expect("publish");
+    assert_eq!(published, entries.len());
+}
+
+// Proves client flags and all four structures, with their versions and expiration, come
+// back from the checkpoint of a clean restart.
+#[test]
+fn flags_and_structures_survive_a_clean_restart() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let entries = flagged_and_structure_entries();
+    {
+        let store = FileStore::open(config(dir.path())).expect("open");
+        write_durably(&store, &entries);
+        expect_all(&store, &entries);
+        store.stop().expect("stop");
+    }
+    let (store, recovery) =
+        FileStore::open_on(config(dir.path()), Arc::new(RealDisk)).expect("reopen");
+    assert!(recovery.from_checkpoint, "{recovery:?}");
+    assert_eq!(recovery.entries, entries.len() as u64);
+    expect_all(&store, &entries);
+    assert_eq!(store.max_version(), 9_013);
+}
+
+// Proves client flags and all four structures come back from replaying the log after a
+// crash (no checkpoint), and a later plain write of such a key replaces it for good.
+#[test]
+fn flags_and_structures_survive_a_crash_restart() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut entries = flagged_and_structure_entries();
+    {
+        let store = FileStore::open(config(dir.path())).expect("open");
+        write_durably(&store, &entries);
+        // Dropped without stop(): no checkpoint.
+    }
+    let (store, recovery) =
+        FileStore::open_on(config(dir.path()), Arc::new(RealDisk)).expect("reopen");
+    assert!(!recovery.from_checkpoint, "{recovery:?}");
+    assert_eq!(recovery.records_replayed, entries.len() as u64);
+    expect_all(&store, &entries);
+    // Plain bytes over a structure and over a flagged value: neither comes back.
+    let plain = [
+        entry(b"structure-list", b"plain", 9_100),
+        entry(b"flagged", b"plain", 9_101),
+    ];
+    write_durably(&store, &plain);
+    drop(store);
+    let store = FileStore::open(config(dir.path())).expect("reopen again");
+    entries.retain(|e| e.key() != b"structure-list" && e.key() != b"flagged");
+    entries.extend(plain);
+    expect_all(&store, &entries);
+}
+
+// Proves compaction copies flagged and structure records byte for byte: after the file
+// that held them is compacted away, they load the same, and again after a crash restart.
+#[test]
+fn compaction_keeps_flags_and_structures() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cfg = config(dir.path());
+    cfg.file_size_max = 64 << 10;
+    let entries = flagged_and_structure_entries();
+    {
+        let store = FileStore::open(cfg.clone()).expect("open");
+        write_durably(&store, &entries);
+        let first_file = store
+            .file_usage()
+            .iter()
+            .map(|(id, _, _)| *id)
+            .min()
+            .expect("a data file");
+        // Overwritten filler makes the first file mostly dead, and seals it.
+        for round in 0..20u64 {
+            let filler: Vec<CacheEntry> = (0..40u64)
+                .map(|i| {
+                    let value = format!("{round}-{}", "x".repeat(500));
+                    entry(
+                        format!("filler-{i}").as_bytes(),
+                        value.as_bytes(),
+                        round + 1,
+                    )
+                })
+                .collect();
+            write_durably(&store, &filler);
+        }
+        // The background compactor may have been first; either way the file must be gone.
+        store.compact_now().expect("compact");
+        assert!(
+            store
+                .file_usage()
+                .iter()
+                .all(|(id, _, _)| *id != first_file),
+            "the file holding the entries was compacted away: {:?}",
+            store.file_usage()
+        );
+        expect_all(&store, &entries);
+        // Dropped without stop(): the copies must be found by replaying the log.
+    }
+    let (store, recovery) = FileStore::open_on(cfg, Arc::new(RealDisk)).expect("reopen");
+    assert!(!recovery.from_checkpoint, "{recovery:?}");
+    expect_all(&store, &entries);
 }
 
 #[derive(Debug, Clone)]

@@ -165,6 +165,7 @@ pub(super) fn next(
         return Ok(());
     };
     let mut iteration = iteration.lock();
+    let keys_only = iteration.keys_only;
     let mut entries = Vec::new();
     let mut finished = Vec::new();
     while entries.len() < iteration.batch {
@@ -179,6 +180,9 @@ pub(super) fn next(
             break;
         };
         match cursor.next() {
+            // A key holding a Redis structure has no value to send: an entry iteration
+            // leaves it out, a key-only one (the Java client's `keySet`) keeps it.
+            Some(entry) if entry.structure().is_some() && !keys_only => {}
             Some(entry) => entries.push(entry),
             None => {
                 finished.push(*segment);

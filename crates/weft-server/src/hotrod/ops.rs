@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use bytes::{BufMut, BytesMut};
 use weft_core::{
-    Cache, CacheEntry, EntryMetadata, Expiry, Format, VersionedOutcome, WriteOptions, transcode,
+    Cache, CacheEntry, EntryMetadata, Expiry, Format, StructureKind, VersionedOutcome,
+    WriteOptions, transcode,
 };
 use weft_hotrod::opcode;
 use weft_hotrod::response::{put_metadata, put_ping_body, put_previous, write_error, write_header};
@@ -52,6 +53,22 @@ impl From<weft_core::TranscodeError> for Failure {
     fn from(error: weft_core::TranscodeError) -> Self {
         Self::server(error.to_string())
     }
+}
+
+/// The failure of a read of a key that holds a Redis data structure (written over RESP by
+/// LPUSH, HSET, SADD, ZADD…): Hot Rod has no form for it, and an empty value would be a lie.
+/// Writes are not refused: they replace the structure, as Redis' SET does.
+pub(super) fn holds_structure(entry: &CacheEntry) -> Option<Failure> {
+    let kind = entry.structure()?.lock().kind();
+    let what = match kind {
+        StructureKind::Hash => "hash",
+        StructureKind::List => "list",
+        StructureKind::Set => "set",
+        StructureKind::SortedSet => "sorted set",
+    };
+    Some(Failure::server(format!(
+        "key holds a Redis {what}; read it over RESP"
+    )))
 }
 
 /// The message clients search for to detect a missing cache.
@@ -235,6 +252,11 @@ fn write_options(frame: &Frame, expiration: Expiration, now_ms: u64) -> WriteOpt
 
 /// Appends status 3/4 and the previous entry when the client asked for previous values,
 /// else the bare `plain` status.
+///
+/// A previous entry holding a Redis structure has no value to send: when the write replaced
+/// it, it is reported as no previous value; when nothing was written (`plain` is
+/// `NotExecuted`, the client asked for the current value instead), the request fails as a
+/// read of it would.
 fn previous(
     out: &mut BytesMut,
     connection: &Connection,
@@ -248,6 +270,17 @@ fn previous(
         header(out, connection, frame, &target.cache, plain);
         return Ok(());
     }
+    let entry = match entry {
+        Some(current) if current.structure().is_some() => {
+            if plain == Status::NotExecuted
+                && let Some(failure) = holds_structure(current)
+            {
+                return Err(failure);
+            }
+            None
+        }
+        other => other,
+    };
     let now = target.cache.clock().now_ms();
     let value = entry.map(|e| target.value_out(e.value())).transpose()?;
     header(out, connection, frame, &target.cache, with_value);
@@ -331,6 +364,9 @@ fn serve(connection: &Arc<Connection>, frame: &Frame, out: &mut BytesMut) -> Res
                 header(out, connection, frame, cache, Status::KeyDoesNotExist);
                 return Ok(());
             };
+            if let Some(failure) = holds_structure(&entry) {
+                return Err(failure);
+            }
             let value = target.value_out(entry.value())?;
             header(out, connection, frame, cache, Status::Success);
             let mut offset = 0;
@@ -523,7 +559,10 @@ fn serve(connection: &Arc<Connection>, frame: &Frame, out: &mut BytesMut) -> Res
             let mut found = Vec::new();
             for key in keys {
                 let wire_key = frame.slice(*key);
-                if let Some(entry) = cache.get_entry(&target.key_in(wire_key)?)? {
+                // A key holding a Redis structure is left out, as an absent key is.
+                if let Some(entry) = cache.get_entry(&target.key_in(wire_key)?)?
+                    && entry.structure().is_none()
+                {
                     found.push((wire_key, target.value_out(entry.value())?.into_owned()));
                 }
             }
@@ -541,7 +580,10 @@ fn serve(connection: &Arc<Connection>, frame: &Frame, out: &mut BytesMut) -> Res
                 *count as usize
             };
             let mut body = BytesMut::new();
-            for entry in cache.iter().take(limit) {
+            // Keys holding Redis structures have no value to send: left out. (Key listings
+            // and key-only iterations keep them: the keys exist, and can be removed.)
+            let readable = cache.iter().filter(|entry| entry.structure().is_none());
+            for entry in readable.take(limit) {
                 body.put_u8(1);
                 put_array(&mut body, &target.key_out(entry.key())?);
                 put_array(&mut body, &target.value_out(entry.value())?);

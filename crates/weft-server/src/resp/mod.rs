@@ -1,12 +1,15 @@
 //! The RESP endpoint: one task per connection that decodes every complete request in its
 //! input buffer, executes each against the session's cache, appends every reply to one
 //! output buffer and writes it with a single call — pipelining costs nothing extra.
+//! Pushes from elsewhere (pub/sub messages, tracking invalidations) wait in the connection's
+//! mailbox (`push.rs`) and go out ahead of the next batch's replies, or at once when idle.
 //!
 //! Errors come in the three kinds of `style.md`: a request error is a `-ERR …` reply and the
 //! connection goes on; a protocol error (malformed frame) gets Redis' `-ERR Protocol error`
 //! reply and closes the connection, as Redis does; I/O errors just close it.
 
 pub(crate) mod commands;
+pub(crate) mod push;
 mod reply;
 mod session;
 mod table;
@@ -21,7 +24,7 @@ use tokio::net::TcpStream;
 use weft_core::{Durability, collect_durability};
 use weft_resp::{Limits, RequestDecoder};
 
-use commands::lists::Wakeup;
+use commands::lists::Retry;
 
 pub use reply::Reply;
 pub use session::{OutputLimitExceeded, Session};
@@ -43,6 +46,33 @@ pub async fn serve(
     peer: SocketAddr,
     context: Arc<ServerContext>,
 ) {
+    let Some(session) = Session::new(Arc::clone(&context), peer) else {
+        let _ = stream
+            .write_all(b"-ERR no cache is mapped to RESP database 0\r\n")
+            .await;
+        return;
+    };
+    let mailbox = Arc::clone(&session.mailbox);
+    // A connection that leaves more pushes unread than `pubsub-output-bytes-max` is closed
+    // wherever it waits — even in the middle of a write, since its client does not read —
+    // by dropping the serving future, and with it the session and its subscriptions. A
+    // blocked command notices first and unregisters itself (`Blocked::wait`).
+    tokio::select! {
+        biased;
+        () = serve_session(stream, prefix, peer, context, session) => {}
+        () = mailbox.overflowed() => {
+            tracing::warn!(%peer, limit = mailbox.limit_bytes(), "closing RESP connection: unread pushes exceed pubsub-output-bytes-max");
+        }
+    }
+}
+
+async fn serve_session(
+    mut stream: TcpStream,
+    prefix: BytesMut,
+    peer: SocketAddr,
+    context: Arc<ServerContext>,
+    mut session: Session,
+) {
     let limits = Limits {
         bulk_bytes_max: context.settings.resp_bulk_bytes_max,
         multibulk_length_max: context.settings.resp_multibulk_length_max,
@@ -52,16 +82,13 @@ pub async fn serve(
     let mut input = prefix;
     input.reserve(BUFFER_INITIAL_BYTES);
     let mut output = BytesMut::with_capacity(BUFFER_INITIAL_BYTES);
-    let Some(mut session) = Session::new(Arc::clone(&context), peer) else {
-        let _ = stream
-            .write_all(b"-ERR no cache is mapped to RESP database 0\r\n")
-            .await;
-        return;
-    };
     let mut shutdown = context.shutdown_signal();
     // Writes to caches with stores not yet durable; no reply leaves before they are.
     let mut unsettled = Durability::default();
     loop {
+        // Pushes queued before this batch go before its replies (an invalidation before
+        // the reply that reads the new value); those its commands cause go after them.
+        session.mailbox.drain_into(&mut output);
         let mut processed = 0u64;
         loop {
             match decoder.decode(&mut input) {
@@ -162,6 +189,7 @@ pub async fn serve(
                 Ok(0) | Err(_) => return,
                 Ok(_) => {}
             },
+            () = session.mailbox.ready() => {}
         }
     }
 }
@@ -177,21 +205,29 @@ struct Blocked<'a> {
 
 impl Blocked<'_> {
     /// Waits until the blocked command can answer, then leaves its reply in `output`:
-    /// registers for pushes to its keys, runs it again (a push may have come in between),
-    /// and while it still finds nothing waits for a push, its deadline (a null reply), more
-    /// input (kept for later), the client leaving or the server stopping. False when the
-    /// connection is to be closed.
+    /// queues the client on its keys, runs it again (a push may have come in between), and
+    /// while it still finds nothing waits for a push (then runs it again on the keys pushed
+    /// to), its deadline (a null reply), more input (kept for later), the client leaving or
+    /// the server stopping. False when the connection is to be closed. Leaving the queues
+    /// (the registration's drop, whichever way this ends) hands an unconsumed push on to the
+    /// next client in line.
     async fn wait(&mut self, session: &mut Session, args: &[bytes::Bytes]) -> bool {
         let Some(block) = session.blocked.take() else {
             return true;
         };
         let context = Arc::clone(&session.context);
-        let cache: Arc<str> = Arc::from(session.cache.name());
-        let wakeup = Arc::new(Wakeup::default());
-        context.list_waiters.register(&cache, &block.keys, &wakeup);
-        session.block_deadline = block.deadline;
+        let mut registration = context
+            .list_waiters
+            .register(session.cache.name(), block.keys);
+        session.block_retry = Some(Retry {
+            deadline: block.deadline,
+            ready: None,
+        });
         let deadline = block.deadline.map(tokio::time::Instant::from_std);
         let limit = context.settings.client_input_bytes_max;
+        // Pushes wait in the mailbox until the command answers; if they overflow it, the
+        // connection closes from here so that the registration above is undone.
+        let mailbox = Arc::clone(&session.mailbox);
         let open = loop {
             let (executed, durability) = collect_durability(|| session.execute(args, self.output));
             self.unsettled.merge(durability);
@@ -199,6 +235,7 @@ impl Blocked<'_> {
                 break false;
             }
             if session.blocked.take().is_none() {
+                registration.served();
                 break true;
             }
             let timeout = async {
@@ -210,7 +247,12 @@ impl Blocked<'_> {
             tokio::select! {
                 biased;
                 () = crate::stopped(self.shutdown) => break false,
-                () = wakeup.notified() => {}
+                () = mailbox.overflowed() => break false,
+                ready = registration.notified() => {
+                    if let Some(retry) = &mut session.block_retry {
+                        retry.ready = Some(ready);
+                    }
+                }
                 () = timeout => {
                     Reply::new(self.output, session.protocol).null_array();
                     break true;
@@ -222,10 +264,8 @@ impl Blocked<'_> {
                 },
             }
         };
-        context
-            .list_waiters
-            .unregister(&cache, &block.keys, &wakeup);
-        session.block_deadline = None;
+        session.block_retry = None;
+        drop(registration);
         open
     }
 }

@@ -127,6 +127,15 @@ impl<'a> Reply<'a> {
         weft_resp::write_array_len(self.out, len);
     }
 
+    /// A push header; `len` elements follow (RESP3 `>`, RESP2 an array): pub/sub replies
+    /// and messages.
+    pub fn push(&mut self, len: usize) {
+        if !self.room() {
+            return;
+        }
+        weft_resp::write_push_len(self.out, len, self.protocol);
+    }
+
     /// A map header; `len` key/value pairs follow (RESP2: an array of `2 × len`).
     pub fn map(&mut self, len: usize) {
         if !self.room() {

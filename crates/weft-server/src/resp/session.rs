@@ -9,7 +9,10 @@ use bytes::{Bytes, BytesMut};
 use weft_core::Cache;
 use weft_resp::Protocol;
 
-use super::commands::lists::Block;
+use super::commands::lists::{Block, Retry};
+use super::commands::pubsub::{self, Subscriptions};
+use super::commands::tracking::{self, ClientTracking};
+use super::push::Mailbox;
 use super::reply::Reply;
 use super::table;
 use crate::ServerContext;
@@ -50,14 +53,20 @@ pub struct Session {
     /// Set by a blocking command that found nothing: the connection loop waits, then runs
     /// the command again.
     pub blocked: Option<Block>,
-    /// While a blocked command is retried: its deadline, kept from the first attempt.
-    pub block_deadline: Option<Instant>,
+    /// While a blocked command is run again: its deadline and the keys pushed to.
+    pub block_retry: Option<Retry>,
     /// Commands queued since MULTI.
     pub multi: Option<Multi>,
     /// True while EXEC runs the queued commands.
     pub executing: bool,
     /// WATCHed keys: the cache, the key, and its version then (`None`: absent).
     pub watched: Vec<(Cache, Bytes, Option<u64>)>,
+    /// Pushes for this connection: pub/sub messages and tracking invalidations.
+    pub mailbox: Arc<Mailbox>,
+    /// Channels and patterns subscribed to.
+    pub subscriptions: Subscriptions,
+    /// CLIENT TRACKING mode.
+    pub tracking: ClientTracking,
 }
 
 /// A transaction being queued.
@@ -76,6 +85,11 @@ impl Session {
         let cache = context.manager.cache_for_resp_database(0)?;
         let client_id = context.next_client_id();
         let authenticated = context.settings.password.is_none();
+        let mailbox = Arc::new(Mailbox::new(
+            client_id,
+            context.settings.pubsub_output_bytes_max,
+        ));
+        context.push.clients.register(&mailbox);
         Some(Self {
             context,
             cache,
@@ -89,10 +103,13 @@ impl Session {
             connected_at: Instant::now(),
             last_command: "",
             blocked: None,
-            block_deadline: None,
+            block_retry: None,
             multi: None,
             executing: false,
             watched: Vec::new(),
+            mailbox,
+            subscriptions: Subscriptions::default(),
+            tracking: ClientTracking::default(),
         })
     }
 
@@ -113,15 +130,30 @@ impl Session {
         // EXEC runs alone; every other command may run beside the others (see `ServerContext::
         // transaction_gate`).
         let context = Arc::clone(&self.context);
-        if args
-            .first()
-            .is_some_and(|name| name.eq_ignore_ascii_case(b"exec"))
+        let protocol = self.protocol;
+        // Writes made now are this client's own (CLIENT TRACKING NOLOOP).
+        tracking::as_client(self.client_id, || {
+            if args
+                .first()
+                .is_some_and(|name| name.eq_ignore_ascii_case(b"exec"))
+            {
+                let _exclusive = context.transaction_gate.write();
+                self.dispatch(args, &mut reply);
+            } else {
+                let _shared = context.transaction_gate.read();
+                self.dispatch(args, &mut reply);
+            }
+        });
+        if self.protocol != protocol {
+            self.mailbox.set_protocol(self.protocol);
+        }
+        // CLIENT CACHING applies to the next command, or to the next transaction.
+        if self.multi.is_none()
+            && !args
+                .first()
+                .is_some_and(|name| name.eq_ignore_ascii_case(b"client"))
         {
-            let _exclusive = context.transaction_gate.write();
-            self.dispatch(args, &mut reply);
-        } else {
-            let _shared = context.transaction_gate.read();
-            self.dispatch(args, &mut reply);
+            self.tracking.caching = false;
         }
         if reply.overflowed() {
             output.truncate(start);
@@ -148,12 +180,19 @@ impl Session {
             self.flag_transaction();
             return;
         };
-        if !spec.arity_ok(args.len()) {
-            reply.error(&format!(
-                "ERR wrong number of arguments for '{}' command",
-                spec.name
-            ));
-            self.flag_transaction();
+        if let Err(error) = spec.check_arguments(args) {
+            self.refuse(spec, &error, reply);
+            return;
+        }
+        // A subscribed RESP2 client reads every frame as a push: only (un)subscribing, PING,
+        // QUIT and RESET make sense (commands EXEC runs were checked when queued).
+        if self.protocol == weft_resp::Protocol::Resp2
+            && self.subscriptions.total() > 0
+            && !self.executing
+            && !pubsub::allowed_while_subscribed(spec)
+            && let Some(error) = pubsub::refused_while_subscribed(spec, args)
+        {
+            self.refuse(spec, &error, reply);
             return;
         }
         if self.multi.is_some() && !self.executing && !spec.runs_inside_multi() {
@@ -169,6 +208,23 @@ impl Session {
         }
         self.last_command = spec.name;
         (spec.handler)(self, args, reply);
+        tracking::after_command(self, spec, args);
+    }
+
+    /// A command refused before it runs (Redis' `rejectCommand`): a transaction being queued
+    /// will abort, and a refused EXEC discards it at once, saying why.
+    fn refuse(&mut self, spec: &table::CommandSpec, error: &str, reply: &mut Reply<'_>) {
+        if spec.name == "exec" && !self.executing {
+            self.multi = None;
+            self.watched.clear();
+            let reason = error.strip_prefix("ERR ").unwrap_or(error);
+            reply.error(&format!(
+                "EXECABORT Transaction discarded because of: {reason}"
+            ));
+            return;
+        }
+        reply.error(error);
+        self.flag_transaction();
     }
 
     /// A command refused while MULTI queues makes EXEC abort.
@@ -178,5 +234,14 @@ impl Session {
         {
             multi.failed = true;
         }
+    }
+}
+
+impl Drop for Session {
+    /// The connection is gone: its subscriptions, tracking and mailbox go with it.
+    fn drop(&mut self) {
+        pubsub::unsubscribe_all(self);
+        tracking::disable(self);
+        self.context.push.clients.unregister(self.client_id);
     }
 }

@@ -6,7 +6,8 @@ use std::sync::LazyLock;
 use bytes::Bytes;
 
 use super::commands::{
-    connection, counters, expire, hashes, keys, lists, server, sets, strings, transactions, zsets,
+    connection, counters, expire, hashes, keys, lists, pubsub, server, sets, strings, transactions,
+    zsets, zsets_algebra,
 };
 use super::{Reply, Session};
 
@@ -30,19 +31,50 @@ pub struct CommandSpec {
     pub step: i32,
     /// The implementation.
     pub handler: Handler,
+    /// For a container command (Redis' `OBJECT`): its subcommands with their arities
+    /// (counting the container's name), checked before the command runs or is queued.
+    pub subcommands: &'static [(&'static str, i32)],
 }
 
 impl CommandSpec {
     /// Whether `len` arguments (name included) satisfy the arity.
     #[must_use]
     pub fn arity_ok(&self, len: usize) -> bool {
-        let len = i64::try_from(len).unwrap_or(i64::MAX);
-        let arity = i64::from(self.arity);
-        if arity >= 0 {
-            len == arity
-        } else {
-            len >= -arity
+        arity_ok(self.arity, len)
+    }
+
+    /// Checks the arguments' count, and for a container command the subcommand and its
+    /// count, as Redis does before running or queueing a command; the error otherwise.
+    pub fn check_arguments(&self, args: &[Bytes]) -> Result<(), String> {
+        if !self.arity_ok(args.len()) {
+            return Err(format!(
+                "ERR wrong number of arguments for '{}' command",
+                self.name
+            ));
         }
+        if self.subcommands.is_empty() {
+            return Ok(());
+        }
+        let sub = args.get(1).map_or(&[][..], |sub| &sub[..]);
+        let Some((name, arity)) = self
+            .subcommands
+            .iter()
+            .find(|(name, _)| sub.eq_ignore_ascii_case(name.as_bytes()))
+        else {
+            return Err(format!(
+                "ERR unknown subcommand '{}'. Try {} HELP.",
+                sanitize(sub, 128),
+                self.name.to_ascii_uppercase()
+            ));
+        };
+        if !arity_ok(*arity, args.len()) {
+            return Err(format!(
+                "ERR wrong number of arguments for '{}|{}' command",
+                self.name,
+                name.to_ascii_lowercase()
+            ));
+        }
+        Ok(())
     }
 
     /// Commands run at once rather than queued while MULTI is open.
@@ -57,7 +89,18 @@ impl CommandSpec {
     /// Commands a client may run before authenticating.
     #[must_use]
     pub fn allowed_unauthenticated(&self) -> bool {
-        self.flags.contains(&"no-auth")
+        self.flags.contains(&"no_auth")
+    }
+}
+
+/// Whether `len` arguments satisfy Redis' `arity` (`n` exactly, `-n` at least n).
+fn arity_ok(arity: i32, len: usize) -> bool {
+    let len = i64::try_from(len).unwrap_or(i64::MAX);
+    let arity = i64::from(arity);
+    if arity >= 0 {
+        len == arity
+    } else {
+        len >= -arity
     }
 }
 
@@ -76,6 +119,15 @@ const fn spec(
         last_key: keys.1,
         step: keys.2,
         handler,
+        subcommands: &[],
+    }
+}
+
+impl CommandSpec {
+    /// A container command with these subcommands and arities.
+    const fn with_subcommands(mut self, subcommands: &'static [(&'static str, i32)]) -> Self {
+        self.subcommands = subcommands;
+        self
     }
 }
 
@@ -92,8 +144,10 @@ const WRITE_REMOVE: &[&str] = &["write"];
 const WRITE_FAST_NOOOM: &[&str] = &["write", "fast"];
 const BLOCKING: &[&str] = &["write", "noscript", "blocking"];
 const BLOCKING_DENYOOM: &[&str] = &["write", "denyoom", "noscript", "blocking"];
-const CONNECTION: &[&str] = &["noscript", "loading", "stale", "fast", "no-auth"];
+const CONNECTION: &[&str] = &["noscript", "loading", "stale", "fast", "no_auth"];
 const ADMIN: &[&str] = &["loading", "stale"];
+const SUBSCRIBE: &[&str] = &["pubsub", "noscript", "loading", "stale"];
+const PUBLISH: &[&str] = &["pubsub", "loading", "stale", "fast"];
 
 /// Every command served.
 pub static COMMANDS: &[CommandSpec] = &[
@@ -117,6 +171,36 @@ pub static COMMANDS: &[CommandSpec] = &[
         NO_KEYS,
         connection::client,
     ),
+    spec(
+        "reset",
+        1,
+        &[
+            "noscript",
+            "loading",
+            "stale",
+            "fast",
+            "no_auth",
+            "allow-busy",
+        ],
+        NO_KEYS,
+        connection::reset,
+    ),
+    // pub/sub
+    spec("subscribe", -2, SUBSCRIBE, NO_KEYS, pubsub::subscribe),
+    spec("psubscribe", -2, SUBSCRIBE, NO_KEYS, pubsub::psubscribe),
+    spec("ssubscribe", -2, SUBSCRIBE, ALL_KEYS, pubsub::ssubscribe),
+    spec("unsubscribe", -1, SUBSCRIBE, NO_KEYS, pubsub::unsubscribe),
+    spec("punsubscribe", -1, SUBSCRIBE, NO_KEYS, pubsub::punsubscribe),
+    spec(
+        "sunsubscribe",
+        -1,
+        SUBSCRIBE,
+        ALL_KEYS,
+        pubsub::sunsubscribe,
+    ),
+    spec("publish", 3, PUBLISH, NO_KEYS, pubsub::publish),
+    spec("spublish", 3, PUBLISH, ONE_KEY, pubsub::spublish),
+    spec("pubsub", -2, &[], NO_KEYS, pubsub::pubsub),
     // server
     spec("info", -1, ADMIN, NO_KEYS, server::info),
     spec("command", -1, ADMIN, NO_KEYS, server::command),
@@ -178,7 +262,13 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("pexpiretime", 2, READ, ONE_KEY, expire::pexpiretime),
     spec("persist", 2, &["write", "fast"], ONE_KEY, expire::persist),
     spec("type", 2, READ, ONE_KEY, keys::type_),
-    spec("object", -2, &["readonly"], (2, 2, 1), keys::object),
+    spec("object", -2, &["readonly"], (2, 2, 1), keys::object).with_subcommands(&[
+        ("ENCODING", 3),
+        ("FREQ", 3),
+        ("HELP", 2),
+        ("IDLETIME", 3),
+        ("REFCOUNT", 3),
+    ]),
     spec("keys", 2, &["readonly"], NO_KEYS, keys::keys),
     spec("scan", -2, &["readonly"], NO_KEYS, keys::scan),
     spec("randomkey", 1, &["readonly"], NO_KEYS, keys::randomkey),
@@ -202,7 +292,13 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("linsert", 5, WRITE, ONE_KEY, lists::linsert),
     spec("lmove", 5, WRITE, TWO_KEYS, lists::lmove),
     spec("rpoplpush", 3, WRITE, TWO_KEYS, lists::rpoplpush),
-    spec("lmpop", -4, WRITE_REMOVE, NO_KEYS, lists::lmpop),
+    spec(
+        "lmpop",
+        -4,
+        &["write", "movablekeys"],
+        NO_KEYS,
+        lists::lmpop,
+    ),
     spec("blpop", -3, BLOCKING, (1, -2, 1), lists::blpop),
     spec("brpop", -3, BLOCKING, (1, -2, 1), lists::brpop),
     spec("blmove", 6, BLOCKING_DENYOOM, TWO_KEYS, lists::blmove),
@@ -213,7 +309,13 @@ pub static COMMANDS: &[CommandSpec] = &[
         TWO_KEYS,
         lists::brpoplpush,
     ),
-    spec("blmpop", -5, BLOCKING, NO_KEYS, lists::blmpop),
+    spec(
+        "blmpop",
+        -5,
+        &["write", "blocking", "movablekeys"],
+        NO_KEYS,
+        lists::blmpop,
+    ),
     // hashes
     spec("hset", -4, WRITE_FAST, ONE_KEY, hashes::hset),
     spec("hmset", -4, WRITE_FAST, ONE_KEY, hashes::hmset),
@@ -246,8 +348,14 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("sinterstore", -3, WRITE, ALL_KEYS, sets::sinterstore),
     spec("sunionstore", -3, WRITE, ALL_KEYS, sets::sunionstore),
     spec("sdiffstore", -3, WRITE, ALL_KEYS, sets::sdiffstore),
-    spec("sintercard", -3, &["readonly"], NO_KEYS, sets::sintercard),
-    spec("smove", 4, WRITE_FAST, TWO_KEYS, sets::smove),
+    spec(
+        "sintercard",
+        -3,
+        &["readonly", "movablekeys"],
+        NO_KEYS,
+        sets::sintercard,
+    ),
+    spec("smove", 4, WRITE_FAST_NOOOM, TWO_KEYS, sets::smove),
     spec("sscan", -3, &["readonly"], ONE_KEY, sets::sscan),
     // transactions
     spec(
@@ -358,6 +466,55 @@ pub static COMMANDS: &[CommandSpec] = &[
         zsets::zrandmember,
     ),
     spec("zscan", -3, &["readonly"], ONE_KEY, zsets::zscan),
+    spec(
+        "zunionstore",
+        -4,
+        &["write", "denyoom", "movablekeys"],
+        ONE_KEY,
+        zsets_algebra::zunionstore,
+    ),
+    spec(
+        "zinterstore",
+        -4,
+        &["write", "denyoom", "movablekeys"],
+        ONE_KEY,
+        zsets_algebra::zinterstore,
+    ),
+    spec(
+        "zdiffstore",
+        -4,
+        &["write", "denyoom", "movablekeys"],
+        ONE_KEY,
+        zsets_algebra::zdiffstore,
+    ),
+    spec(
+        "zunion",
+        -3,
+        &["readonly", "movablekeys"],
+        NO_KEYS,
+        zsets_algebra::zunion,
+    ),
+    spec(
+        "zinter",
+        -3,
+        &["readonly", "movablekeys"],
+        NO_KEYS,
+        zsets_algebra::zinter,
+    ),
+    spec(
+        "zdiff",
+        -3,
+        &["readonly", "movablekeys"],
+        NO_KEYS,
+        zsets_algebra::zdiff,
+    ),
+    spec(
+        "zintercard",
+        -3,
+        &["readonly", "movablekeys"],
+        NO_KEYS,
+        zsets_algebra::zintercard,
+    ),
 ];
 
 /// The table sorted by name, for a binary search: cheaper than hashing the name on every

@@ -215,24 +215,30 @@ pub fn type_name(entry: &weft_core::CacheEntry) -> &'static str {
         .map_or("string", |cell| cell.lock().kind().type_name())
 }
 
-/// A collection's `*SCAN key cursor [MATCH pattern] [COUNT count]` options, validated as
-/// Redis does (cursor first, then options) before the key is looked up.
+/// Redis' default `COUNT` of a scan step.
+pub const SCAN_COUNT_DEFAULT: usize = 10;
+
+/// A collection scan's options after the cursor (`MATCH pattern`, `COUNT n`), which Redis
+/// parses only once the key is found and holds the right type (the cursor comes first:
+/// [`scan_cursor`]).
 #[derive(Debug)]
-pub struct ScanArgs<'a> {
-    /// The cursor the client sent.
-    pub cursor: u64,
-    /// MATCH pattern, if any other than `*`.
+pub struct ScanOptions<'a> {
+    /// How many elements a step looks at.
+    pub count: usize,
+    /// MATCH pattern, unless absent or `*`.
     pub pattern: Option<&'a [u8]>,
 }
 
-impl<'a> ScanArgs<'a> {
-    /// Parses `args` (the command name, key, cursor, options).
+impl<'a> ScanOptions<'a> {
+    /// Parses the options of `*SCAN key cursor [options]` (`args` from the command name).
     ///
     /// # Errors
     /// Redis' error text.
     pub fn parse(args: &'a [bytes::Bytes]) -> Result<Self, &'static str> {
-        let cursor = super::keys::parse_cursor(&args[2]).ok_or("ERR invalid cursor")?;
-        let mut pattern = None;
+        let mut options = Self {
+            count: SCAN_COUNT_DEFAULT,
+            pattern: None,
+        };
         let mut index = 3;
         while index < args.len() {
             let value = args.get(index + 1).ok_or(super::errors::SYNTAX)?;
@@ -241,14 +247,15 @@ impl<'a> ScanArgs<'a> {
                 if count < 1 {
                     return Err(super::errors::SYNTAX);
                 }
+                options.count = usize::try_from(count).unwrap_or(usize::MAX);
             } else if super::is(&args[index], "MATCH") {
-                pattern = (value.as_ref() != b"*").then_some(value.as_ref());
+                options.pattern = (value.as_ref() != b"*").then_some(value.as_ref());
             } else {
                 return Err(super::errors::SYNTAX);
             }
             index += 2;
         }
-        Ok(Self { cursor, pattern })
+        Ok(options)
     }
 
     /// Whether `item` passes MATCH.
@@ -259,13 +266,22 @@ impl<'a> ScanArgs<'a> {
     }
 }
 
-/// Writes a scan reply: cursor 0 (every element is returned in one call, so an element
-/// present for the whole scan is returned exactly once whatever changes meanwhile — Redis
-/// does the same for small encodings; a huge collection makes one huge reply), then the
-/// elements.
-pub fn scan_reply<'i>(reply: &mut Reply<'_>, items: impl ExactSizeIterator<Item = &'i [u8]>) {
+/// A collection scan's cursor (`args[2]`), parsed before the key is looked up, as Redis
+/// does.
+///
+/// # Errors
+/// Redis' error text.
+pub fn scan_cursor(args: &[bytes::Bytes]) -> Result<u64, &'static str> {
+    super::keys::parse_cursor(&args[2]).ok_or("ERR invalid cursor")
+}
+
+/// Writes a scan reply: the next cursor (0 when done), then the elements. Small encodings
+/// are returned whole with cursor 0, as Redis does; large ones one step at a time (see
+/// `weft_core::structure`'s scans: every element present for a whole scan is returned at
+/// least once).
+pub fn scan_reply(reply: &mut Reply<'_>, cursor: u64, items: &[&[u8]]) {
     reply.array(2);
-    reply.bulk(b"0");
+    reply.bulk(itoa::Buffer::new().format(cursor).as_bytes());
     reply.array(items.len());
     for item in items {
         reply.bulk(item);

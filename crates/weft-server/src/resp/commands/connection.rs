@@ -1,9 +1,10 @@
-//! Connection commands: PING ECHO HELLO AUTH QUIT SELECT CLIENT.
+//! Connection commands: PING ECHO HELLO AUTH QUIT RESET SELECT CLIENT (the tracking
+//! subcommands are in `tracking.rs`).
 
 use bytes::Bytes;
 use weft_resp::Protocol;
 
-use super::{errors, is};
+use super::{errors, is, pubsub, tracking};
 use crate::resp::{Reply, Session};
 
 /// The Redis version reported to clients, which use it to decide what they may send.
@@ -12,7 +13,10 @@ pub const REDIS_COMPATIBLE_VERSION: &str = "7.2.0";
 const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
 
 /// `PING [message]`
-pub fn ping(_session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
+pub fn ping(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
+    if args.len() <= 2 && pubsub::subscribed_ping(session, args, reply) {
+        return;
+    }
     match args {
         [_] => reply.simple("PONG"),
         [_, message] => reply.bulk(message),
@@ -148,6 +152,25 @@ pub fn quit(session: &mut Session, _args: &[Bytes], reply: &mut Reply<'_>) {
     reply.ok();
 }
 
+/// `RESET`: the connection's state as when it opened — no transaction or watched keys,
+/// no subscriptions, tracking off, database 0, RESP2, no name, and unauthenticated if a
+/// password is configured.
+pub fn reset(session: &mut Session, _args: &[Bytes], reply: &mut Reply<'_>) {
+    tracking::disable(session);
+    if let Some(cache) = session.context.manager.cache_for_resp_database(0) {
+        session.cache = cache;
+        session.database = 0;
+    }
+    session.protocol = Protocol::Resp2;
+    reply.set_protocol(Protocol::Resp2);
+    session.authenticated = session.context.settings.password.is_none();
+    session.multi = None;
+    session.watched.clear();
+    pubsub::unsubscribe_all(session);
+    session.client_name = None;
+    reply.simple("RESET");
+}
+
 /// `SELECT index`: switches to the cache mapped to that RESP database.
 pub fn select(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
     let Some(database) = weft_resp::parse_i64_strict(&args[1]) else {
@@ -187,15 +210,44 @@ fn client_info_line(session: &Session, command: &str) -> String {
         .as_deref()
         .map(String::from_utf8_lossy)
         .unwrap_or_default();
+    // Redis' flag letters, in Redis' order.
+    let mut flags = String::new();
+    if session.subscriptions.total() > 0 {
+        flags.push('P');
+    }
+    if session.multi.is_some() {
+        flags.push('x');
+    }
+    if session.tracking.on {
+        flags.push('t');
+        if tracking::redirect_broken(session) {
+            flags.push('R');
+        }
+        if session.tracking.bcast {
+            flags.push('B');
+        }
+    }
+    if flags.is_empty() {
+        flags.push('N');
+    }
+    let multi = session.multi.as_ref().map_or(-1, |multi| {
+        i64::try_from(multi.queued.len()).unwrap_or(i64::MAX)
+    });
     format!(
-        "id={} addr={} laddr={} fd=0 name={} age={} idle=0 flags=N db={} sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={}",
+        "id={} addr={} laddr={} fd=0 name={} age={} idle=0 flags={} db={} sub={} psub={} ssub={} multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir={} resp={}",
         session.client_id,
         session.peer,
         session.context.local_addr,
         name,
         session.connected_at.elapsed().as_secs(),
+        flags,
         session.database,
+        session.subscriptions.channel_count(),
+        session.subscriptions.pattern_count(),
+        session.subscriptions.shard_channel_count(),
+        multi,
         command,
+        tracking::redirect_of(session),
         if session.protocol == Protocol::Resp3 {
             3
         } else {
@@ -211,9 +263,13 @@ fn client_list(session: &Session, args: &[Bytes], reply: &mut Reply<'_>) {
     let listed: usize = match args {
         [_, _] => 1,
         [_, _, option, kind] if is(option, "TYPE") => {
+            // Redis counts a client with subscriptions as `pubsub`, not `normal`.
+            let subscribed = session.subscriptions.total() > 0;
             if is(kind, "normal") {
-                1
-            } else if ["slave", "replica", "pubsub", "master"]
+                usize::from(!subscribed)
+            } else if is(kind, "pubsub") {
+                usize::from(subscribed)
+            } else if ["slave", "replica", "master"]
                 .iter()
                 .any(|name| is(kind, name))
             {
@@ -243,7 +299,7 @@ fn client_list(session: &Session, args: &[Bytes], reply: &mut Reply<'_>) {
     reply.verbatim(&line.repeat(listed));
 }
 
-/// `CLIENT SETNAME|GETNAME|ID|INFO|LIST|SETINFO|HELP`
+/// `CLIENT SETNAME|GETNAME|ID|INFO|LIST|SETINFO|TRACKING|CACHING|GETREDIR|TRACKINGINFO|HELP`
 pub fn client(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
     let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
     let arity_error = |reply: &mut Reply<'_>| {
@@ -286,6 +342,30 @@ pub fn client(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
             reply.verbatim(&line);
         }
         "list" => client_list(session, args, reply),
+        "tracking" => {
+            if args.len() < 3 {
+                return arity_error(reply);
+            }
+            tracking::client_tracking(session, args, reply);
+        }
+        "caching" => {
+            if args.len() != 3 {
+                return arity_error(reply);
+            }
+            tracking::client_caching(session, args, reply);
+        }
+        "getredir" => {
+            if args.len() != 2 {
+                return arity_error(reply);
+            }
+            tracking::client_getredir(session, args, reply);
+        }
+        "trackinginfo" => {
+            if args.len() != 2 {
+                return arity_error(reply);
+            }
+            tracking::client_trackinginfo(session, args, reply);
+        }
         "setinfo" => {
             let [_, _, attribute, value] = args else {
                 return arity_error(reply);
@@ -310,6 +390,10 @@ pub fn client(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
             }
             let lines = [
                 "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "CACHING (YES|NO)",
+                "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
+                "GETREDIR",
+                "    Return the client ID we are redirecting to when tracking is enabled.",
                 "GETNAME",
                 "    Return the name of the current connection.",
                 "ID",
@@ -322,6 +406,11 @@ pub fn client(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
                 "    Set client meta attr. Options are: LIB-NAME, LIB-VER.",
                 "SETNAME <name>",
                 "    Assign the name <name> to the current connection.",
+                "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
+                "         [OPTIN] [OPTOUT] [NOLOOP]",
+                "    Control server assisted client side caching.",
+                "TRACKINGINFO",
+                "    Report tracking status for the current connection.",
                 "HELP",
                 "    Print this help.",
             ];

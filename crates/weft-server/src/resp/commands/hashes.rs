@@ -2,19 +2,23 @@
 //! HINCRBY HINCRBYFLOAT HRANDFIELD HSCAN.
 //!
 //! Each reads or changes the key's `HashValue` in place (`collections`); arguments are
-//! checked in the order Redis checks them, so the same bad request gets the same error.
+//! checked in the order Redis 7.0 checks them (`t_hash.c`), so the same bad request gets
+//! the same error. A small hash answers in insertion order, as Redis' listpack does.
+//! Stored fields and values are copied out of the request (a slice would keep the whole
+//! request buffer alive).
 
 use bytes::Bytes;
 use weft_core::structure::HashValue;
 
-use super::collections::{self, ScanArgs};
+use super::collections::{self, ScanOptions, scan_cursor, scan_reply};
 use super::keys::random_below;
+use super::sets::{count_reply, distinct_picks, parse_random_count};
 use super::{arg_i64, errors, is};
 use crate::resp::{Reply, Session};
 
-fn count_reply(reply: &mut Reply<'_>, count: usize) {
-    reply.integer(i64::try_from(count).unwrap_or(i64::MAX));
-}
+/// The largest |count| HRANDFIELD and ZRANDMEMBER accept with values (`LONG_MAX / 2`:
+/// Redis doubles it for the RESP2 reply length).
+pub(crate) const RANDOM_WITH_VALUES_COUNT_MAX: u64 = (i64::MAX / 2) as u64;
 
 fn set_pairs(
     session: &Session,
@@ -30,12 +34,10 @@ fn set_pairs(
     }
     let pairs = &args[2..];
     let result = collections::write::<HashValue, _>(session, &args[1], true, |hash| {
-        let mut added = 0;
-        for pair in pairs.chunks_exact(2) {
-            if hash.insert(pair[0].clone(), pair[1].clone()).is_none() {
-                added += 1;
-            }
-        }
+        let added = pairs
+            .chunks_exact(2)
+            .filter(|pair| hash.set(&pair[0], Bytes::copy_from_slice(&pair[1])))
+            .count();
         (added, true)
     });
     match result {
@@ -68,7 +70,7 @@ pub fn hsetnx(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
         if hash.contains(field) {
             (0, false)
         } else {
-            hash.insert(field.clone(), value.clone());
+            hash.set(field, Bytes::copy_from_slice(value));
             (1, true)
         }
     });
@@ -206,7 +208,7 @@ pub fn hincrby(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
         match current.checked_add(delta) {
             Some(next) => {
                 let text = Bytes::copy_from_slice(itoa::Buffer::new().format(next).as_bytes());
-                hash.insert(field.clone(), text);
+                hash.set(field, text);
                 (Ok(next), true)
             }
             None => (Err(errors::OVERFLOW), false),
@@ -242,7 +244,7 @@ pub fn hincrbyfloat(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>
             return (Err("ERR increment would produce NaN or Infinity"), false);
         }
         let text = next.format_human();
-        hash.insert(field.clone(), Bytes::copy_from_slice(text.as_bytes()));
+        hash.set(field, Bytes::copy_from_slice(text.as_bytes()));
         (Ok(text), true)
     });
     match result {
@@ -253,108 +255,121 @@ pub fn hincrbyfloat(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>
     }
 }
 
-/// `HRANDFIELD key [count [WITHVALUES]]`: a positive count picks distinct fields, a
-/// negative one may repeat them.
+/// Writes one random pick: RESP3 `[field, value]` pairs with values, else flat.
+fn pair_reply(reply: &mut Reply<'_>, field: &[u8], value: &[u8], with_values: bool) {
+    let resp3 = reply.protocol() == weft_resp::Protocol::Resp3;
+    if with_values && resp3 {
+        reply.array(2);
+    }
+    reply.bulk(field);
+    if with_values {
+        reply.bulk(value);
+    }
+}
+
+/// The array header of `len` random picks (RESP2 flattens pairs).
+fn picks_header(reply: &mut Reply<'_>, len: usize, with_values: bool) {
+    if with_values && reply.protocol() == weft_resp::Protocol::Resp2 {
+        reply.array(len.saturating_mul(2));
+    } else {
+        reply.array(len);
+    }
+}
+
+/// `HRANDFIELD key [count [WITHVALUES]]`: a positive count picks distinct fields (all of
+/// them, in order, once it reaches the size), a negative one may repeat them.
 pub fn hrandfield(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
     let mut with_values = false;
-    let count = match args.len() {
-        2 => None,
-        3 | 4 => {
-            if args.len() == 4 {
-                if !is(&args[3], "WITHVALUES") {
-                    return reply.error(errors::SYNTAX);
-                }
-                with_values = true;
-            }
-            let Some(count) = arg_i64(args, 2) else {
-                return reply.error(errors::NOT_INTEGER);
+    let count = match args.get(2) {
+        None => None,
+        Some(arg) => {
+            let count = match parse_random_count(arg) {
+                Ok(count) => count,
+                Err(text) => return reply.error(text),
             };
-            if count == i64::MIN {
-                return reply.error(
-                    "ERR value is out of range, value must between -9223372036854775807 and \
-                     9223372036854775807",
-                );
+            if args.len() > 4 || (args.len() == 4 && !is(&args[3], "WITHVALUES")) {
+                return reply.error(errors::SYNTAX);
+            }
+            if args.len() == 4 {
+                with_values = true;
+                if count.unsigned_abs() > RANDOM_WITH_VALUES_COUNT_MAX {
+                    return reply.error("ERR value is out of range");
+                }
             }
             Some(count)
         }
-        _ => return reply.error(errors::SYNTAX),
     };
     collections::read_or_reply::<HashValue, _>(session, &args[1], reply, |hash, reply| {
         let Some(count) = count else {
-            return match hash {
-                Some(hash) if !hash.is_empty() => {
-                    let pick = random_below(hash.len());
-                    match hash.iter().nth(pick) {
-                        Some((field, _)) => reply.bulk(field),
-                        None => reply.null(),
-                    }
-                }
-                _ => reply.null(),
+            return match hash.and_then(|hash| hash.random(random_below)) {
+                Some((field, _)) => reply.bulk(field),
+                None => reply.null(),
             };
         };
         let Some(hash) = hash else {
             return reply.array(0);
         };
-        let pairs: Vec<(&Bytes, &Bytes)> = hash.iter().collect();
-        let picks: Vec<usize> = if count >= 0 {
-            let wanted = usize::try_from(count)
-                .unwrap_or(usize::MAX)
-                .min(pairs.len());
-            distinct_picks(pairs.len(), wanted)
-        } else {
-            let wanted = usize::try_from(count.unsigned_abs()).unwrap_or(usize::MAX);
-            (0..wanted).map(|_| random_below(pairs.len())).collect()
-        };
-        let resp3 = reply.protocol() == weft_resp::Protocol::Resp3;
-        if with_values && !resp3 {
-            reply.array(picks.len() * 2);
-        } else {
-            reply.array(picks.len());
+        let wanted = usize::try_from(count.unsigned_abs()).unwrap_or(usize::MAX);
+        if count == 0 {
+            return reply.array(0);
         }
-        for pick in picks {
-            let (field, value) = pairs[pick];
-            if with_values {
-                if resp3 {
-                    reply.array(2);
+        if count < 0 || count == 1 {
+            // Sampled with repetition, streamed: a huge count stops at the output limit
+            // (the connection is then closed, as Redis closes it).
+            picks_header(reply, wanted, with_values);
+            for _ in 0..wanted {
+                if reply.overflowed() {
+                    break;
                 }
-                reply.bulk(field);
-                reply.bulk(value);
-            } else {
-                reply.bulk(field);
+                if let Some((field, value)) = hash.random(random_below) {
+                    pair_reply(reply, field, value, with_values);
+                }
+            }
+            return;
+        }
+        let pairs: Vec<(&Bytes, &Bytes)> = hash.iter().collect();
+        let picks = distinct_picks(pairs.len(), wanted);
+        let len = picks.as_ref().map_or(pairs.len(), Vec::len);
+        picks_header(reply, len, with_values);
+        match picks {
+            None => {
+                for (field, value) in pairs {
+                    pair_reply(reply, field, value, with_values);
+                }
+            }
+            Some(picks) => {
+                for pick in picks {
+                    let (field, value) = pairs[pick];
+                    pair_reply(reply, field, value, with_values);
+                }
             }
         }
     });
 }
 
-/// `wanted` distinct indexes below `len`, in random order (a partial Fisher–Yates shuffle).
-pub(crate) fn distinct_picks(len: usize, wanted: usize) -> Vec<usize> {
-    let mut indexes: Vec<usize> = (0..len).collect();
-    for i in 0..wanted.min(len) {
-        let j = i + random_below(len - i);
-        indexes.swap(i, j);
-    }
-    indexes.truncate(wanted.min(len));
-    indexes
-}
-
-/// `HSCAN key cursor [MATCH pattern] [COUNT count]`
+/// `HSCAN key cursor [MATCH pattern] [COUNT count]`: a small hash whole, a large one one
+/// step of a resumable cursor (see `weft_core::structure`: every field present for the
+/// whole scan is returned at least once).
 pub fn hscan(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
-    let scan = match ScanArgs::parse(args) {
-        Ok(scan) => scan,
+    let cursor = match scan_cursor(args) {
+        Ok(cursor) => cursor,
         Err(text) => return reply.error(text),
     };
     collections::read_or_reply::<HashValue, _>(session, &args[1], reply, |hash, reply| {
+        let Some(hash) = hash else {
+            return scan_reply(reply, 0, &[]);
+        };
+        let options = match ScanOptions::parse(args) {
+            Ok(options) => options,
+            Err(text) => return reply.error(text),
+        };
         let mut items: Vec<&[u8]> = Vec::new();
-        if let Some(hash) = hash
-            && scan.cursor == 0
-        {
-            for (field, value) in hash.iter() {
-                if scan.wanted(field) {
-                    items.push(field);
-                    items.push(value);
-                }
+        let next = hash.scan(cursor, options.count, |field, value| {
+            if options.wanted(field) {
+                items.push(field);
+                items.push(value);
             }
-        }
-        collections::scan_reply(reply, items.into_iter());
+        });
+        scan_reply(reply, next, &items);
     });
 }

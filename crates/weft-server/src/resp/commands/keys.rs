@@ -74,7 +74,7 @@ pub fn type_(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
 /// (2147483647 for the shared integers 0..9999), idle time 0 (not tracked).
 pub fn object(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
     let sub = &args[1];
-    if is(sub, "HELP") && args.len() == 2 {
+    if is(sub, "HELP") {
         let lines = [
             "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
             "ENCODING <key>",
@@ -98,15 +98,7 @@ pub fn object(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
         }
         return;
     }
-    let known = ["ENCODING", "REFCOUNT", "IDLETIME", "FREQ"]
-        .iter()
-        .any(|name| is(sub, name));
-    if !known || args.len() != 3 {
-        let name = String::from_utf8_lossy(sub).replace(['\r', '\n'], " ");
-        return reply.error(&format!(
-            "ERR unknown subcommand or wrong number of arguments for '{name}'. Try OBJECT HELP."
-        ));
-    }
+    // The table checked the subcommand and the arguments' count.
     let entry = match session.cache.get_entry(&args[2]) {
         Ok(Some(entry)) => entry,
         Ok(None) => return reply.null(),
@@ -115,6 +107,7 @@ pub fn object(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
     if is(sub, "ENCODING") {
         let encoding = match entry.structure() {
             Some(cell) => cell.lock().encoding_name(),
+            None if entry.is_edited() => "raw",
             None => string_encoding(entry.value()),
         };
         reply.bulk(encoding.as_bytes());
@@ -134,8 +127,8 @@ pub fn object(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
 }
 
 /// Redis 7.0's encoding of a string value: `int` for a canonical 64-bit integer, `embstr`
-/// up to 44 bytes, `raw` beyond. (Redis also answers `raw` for short strings changed by
-/// APPEND or SETRANGE; Weft does not track that history.)
+/// up to 44 bytes, `raw` beyond. (Strings edited by APPEND or SETRANGE are `raw` whatever
+/// their length: the entry remembers that.)
 fn string_encoding(value: &[u8]) -> &'static str {
     if value.len() <= 20 && weft_resp::parse_i64_strict(value).is_some() {
         "int"
@@ -362,6 +355,10 @@ fn rename_generic(session: &Session, args: &[Bytes], reply: &mut Reply<'_>, only
     }
     if let Err(error) = cache.remove_if_version(from, entry.version(), &WriteOptions::default()) {
         return cache_error(reply, &error);
+    }
+    if entry.structure().is_some() {
+        // A list renamed onto a key clients block on serves them, as Redis' `dbAdd` does.
+        super::lists::signal_stored(session, to);
     }
     if only_new {
         reply.integer(1)

@@ -3,20 +3,24 @@
 //! BLMPOP.
 //!
 //! Pushes and pops are O(1) on the list's deque, changed in place under the key's segment
-//! lock (`collections::write`). A blocking command first runs as its non-blocking form;
-//! when every key is empty it leaves a [`Block`] on the session, and the connection loop
-//! waits for a push to one of its keys (`Waiters`), the timeout, the client leaving or the
-//! server stopping, then runs the command again.
+//! lock (`collections::write`). Pushed elements are copied out of the request buffer: a
+//! slice of it would keep the whole read buffer alive for as long as the element lives.
+//!
+//! A blocking command first runs as its non-blocking form; when every key is empty it leaves
+//! a [`Block`] on the session, and the connection loop queues the client on its keys
+//! ([`Waiters`]), then waits for a push, the timeout, the client leaving or the server
+//! stopping, and runs the command again with a [`Retry`] on the session. Inside MULTI
+//! ([`Session::in_transaction`]) they do not block, as in Redis.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+mod waiters;
+
+use std::borrow::Cow;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use parking_lot::Mutex;
-use tokio::sync::Notify;
 use weft_core::structure::ListValue;
+
+pub use waiters::{Block, Retry, Waiters};
 
 use super::collections::{self, Failure};
 use super::{arg_i64, errors, is};
@@ -53,6 +57,19 @@ impl End {
             Self::Right => list.push_back(item),
         }
     }
+
+    /// Pops up to `count` items, in popping order.
+    fn pop_many(self, list: &mut ListValue, count: usize) -> Vec<Bytes> {
+        let take = count.min(list.len());
+        let mut items = Vec::with_capacity(take);
+        items.extend((0..take).filter_map(|_| self.pop(list)));
+        items
+    }
+}
+
+/// An element as a list keeps it: its own allocation, not a slice of the request buffer.
+fn owned(item: &[u8]) -> Bytes {
+    Bytes::copy_from_slice(item)
 }
 
 fn len_reply(reply: &mut Reply<'_>, len: usize) {
@@ -64,11 +81,15 @@ fn len_reply(reply: &mut Reply<'_>, len: usize) {
 fn range(start: i64, stop: i64, len: usize) -> Option<(usize, usize)> {
     let len = i64::try_from(len).unwrap_or(i64::MAX);
     let start = if start < 0 {
-        (start + len).max(0)
+        start.saturating_add(len).max(0)
     } else {
         start
     };
-    let stop = if stop < 0 { stop + len } else { stop };
+    let stop = if stop < 0 {
+        stop.saturating_add(len)
+    } else {
+        stop
+    };
     if start > stop || start >= len {
         return None;
     }
@@ -79,7 +100,11 @@ fn range(start: i64, stop: i64, len: usize) -> Option<(usize, usize)> {
 /// The list position of a possibly negative index.
 fn position(index: i64, len: usize) -> Option<usize> {
     let len = i64::try_from(len).ok()?;
-    let index = if index < 0 { index + len } else { index };
+    let index = if index < 0 {
+        index.saturating_add(len)
+    } else {
+        index
+    };
     if (0..len).contains(&index) {
         usize::try_from(index).ok()
     } else {
@@ -87,94 +112,18 @@ fn position(index: i64, len: usize) -> Option<usize> {
     }
 }
 
-// ---------------------------------------------------------------------------------------
-// Waiters: blocked clients by key.
-
-/// One blocked client's wake-up: a `Notify` that keeps a permit, so a push between the
-/// client's registration and its wait is not lost.
-#[derive(Debug, Default)]
-pub struct Wakeup {
-    notify: Notify,
-}
-
-impl Wakeup {
-    /// Waits for a push to one of the keys registered with it.
-    pub async fn notified(&self) {
-        self.notify.notified().await;
-    }
-}
-
-/// A cache name and a key.
-type WaitKey = (Arc<str>, Bytes);
-
-/// Clients blocked on list keys, per cache and key, in the order they blocked (a push wakes
-/// every one of them; the first to run again takes the item, as the oldest usually does).
-#[derive(Debug, Default)]
-pub struct Waiters {
-    by_key: Mutex<HashMap<WaitKey, VecDeque<Arc<Wakeup>>>>,
-    /// How many registrations exist: pushes skip the lock while nobody waits.
-    count: AtomicUsize,
-}
-
-impl Waiters {
-    /// Registers `wakeup` for each key of `cache`.
-    pub fn register(&self, cache: &Arc<str>, keys: &[Bytes], wakeup: &Arc<Wakeup>) {
-        let mut by_key = self.by_key.lock();
-        for key in keys {
-            by_key
-                .entry((Arc::clone(cache), key.clone()))
-                .or_default()
-                .push_back(Arc::clone(wakeup));
-            self.count.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-
-    /// Removes `wakeup` from each key of `cache`.
-    pub fn unregister(&self, cache: &Arc<str>, keys: &[Bytes], wakeup: &Arc<Wakeup>) {
-        let mut by_key = self.by_key.lock();
-        for key in keys {
-            let slot = (Arc::clone(cache), key.clone());
-            if let Some(queue) = by_key.get_mut(&slot) {
-                if let Some(at) = queue.iter().position(|w| Arc::ptr_eq(w, wakeup)) {
-                    queue.remove(at);
-                    self.count.fetch_sub(1, Ordering::Relaxed);
-                }
-                if queue.is_empty() {
-                    by_key.remove(&slot);
-                }
-            }
-        }
-    }
-
-    /// A list at `key` of `cache` got items: wakes its blocked clients.
-    pub fn signal(&self, cache: &str, key: &[u8]) {
-        if self.count.load(Ordering::Relaxed) == 0 {
-            return;
-        }
-        let by_key = self.by_key.lock();
-        let slot = (Arc::<str>::from(cache), Bytes::copy_from_slice(key));
-        if let Some(queue) = by_key.get(&slot) {
-            for wakeup in queue {
-                wakeup.notify.notify_one();
-            }
-        }
-    }
-}
-
-/// A blocking command that found nothing: what the connection loop waits for.
-#[derive(Debug)]
-pub struct Block {
-    /// The keys whose pushes wake the client.
-    pub keys: Vec<Bytes>,
-    /// When to give up (`None`: never).
-    pub deadline: Option<Instant>,
-}
-
+/// Items were pushed onto `key`: wakes the oldest client blocked on it.
 fn signal(session: &Session, key: &[u8]) {
     session
         .context
         .list_waiters
         .signal(session.cache.name(), key);
+}
+
+/// A list was stored at `key` by another command (RENAME): wakes a client blocked on it, as
+/// Redis' `dbAdd` does.
+pub fn signal_stored(session: &Session, key: &[u8]) {
+    signal(session, key);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -185,7 +134,7 @@ fn push(session: &Session, args: &[Bytes], reply: &mut Reply<'_>, end: End, only
     let items = &args[2..];
     let result = collections::write::<ListValue, _>(session, key, !only_existing, |list| {
         for item in items {
-            end.push(list, item.clone());
+            end.push(list, owned(item));
         }
         (list.len(), true)
     });
@@ -236,27 +185,33 @@ fn pop(session: &Session, args: &[Bytes], reply: &mut Reply<'_>, end: End) {
             "ERR wrong number of arguments for '{name}' command"
         ));
     }
-    let count = match args.get(2).map(|arg| positive_count(arg)) {
-        None => None,
-        Some(Ok(count)) => Some(count),
-        Some(Err(text)) => return reply.error(text),
-    };
     let key = &args[1];
+    let Some(count) = args.get(2) else {
+        // The common form, without a count: no vector, one item.
+        let result = collections::write::<ListValue, _>(session, key, false, |list| {
+            let item = end.pop(list);
+            let changed = item.is_some();
+            (item, changed)
+        });
+        return match result {
+            Ok(Some(Some(item))) => reply.bulk(&item),
+            Ok(_) => reply.null(),
+            Err(failure) => failure.reply(reply),
+        };
+    };
+    let count = match positive_count(count) {
+        Ok(count) => count,
+        Err(text) => return reply.error(text),
+    };
     let result = collections::write::<ListValue, _>(session, key, false, |list| {
-        let take = count.unwrap_or(1).min(list.len());
-        let items: Vec<Bytes> = (0..take).filter_map(|_| end.pop(list)).collect();
+        let items = end.pop_many(list, count);
         let changed = !items.is_empty();
         (items, changed)
     });
-    match (result, count) {
-        (Err(failure), _) => failure.reply(reply),
-        (Ok(None), None) => reply.null(),
-        (Ok(None), Some(_)) => reply.null_array(),
-        (Ok(Some(items)), None) => match items.first() {
-            Some(item) => reply.bulk(item),
-            None => reply.null(),
-        },
-        (Ok(Some(items)), Some(_)) => {
+    match result {
+        Err(failure) => failure.reply(reply),
+        Ok(None) => reply.null_array(),
+        Ok(Some(items)) => {
             reply.array(items.len());
             for item in &items {
                 reply.bulk(item);
@@ -301,7 +256,7 @@ pub fn lrange(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
             None => reply.array(0),
             Some((from, to)) => {
                 reply.array(to - from + 1);
-                for item in list.iter().skip(from).take(to - from + 1) {
+                for item in list.range(from, to + 1) {
                     reply.bulk(item);
                 }
             }
@@ -328,55 +283,96 @@ pub fn lindex(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
     });
 }
 
+/// `LPOS`'s options.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct LposOptions {
+    /// Matches to pass over before reporting (RANK's magnitude minus one).
+    skip: u64,
+    /// RANK was negative: scan from the tail.
+    from_tail: bool,
+    /// COUNT (`Some(0)`: all); `None` answers one position rather than an array.
+    count: Option<usize>,
+    /// COUNT's stop never comes: Redis' `matches-rank+1 >= count` overflows for
+    /// `RANK -9223372036854775808`, whose negation is itself, so every match is reported.
+    count_unbounded: bool,
+    /// MAXLEN: elements compared at most (0: all).
+    maxlen: usize,
+}
+
+impl LposOptions {
+    /// Parses `[RANK rank] [COUNT num-matches] [MAXLEN len]` in Redis' order of checks.
+    fn parse(args: &[Bytes]) -> Result<Self, &'static str> {
+        let mut rank: i64 = 1;
+        let mut count = None;
+        let mut maxlen = 0;
+        let mut index = 0;
+        while index < args.len() {
+            let option = &args[index];
+            let value = args.get(index + 1);
+            match value {
+                Some(value) if is(option, "RANK") => {
+                    rank = weft_resp::parse_i64_strict(value).ok_or(errors::NOT_INTEGER)?;
+                    if rank == 0 {
+                        return Err(
+                            "ERR RANK can't be zero: use 1 to start from the first match, 2 \
+                             from the second ... or use negative to start from the end of the \
+                             list",
+                        );
+                    }
+                }
+                Some(value) if is(option, "COUNT") => {
+                    count = Some(non_negative(value, "ERR COUNT can't be negative")?);
+                }
+                Some(value) if is(option, "MAXLEN") => {
+                    maxlen = non_negative(value, "ERR MAXLEN can't be negative")?;
+                }
+                _ => return Err(errors::SYNTAX),
+            }
+            index += 2;
+        }
+        Ok(Self {
+            skip: if rank == i64::MIN {
+                0
+            } else {
+                rank.unsigned_abs() - 1
+            },
+            from_tail: rank < 0,
+            count,
+            count_unbounded: rank == i64::MIN,
+            maxlen,
+        })
+    }
+}
+
+/// Redis' `getPositiveLongFromObjectOrReply` with a message of its own, which it gives for
+/// a value that is not an integer too.
+fn non_negative(arg: &[u8], message: &'static str) -> Result<usize, &'static str> {
+    let value = weft_resp::parse_i64_strict(arg).ok_or(message)?;
+    usize::try_from(value).map_err(|_| message)
+}
+
 /// `LPOS key element [RANK rank] [COUNT num-matches] [MAXLEN len]`
 pub fn lpos(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
-    let mut rank: i64 = 1;
-    let mut count: Option<usize> = None;
-    let mut maxlen: usize = 0;
-    let mut index = 3;
-    while index < args.len() {
-        let option = &args[index];
-        let Some(value) = args.get(index + 1) else {
-            return reply.error(errors::SYNTAX);
-        };
-        let number = weft_resp::parse_i64_strict(value);
-        if is(option, "RANK") {
-            let Some(number) = number else {
-                return reply.error(errors::NOT_INTEGER);
-            };
-            if number == 0 {
-                return reply.error(
-                    "ERR RANK can't be zero: use 1 to start from the first match, 2 from the \
-                     second ... or use negative to start from the end of the list",
-                );
-            }
-            rank = number.max(-i64::MAX);
-        } else if is(option, "COUNT") {
-            let Some(Ok(number)) = number.map(usize::try_from) else {
-                return reply.error("ERR COUNT can't be negative");
-            };
-            count = Some(number);
-        } else if is(option, "MAXLEN") {
-            let Some(Ok(number)) = number.map(usize::try_from) else {
-                return reply.error("ERR MAXLEN can't be negative");
-            };
-            maxlen = number;
-        } else {
-            return reply.error(errors::SYNTAX);
-        }
-        index += 2;
-    }
+    let options = match LposOptions::parse(&args[3..]) {
+        Ok(options) => options,
+        Err(text) => return reply.error(text),
+    };
     let element = &args[2];
     collections::read_or_reply::<ListValue, _>(session, &args[1], reply, |list, reply| {
         let mut found: Vec<usize> = Vec::new();
         if let Some(list) = list {
-            let wanted = match count {
+            let wanted = match options.count {
+                _ if options.count_unbounded => usize::MAX,
                 Some(0) => usize::MAX,
                 Some(n) => n,
                 None => 1,
             };
-            let mut skip = rank.unsigned_abs() - 1;
-            let limit = if maxlen == 0 { usize::MAX } else { maxlen };
+            let mut skip = options.skip;
+            let limit = if options.maxlen == 0 {
+                usize::MAX
+            } else {
+                options.maxlen
+            };
             let mut visit = |at: usize, item: &Bytes| {
                 if item == element {
                     if skip > 0 {
@@ -387,22 +383,22 @@ pub fn lpos(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
                 }
                 found.len() < wanted
             };
-            if rank > 0 {
-                for (at, item) in list.iter().enumerate().take(limit) {
-                    if !visit(at, item) {
-                        break;
-                    }
-                }
-            } else {
+            if options.from_tail {
                 let len = list.len();
                 for (back, item) in list.iter().rev().enumerate().take(limit) {
                     if !visit(len - 1 - back, item) {
                         break;
                     }
                 }
+            } else {
+                for (at, item) in list.iter().enumerate().take(limit) {
+                    if !visit(at, item) {
+                        break;
+                    }
+                }
             }
         }
-        match count {
+        match options.count {
             None => match found.first() {
                 Some(&at) => len_reply(reply, at),
                 None => reply.null(),
@@ -432,7 +428,7 @@ pub fn lset(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
         };
         match position(index, list.len()) {
             Some(at) => {
-                list.set(at, item.clone());
+                list.set(at, owned(item));
                 (Ok(()), true)
             }
             None => (Err("ERR index out of range"), false),
@@ -446,43 +442,37 @@ pub fn lset(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
     }
 }
 
-/// `LREM key count element`
+/// `LREM key count element`: the first `count` matches from the head (from the tail when
+/// negative, all when 0), in O(n).
 pub fn lrem(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
     let Some(count) = arg_i64(args, 2) else {
         return reply.error(errors::NOT_INTEGER);
     };
     let element = &args[3];
     let result = collections::write::<ListValue, _>(session, &args[1], false, |list| {
-        let limit = if count == 0 {
-            usize::MAX
-        } else {
-            usize::try_from(count.unsigned_abs()).unwrap_or(usize::MAX)
-        };
-        let mut removed = 0usize;
-        if count >= 0 {
-            list.retain(|item| {
-                if removed < limit && item == element {
-                    removed += 1;
-                    false
-                } else {
-                    true
-                }
-            });
-        } else {
-            // From the tail: find the positions first, then remove them back to front.
-            let positions: Vec<usize> = list
-                .iter()
-                .enumerate()
-                .rev()
-                .filter(|(_, item)| *item == element)
-                .map(|(at, _)| at)
-                .take(limit)
-                .collect();
-            for at in positions {
-                list.remove(at);
-                removed += 1;
-            }
+        let matches = list.iter().filter(|item| *item == element).count();
+        if matches == 0 {
+            return (0, false);
         }
+        let limit = if count == 0 {
+            matches
+        } else {
+            usize::try_from(count.unsigned_abs()).map_or(matches, |limit| limit.min(matches))
+        };
+        // From the tail: the last `limit` matches go, the ones before them stay.
+        let kept_first = if count < 0 { matches - limit } else { 0 };
+        let (mut seen, mut removed) = (0usize, 0usize);
+        list.retain(|item| {
+            if item != element {
+                return true;
+            }
+            seen += 1;
+            if seen <= kept_first || removed == limit {
+                return true;
+            }
+            removed += 1;
+            false
+        });
         (removed, removed > 0)
     });
     match result {
@@ -497,12 +487,12 @@ pub fn ltrim(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
         return reply.error(errors::NOT_INTEGER);
     };
     let result = collections::write::<ListValue, _>(session, &args[1], false, |list| {
-        let before = list.len();
-        match range(start, stop, before) {
+        match range(start, stop, list.len()) {
             Some((from, to)) => list.retain_range(from, to + 1),
             None => list.retain_range(0, 0),
         }
-        ((), list.len() != before)
+        // Redis signals the key modified even when nothing was trimmed (WATCH sees it).
+        ((), true)
     });
     match result {
         Ok(_) => reply.ok(),
@@ -524,7 +514,7 @@ pub fn linsert(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
         let found = list.iter().position(|existing| existing == pivot);
         match found {
             Some(at) => {
-                list.insert(if after { at + 1 } else { at }, item.clone());
+                list.insert(if after { at + 1 } else { at }, owned(item));
                 (i64::try_from(list.len()).unwrap_or(i64::MAX), true)
             }
             None => (-1, false),
@@ -545,20 +535,40 @@ pub fn linsert(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
 // ---------------------------------------------------------------------------------------
 // Moves.
 
-/// Pops from `source` at `from` and pushes onto `destination` at `to`. Redis checks the
-/// destination's type before popping; a concurrent write may still change it between the
-/// check and the push, in which case the item goes back where it came from.
+/// Pops from `source` at `from` and pushes onto `destination` at `to`, in Redis' order of
+/// checks: a missing source answers nil, then a destination of another type is refused
+/// before anything is popped.
+///
+/// One key: one write (a rotation), so the list is never deleted and keeps its TTL. Two keys:
+/// a pop then a push, each atomic; a concurrent write may change the destination's type in
+/// between, in which case the item goes back where it came from.
+///
+/// `retrying` (a blocked BLMOVE woken by a push): a source that is no longer a list is
+/// passed over as empty — Redis serves blocked clients only from keys that are lists.
 fn move_item(
     session: &Session,
     source: &[u8],
     destination: &[u8],
     from: End,
     to: End,
+    retrying: bool,
 ) -> Result<Option<Bytes>, Failure> {
-    // Redis answers nil for a missing source first, then refuses before popping when the
-    // destination holds another type.
-    if !collections::read::<ListValue, _>(session, source, |list| list.is_some())? {
-        return Ok(None);
+    match collections::read::<ListValue, _>(session, source, |list| list.is_some()) {
+        Ok(true) => {}
+        Ok(false) | Err(Failure::WrongType) if retrying => return Ok(None),
+        Ok(false) => return Ok(None),
+        Err(failure) => return Err(failure),
+    }
+    if source == destination {
+        let moved = collections::write::<ListValue, _>(session, source, false, |list| {
+            let item = from.pop(list);
+            if let Some(item) = &item {
+                to.push(list, item.clone());
+            }
+            let changed = item.is_some();
+            (item, changed)
+        })?;
+        return Ok(moved.flatten());
     }
     collections::read::<ListValue, _>(session, destination, |_| ())?;
     let popped = collections::write::<ListValue, _>(session, source, false, |list| {
@@ -599,70 +609,73 @@ pub fn lmove(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
     let (Some(from), Some(to)) = (End::parse(&args[3]), End::parse(&args[4])) else {
         return reply.error(errors::SYNTAX);
     };
-    lmove_reply(move_item(session, &args[1], &args[2], from, to), reply);
+    lmove_reply(
+        move_item(session, &args[1], &args[2], from, to, false),
+        reply,
+    );
 }
 
 /// `RPOPLPUSH source destination`
 pub fn rpoplpush(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
     lmove_reply(
-        move_item(session, &args[1], &args[2], End::Right, End::Left),
+        move_item(session, &args[1], &args[2], End::Right, End::Left, false),
         reply,
     );
 }
 
-/// Parsed `numkeys key [key ...] LEFT|RIGHT [COUNT count]` (LMPOP, BLMPOP after timeout).
-fn parse_mpop(args: &[Bytes]) -> Result<(Vec<Bytes>, End, usize), &'static str> {
-    let numkeys = weft_resp::parse_i64_strict(&args[0]).ok_or(errors::NOT_INTEGER)?;
-    if numkeys <= 0 {
-        return Err("ERR numkeys should be greater than 0");
-    }
+/// Parsed `numkeys key [key ...] LEFT|RIGHT [COUNT count]` (LMPOP, BLMPOP after its
+/// timeout), checked in Redis' order.
+fn parse_mpop(args: &[Bytes]) -> Result<(&[Bytes], End, usize), &'static str> {
+    let numkeys = weft_resp::parse_i64_strict(&args[0])
+        .filter(|&numkeys| numkeys > 0)
+        .ok_or("ERR numkeys should be greater than 0")?;
     let numkeys = usize::try_from(numkeys).map_err(|_| errors::SYNTAX)?;
     if numkeys >= args.len() {
         return Err(errors::SYNTAX);
     }
-    let keys = args[1..=numkeys].to_vec();
+    let keys = &args[1..=numkeys];
     let rest = &args[numkeys + 1..];
     let end = rest
         .first()
         .and_then(|arg| End::parse(arg))
         .ok_or(errors::SYNTAX)?;
-    let mut count = 1;
-    let mut seen_count = false;
+    let mut count = None;
     let mut index = 1;
     while index < rest.len() {
-        if is(&rest[index], "COUNT") && !seen_count {
-            let value = rest.get(index + 1).ok_or(errors::SYNTAX)?;
-            let parsed = weft_resp::parse_i64_strict(value)
-                .filter(|&n| n > 0)
-                .ok_or("ERR count should be greater than 0")?;
-            count = usize::try_from(parsed).map_err(|_| errors::SYNTAX)?;
-            seen_count = true;
-            index += 2;
-        } else {
-            return Err(errors::SYNTAX);
+        match rest.get(index + 1) {
+            Some(value) if count.is_none() && is(&rest[index], "COUNT") => {
+                let parsed = weft_resp::parse_i64_strict(value)
+                    .filter(|&n| n > 0)
+                    .ok_or("ERR count should be greater than 0")?;
+                count = Some(usize::try_from(parsed).map_err(|_| errors::SYNTAX)?);
+                index += 2;
+            }
+            _ => return Err(errors::SYNTAX),
         }
     }
-    Ok((keys, end, count))
+    Ok((keys, end, count.unwrap_or(1)))
 }
 
-/// Pops up to `count` items from the first non-empty list of `keys`.
+/// Pops up to `count` items from the first non-empty list of `keys`. With `lenient` (a
+/// retry), keys holding another type are passed over instead of refused.
 fn mpop(
     session: &Session,
     keys: &[Bytes],
     end: End,
     count: usize,
+    lenient: bool,
 ) -> Result<Option<(Bytes, Vec<Bytes>)>, Failure> {
     for key in keys {
         let popped = collections::write::<ListValue, _>(session, key, false, |list| {
-            let take = count.min(list.len());
-            let items: Vec<Bytes> = (0..take).filter_map(|_| end.pop(list)).collect();
+            let items = end.pop_many(list, count);
             let changed = !items.is_empty();
             (items, changed)
-        })?;
-        if let Some(items) = popped
-            && !items.is_empty()
-        {
-            return Ok(Some((key.clone(), items)));
+        });
+        match popped {
+            Ok(Some(items)) if !items.is_empty() => return Ok(Some((key.clone(), items))),
+            Ok(_) => {}
+            Err(Failure::WrongType) if lenient => {}
+            Err(failure) => return Err(failure),
         }
     }
     Ok(None)
@@ -686,7 +699,7 @@ fn mpop_reply(result: Result<Option<(Bytes, Vec<Bytes>)>, Failure>, reply: &mut 
 /// `LMPOP numkeys key [key ...] LEFT|RIGHT [COUNT count]`
 pub fn lmpop(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
     match parse_mpop(&args[1..]) {
-        Ok((keys, end, count)) => mpop_reply(mpop(session, &keys, end, count), reply),
+        Ok((keys, end, count)) => mpop_reply(mpop(session, keys, end, count, false), reply),
         Err(text) => reply.error(text),
     }
 }
@@ -694,39 +707,129 @@ pub fn lmpop(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
 // ---------------------------------------------------------------------------------------
 // Blocking forms.
 
-/// Redis' timeout argument: seconds as a float, not negative (`getTimeoutFromObjectOrReply`).
-fn parse_timeout(arg: &[u8]) -> Result<Option<Duration>, &'static str> {
-    let text =
-        std::str::from_utf8(arg).map_err(|_| "ERR timeout is not a float or out of range")?;
-    let seconds: f64 = weft_resp::LongDouble::parse(arg)
-        .and_then(|_| text.trim().parse::<f64>().ok())
-        .filter(|s| s.is_finite())
-        .ok_or("ERR timeout is not a float or out of range")?;
-    if seconds < 0.0 {
-        return Err("ERR timeout is negative");
-    }
-    let millis = (seconds * 1000.0).ceil();
-    if millis > 9.0e15 {
-        return Err("ERR timeout is out of range");
-    }
-    if millis == 0.0 {
-        return Ok(None);
-    }
-    Ok(Some(Duration::from_millis(millis as u64)))
+const TIMEOUT_NOT_FLOAT: &str = "ERR timeout is not a float or out of range";
+const TIMEOUT_NEGATIVE: &str = "ERR timeout is negative";
+
+/// Redis' timeout argument (`getTimeoutFromObjectOrReply` in seconds): parsed as a C
+/// `long double`, then `(long long) ceill(seconds * 1000.0)` — on x86-64 a value that does
+/// not fit converts to `LLONG_MIN`, so `inf` or `1e400` are "negative" too. Returns the
+/// milliseconds, 0 meaning forever.
+fn parse_timeout(arg: &[u8]) -> Result<u64, &'static str> {
+    let seconds = weft_resp::LongDouble::parse(arg).ok_or(TIMEOUT_NOT_FLOAT)?;
+    u64::try_from(x87_ceil_millis(seconds.to_bits())).map_err(|_| TIMEOUT_NEGATIVE)
 }
 
-/// Blocks the session on `keys` unless a timeout of its own already passed.
-fn block(session: &mut Session, keys: Vec<Bytes>, timeout: Option<Duration>) {
-    let deadline = match session.block_deadline {
-        Some(deadline) => Some(deadline),
-        None => timeout.map(|timeout| Instant::now() + timeout),
+/// `(long long) ceill(x * 1000.0L)` for the x87 80-bit value `bits`
+/// ([`weft_resp::LongDouble::to_bits`]): the product rounded to 64 significant bits (ties to
+/// even), rounded up to an integer, and `i64::MIN` when that does not fit (or `x` is not
+/// finite), as `fistp` does.
+fn x87_ceil_millis(bits: u128) -> i64 {
+    const EXPONENT_BIAS: i64 = 16383;
+    const FRACTION_BITS: i64 = 63;
+    let negative = bits >> 79 & 1 == 1;
+    let biased = i64::try_from(bits >> 64 & 0x7fff).unwrap_or(0);
+    let significand = u64::try_from(bits & u128::from(u64::MAX)).unwrap_or(0);
+    if biased == 0x7fff {
+        return i64::MIN;
+    }
+    if significand == 0 {
+        return 0;
+    }
+    // value = significand × 2^exponent (subnormals share the smallest normal exponent).
+    let mut exponent = biased.max(1) - EXPONENT_BIAS - FRACTION_BITS;
+    let mut product = u128::from(significand) * 1000;
+    let width = 128 - i64::from(product.leading_zeros());
+    if width > 64 {
+        let shift = width - 64;
+        let half = 1u128 << (shift - 1);
+        let remainder = product & ((1u128 << shift) - 1);
+        product >>= shift;
+        exponent += shift;
+        if remainder > half || (remainder == half && product & 1 == 1) {
+            product += 1;
+        }
+    }
+    // Beyond 2^63 in magnitude nothing fits (−2^63 itself converts to i64::MIN anyway).
+    let (whole, fraction) = if exponent >= 0 {
+        if 128 - i64::from(product.leading_zeros()) + exponent > 63 {
+            return i64::MIN;
+        }
+        (product << exponent, false)
+    } else {
+        let shift = exponent.unsigned_abs();
+        if shift >= 128 {
+            (0, true)
+        } else {
+            (product >> shift, product & ((1u128 << shift) - 1) != 0)
+        }
     };
-    session.blocked = Some(Block { keys, deadline });
+    let Ok(whole) = i64::try_from(whole) else {
+        return i64::MIN;
+    };
+    if negative {
+        // ceil(−m) = −floor(m).
+        -whole
+    } else if fraction {
+        whole.checked_add(1).unwrap_or(i64::MIN)
+    } else {
+        whole
+    }
+}
+
+/// When a timeout of `millis` (0: none) given now runs out. Redis adds the wall clock in
+/// milliseconds to it; a sum past `i64::MAX` wraps to a time its timer never reaches, so the
+/// client waits forever, as it does here.
+fn deadline_after(millis: u64) -> Option<Instant> {
+    if millis == 0 {
+        return None;
+    }
+    let now_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| {
+            u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+        });
+    if millis > i64::MAX.unsigned_abs().saturating_sub(now_ms) {
+        return None;
+    }
+    Instant::now().checked_add(Duration::from_millis(millis))
+}
+
+/// Blocks the session on `keys`, keeping the deadline of the first attempt on a retry.
+fn block(session: &mut Session, keys: &[Bytes], timeout_ms: u64) {
+    let deadline = match &session.block_retry {
+        Some(retry) => retry.deadline,
+        None => deadline_after(timeout_ms),
+    };
+    session.blocked = Some(Block {
+        keys: keys.to_vec(),
+        deadline,
+    });
 }
 
 /// Whether the command may block: not inside MULTI (Redis runs them as non-blocking there).
 fn may_block(session: &Session) -> bool {
     !session.in_transaction()
+}
+
+/// The keys a blocking pop tries now, and whether it is a retry: on a retry, the keys pushed
+/// to in the order they were pushed to (every key on the first retry); else all of them.
+fn attempt_keys<'k>(session: &Session, keys: &'k [Bytes]) -> (Cow<'k, [Bytes]>, bool) {
+    match &session.block_retry {
+        None => (Cow::Borrowed(keys), false),
+        Some(Retry { ready: None, .. }) => (Cow::Borrowed(keys), true),
+        Some(Retry {
+            ready: Some(ready), ..
+        }) => (
+            Cow::Owned(
+                ready
+                    .iter()
+                    .filter(|key| keys.contains(key))
+                    .cloned()
+                    .collect(),
+            ),
+            true,
+        ),
+    }
 }
 
 fn blocking_pop(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>, end: End) {
@@ -735,13 +838,14 @@ fn blocking_pop(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>, en
         Err(text) => return reply.error(text),
     };
     let keys = &args[1..args.len() - 1];
-    match mpop(session, keys, end, 1) {
+    let (attempt, retrying) = attempt_keys(session, keys);
+    match mpop(session, &attempt, end, 1, retrying) {
         Ok(Some((key, items))) => {
             reply.array(2);
             reply.bulk(&key);
             reply.bulk(&items[0]);
         }
-        Ok(None) if may_block(session) => block(session, keys.to_vec(), timeout),
+        Ok(None) if may_block(session) => block(session, keys, timeout),
         Ok(None) => reply.null_array(),
         Err(failure) => failure.reply(reply),
     }
@@ -769,9 +873,10 @@ fn blocking_move(
         Ok(timeout) => timeout,
         Err(text) => return reply.error(text),
     };
-    match move_item(session, &args[1], &args[2], from, to) {
+    let retrying = session.block_retry.is_some();
+    match move_item(session, &args[1], &args[2], from, to, retrying) {
         Ok(Some(item)) => reply.bulk(&item),
-        Ok(None) if may_block(session) => block(session, vec![args[1].clone()], timeout),
+        Ok(None) if may_block(session) => block(session, &args[1..2], timeout),
         Ok(None) => reply.null(),
         Err(failure) => failure.reply(reply),
     }
@@ -790,17 +895,19 @@ pub fn brpoplpush(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) 
     blocking_move(session, args, reply, End::Right, End::Left, &args[3]);
 }
 
-/// `BLMPOP timeout numkeys key [key ...] LEFT|RIGHT [COUNT count]`
+/// `BLMPOP timeout numkeys key [key ...] LEFT|RIGHT [COUNT count]`: as Redis, the keys and
+/// options are checked before the timeout.
 pub fn blmpop(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
-    let timeout = match parse_timeout(&args[1]) {
-        Ok(timeout) => timeout,
-        Err(text) => return reply.error(text),
-    };
     let (keys, end, count) = match parse_mpop(&args[2..]) {
         Ok(parsed) => parsed,
         Err(text) => return reply.error(text),
     };
-    match mpop(session, &keys, end, count) {
+    let timeout = match parse_timeout(&args[1]) {
+        Ok(timeout) => timeout,
+        Err(text) => return reply.error(text),
+    };
+    let (attempt, retrying) = attempt_keys(session, keys);
+    match mpop(session, &attempt, end, count, retrying) {
         Ok(None) if may_block(session) => block(session, keys, timeout),
         result => mpop_reply(result, reply),
     }
@@ -820,19 +927,97 @@ mod tests {
         assert_eq!(range(-2, -1, 5), Some((3, 4)));
         assert_eq!(range(0, -6, 5), None);
         assert_eq!(range(0, 0, 0), None);
+        assert_eq!(range(i64::MIN, i64::MAX, 3), Some((0, 2)));
         assert_eq!(position(-1, 3), Some(2));
         assert_eq!(position(3, 3), None);
         assert_eq!(position(-4, 3), None);
+        assert_eq!(position(i64::MIN, 3), None);
     }
 
-    // Proves timeouts parse as Redis' do: floats, 0 = forever, negatives and junk refused.
+    fn millis(text: &str) -> Result<u64, &'static str> {
+        parse_timeout(text.as_bytes())
+    }
+
+    // Proves timeouts parse as Redis 7.0's on x86-64: long-double text (hex, inf), ceiling of
+    // the milliseconds, tiny negatives rounding up to 0 (forever), and values too large for
+    // a long long reported as negative.
     #[test]
-    fn timeouts_parse() {
-        assert_eq!(parse_timeout(b"0"), Ok(None));
-        assert_eq!(parse_timeout(b"0.01"), Ok(Some(Duration::from_millis(10))));
-        assert_eq!(parse_timeout(b"1"), Ok(Some(Duration::from_secs(1))));
-        assert_eq!(parse_timeout(b"-1"), Err("ERR timeout is negative"));
-        assert!(parse_timeout(b"abc").is_err());
-        assert!(parse_timeout(b"inf").is_err());
+    fn timeouts_parse_as_redis() {
+        assert_eq!(millis("0"), Ok(0));
+        assert_eq!(millis("-0"), Ok(0));
+        assert_eq!(millis("-0.0001"), Ok(0));
+        assert_eq!(millis("0.01"), Ok(10));
+        assert_eq!(millis("0.000000001"), Ok(1));
+        assert_eq!(millis("0.001"), Ok(1));
+        assert_eq!(millis("1.0005"), Ok(1001));
+        assert_eq!(millis("1"), Ok(1000));
+        assert_eq!(millis("0x10"), Ok(16_000));
+        assert_eq!(millis("9e15"), Ok(9_000_000_000_000_000_000));
+        assert_eq!(millis("9223372036854775"), Ok(9_223_372_036_854_775_000));
+        assert_eq!(millis("-1"), Err(TIMEOUT_NEGATIVE));
+        assert_eq!(millis("-0.01"), Err(TIMEOUT_NEGATIVE));
+        assert_eq!(millis("9223372036854776"), Err(TIMEOUT_NEGATIVE));
+        assert_eq!(millis("1e400"), Err(TIMEOUT_NEGATIVE));
+        assert_eq!(millis("inf"), Err(TIMEOUT_NEGATIVE));
+        assert_eq!(millis("-inf"), Err(TIMEOUT_NEGATIVE));
+        for refused in ["abc", "nan", "", " 1", "1 ", "1e", "1_0"] {
+            assert_eq!(millis(refused), Err(TIMEOUT_NOT_FLOAT), "{refused:?}");
+        }
+    }
+
+    // Proves a timeout whose deadline would overflow Redis' clock waits forever, and an
+    // ordinary one gets a deadline.
+    #[test]
+    fn deadlines() {
+        assert_eq!(deadline_after(0), None);
+        assert_eq!(deadline_after(9_223_372_036_854_775_000), None);
+        assert!(deadline_after(1_000).is_some());
+    }
+
+    // Proves LPOS options parse in Redis' order, and that RANK i64::MIN scans from the tail
+    // reporting every match (Redis' overflowing negation).
+    #[test]
+    fn lpos_options() {
+        let args = |text: &str| -> Vec<Bytes> {
+            text.split(' ')
+                .filter(|t| !t.is_empty())
+                .map(|t| Bytes::copy_from_slice(t.as_bytes()))
+                .collect()
+        };
+        let parsed = LposOptions::parse(&args("RANK -2 COUNT 3 MAXLEN 9")).unwrap_or_else(|e| {
+            panic!("{e}");
+        });
+        assert_eq!(
+            parsed,
+            LposOptions {
+                skip: 1,
+                from_tail: true,
+                count: Some(3),
+                count_unbounded: false,
+                maxlen: 9
+            }
+        );
+        let min = LposOptions::parse(&args("RANK -9223372036854775808"));
+        assert!(min.is_ok_and(|o| o.from_tail && o.skip == 0 && o.count_unbounded));
+        assert_eq!(
+            LposOptions::parse(&args("RANK 0")).map(|_| ()),
+            Err(
+                "ERR RANK can't be zero: use 1 to start from the first match, 2 from the second ... or use negative to start from the end of the list"
+            )
+        );
+        assert_eq!(
+            LposOptions::parse(&args("COUNT -1")),
+            Err("ERR COUNT can't be negative")
+        );
+        assert_eq!(
+            LposOptions::parse(&args("MAXLEN x")),
+            Err("ERR MAXLEN can't be negative")
+        );
+        assert_eq!(
+            LposOptions::parse(&args("RANK x")).map(|_| ()),
+            Err(errors::NOT_INTEGER)
+        );
+        assert_eq!(LposOptions::parse(&args("RANK")), Err(errors::SYNTAX));
+        assert_eq!(LposOptions::parse(&args("FOO 1")), Err(errors::SYNTAX));
     }
 }

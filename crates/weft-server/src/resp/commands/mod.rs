@@ -10,11 +10,14 @@ pub mod glob;
 pub mod hashes;
 pub mod keys;
 pub mod lists;
+pub mod pubsub;
 pub mod server;
 pub mod sets;
 pub mod strings;
+pub mod tracking;
 pub mod transactions;
 pub mod zsets;
+pub mod zsets_algebra;
 
 use bytes::Bytes;
 

@@ -39,9 +39,10 @@ pub fn info(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
     if want("clients") {
         let _ = write!(
             text,
-            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\n\r\n",
+            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:{}\r\n\r\n",
             context.connected_clients.load(Ordering::Relaxed),
             context.settings.connections_max,
+            context.list_waiters.blocked_clients(),
         );
     }
     let stats = context.manager.statistics();
@@ -203,7 +204,10 @@ pub fn flushdb(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
         reply.error(errors::SYNTAX);
         return;
     }
-    match session.cache.clear() {
+    let cleared = session.cache.clear();
+    // Clearing raises no per-key events: tracking clients hear of it here, as in Redis.
+    session.context.push.tracking.flushed();
+    match cleared {
         Ok(()) => reply.ok(),
         Err(error) => reply.error(&format!("ERR {error}")),
     }
@@ -215,15 +219,20 @@ pub fn flushall(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
         reply.error(errors::SYNTAX);
         return;
     }
+    let mut cleared = Ok(());
     for cache in session.context.manager.caches() {
-        if cache.config().resp_database.is_some()
-            && let Err(error) = cache.clear()
-        {
-            reply.error(&format!("ERR {error}"));
-            return;
+        if cache.config().resp_database.is_some() {
+            cleared = cache.clear();
+            if cleared.is_err() {
+                break;
+            }
         }
     }
-    reply.ok();
+    session.context.push.tracking.flushed();
+    match cleared {
+        Ok(()) => reply.ok(),
+        Err(error) => reply.error(&format!("ERR {error}")),
+    }
 }
 
 /// `TIME`

@@ -143,12 +143,23 @@ pub fn cache_error(reply: &mut Reply<'_>, error: &weft_core::CacheError) {
     }
 }
 
-/// A string changed in place keeps its client flags (set through memcached).
+/// A string rewritten in place keeps its client flags (set through memcached).
 #[must_use]
 pub fn in_place(value: Vec<u8>, entry: &weft_core::CacheEntry) -> NewValue {
     NewValue::Bytes {
         value,
         user_flags: entry.user_flags(),
+        edited: false,
+    }
+}
+
+/// A string edited in part (APPEND, SETRANGE): keeps its client flags (set through
+/// memcached) and is marked edited, so OBJECT ENCODING answers `raw` as Redis does.
+fn edited(value: Vec<u8>, entry: Option<&weft_core::CacheEntry>) -> NewValue {
+    NewValue::Bytes {
+        value,
+        user_flags: entry.map_or(0, weft_core::CacheEntry::user_flags),
+        edited: true,
     }
 }
 
@@ -537,7 +548,7 @@ pub fn append(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
             value.extend_from_slice(old);
             value.extend_from_slice(suffix);
             let len = value.len();
-            Compute::PutValue(in_place(value, entry), Expiry::KEEP, Ok(len))
+            Compute::PutValue(edited(value, Some(entry)), Expiry::KEEP, Ok(len))
         });
     match result {
         Ok(Ok(len)) => reply.integer(i64::try_from(len).unwrap_or(i64::MAX)),
@@ -637,10 +648,8 @@ pub fn setrange(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
             }
             value[offset..end].copy_from_slice(patch);
             let len = value.len();
-            match existing {
-                Some(entry) => Compute::PutValue(in_place(value, entry), Expiry::KEEP, Ok(len)),
-                None => Compute::Put(value, Expiry::KEEP, Ok(len)),
-            }
+            // Redis creates a missing key as a raw string too.
+            Compute::PutValue(edited(value, existing), Expiry::KEEP, Ok(len))
         });
     match result {
         Ok(Ok(len)) => reply.integer(i64::try_from(len).unwrap_or(i64::MAX)),

@@ -72,7 +72,10 @@ pub fn watch(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
             .iter()
             .any(|(c, k, _)| c.name() == cache.name() && k == key)
         {
-            session.watched.push((cache, key.clone(), version));
+            // A copy: the argument is a slice of the connection's input buffer.
+            session
+                .watched
+                .push((cache, Bytes::copy_from_slice(key), version));
         }
     }
     reply.ok();

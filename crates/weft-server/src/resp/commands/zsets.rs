@@ -1,23 +1,26 @@
 //! Sorted-set commands: ZADD (NX XX GT LT CH INCR) ZINCRBY ZREM ZSCORE ZMSCORE ZCARD ZCOUNT
 //! ZLEXCOUNT ZRANK ZREVRANK ZRANGE (BYSCORE BYLEX REV LIMIT WITHSCORES) ZRANGEBYSCORE
 //! ZREVRANGEBYSCORE ZRANGEBYLEX ZREVRANGEBYLEX ZREVRANGE ZRANGESTORE ZREMRANGEBYSCORE
-//! ZREMRANGEBYRANK ZREMRANGEBYLEX ZPOPMIN ZPOPMAX ZRANDMEMBER ZSCAN.
+//! ZREMRANGEBYRANK ZREMRANGEBYLEX ZPOPMIN ZPOPMAX ZRANDMEMBER ZSCAN (the union, intersection
+//! and difference commands are in `zsets_algebra`).
 //!
-//! Lexicographic ranges follow Redis' rule for small sorted sets (which assumes equal
-//! scores): start at the first member, in score order, that is at least the minimum, and
-//! go on while members are at most the maximum.
-//!
-//! Doubles are written as Redis 7.2 writes them (shortest text that reads back the same).
+//! Arguments are checked in the order Redis 7.0 checks them (`t_zset.c`). Scores print as
+//! Redis 7.0 prints them (`%.17g`, `weft_resp::write_double`). Lexicographic ranges follow
+//! Redis' algorithm for small sorted sets (which assumes equal scores): start at the first
+//! member, in score order, that is at least the minimum, and go on while members are at
+//! most the maximum; a large set whose scores differ may answer otherwise in Redis, whose
+//! skiplist search then depends on its random levels.
 
 use std::ops::Bound;
 
 use bytes::Bytes;
 use weft_core::Structure;
-use weft_core::structure::SortedSetValue;
+use weft_core::structure::{SortedSetValue, ZSET_LISTPACK_ENTRIES_MAX};
 
-use super::collections::{self, ScanArgs};
-use super::hashes::distinct_picks;
+use super::collections::{self, ScanOptions, scan_cursor, scan_reply};
+use super::hashes::RANDOM_WITH_VALUES_COUNT_MAX;
 use super::keys::random_below;
+use super::sets::{NOT_POSITIVE, count_reply, distinct_picks, parse_random_count};
 use super::{errors, is};
 use crate::resp::{Reply, Session};
 
@@ -25,20 +28,54 @@ const NOT_FLOAT_RANGE: &str = "ERR min or max is not a float";
 const NOT_LEX_RANGE: &str = "ERR min or max not valid string range item";
 const NAN_SCORE: &str = "ERR resulting score is not a number (NaN)";
 
-fn count_reply(reply: &mut Reply<'_>, count: usize) {
-    reply.integer(i64::try_from(count).unwrap_or(i64::MAX));
-}
-
-fn parse_score(arg: &[u8]) -> Option<f64> {
+/// A score argument (ZADD, ZINCRBY, weights): Redis' `string2d`, NaN refused.
+pub(crate) fn parse_score(arg: &[u8]) -> Option<f64> {
     weft_resp::parse_f64_redis(arg).filter(|score| !score.is_nan())
 }
 
-/// A score bound: `(` for exclusive, `-inf`/`+inf`.
+/// A score bound: `(` for exclusive, then what `strtod` reads.
 fn parse_score_bound(arg: &[u8]) -> Option<Bound<f64>> {
     match arg.strip_prefix(b"(") {
-        Some(rest) => parse_score(rest).map(Bound::Excluded),
-        None => parse_score(arg).map(Bound::Included),
+        Some(rest) => parse_bound_value(rest).map(Bound::Excluded),
+        None => parse_bound_value(arg).map(Bound::Included),
     }
+}
+
+/// A range bound's number as Redis reads it (`zslParseRange`: `strtod` on the C string,
+/// which must be consumed to its end): leading spaces allowed, overflow reads as ±inf,
+/// empty text as 0, text after a NUL byte is not looked at, NaN is refused.
+fn parse_bound_value(text: &[u8]) -> Option<f64> {
+    let text = &text[..text.iter().position(|&b| b == 0).unwrap_or(text.len())];
+    if text.is_empty() {
+        return Some(0.0);
+    }
+    let start = text
+        .iter()
+        .position(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c))?;
+    let trimmed = &text[start..];
+    let value = weft_resp::parse_f64_redis(trimmed).or_else(|| {
+        // What `parse_f64_redis` refuses as out of range, strtod returns as ±inf or 0.
+        let text = std::str::from_utf8(trimmed).ok()?;
+        let first = text.as_bytes().first()?;
+        if !(first.is_ascii_digit() || matches!(first, b'-' | b'+' | b'.')) {
+            return None;
+        }
+        text.parse::<f64>().ok()
+    })?;
+    (!value.is_nan()).then_some(value)
+}
+
+/// Redis 7.0's `d2string`, the score text a small sorted set stores (and ZSCAN returns):
+/// integral values within ±2^62 as integers, everything else `%.17g`.
+fn d2string(score: f64) -> String {
+    const INTEGER_MAX: f64 = (i64::MAX / 2) as f64;
+    if score != 0.0 && score.trunc() == score && score.abs() <= INTEGER_MAX {
+        // Integral and within range, so the cast is exact.
+        #[allow(clippy::cast_possible_truncation)]
+        let integer = score as i64;
+        return itoa::Buffer::new().format(integer).to_owned();
+    }
+    weft_resp::format_double_g17(score)
 }
 
 /// A lexicographic bound.
@@ -50,10 +87,12 @@ enum Lex {
     Exclusive(Bytes),
 }
 
+/// `zslParseLexRangeItem`: `-`, `+`, `[x`, `(x` (C-string rules: a NUL ends `-` and `+`).
 fn parse_lex_bound(arg: &Bytes) -> Option<Lex> {
+    let alone = arg.get(1).is_none_or(|&b| b == 0);
     match arg.first() {
-        Some(b'-') if arg.len() == 1 => Some(Lex::Min),
-        Some(b'+') if arg.len() == 1 => Some(Lex::Max),
+        Some(b'-') if alone => Some(Lex::Min),
+        Some(b'+') if alone => Some(Lex::Max),
         Some(b'[') => Some(Lex::Inclusive(arg.slice(1..))),
         Some(b'(') => Some(Lex::Exclusive(arg.slice(1..))),
         _ => None,
@@ -84,7 +123,7 @@ impl LexRange {
         }
     }
 
-    /// Redis' test for a range that is always empty.
+    /// Redis' test for a range that is always empty (`-` and `+` count as exclusive).
     fn is_empty(&self) -> bool {
         let (min, min_ex) = match &self.min {
             Lex::Min => return matches!(self.max, Lex::Min),
@@ -101,35 +140,79 @@ impl LexRange {
         min > max || (min == max && (min_ex || max_ex))
     }
 
-    /// Members in range, Redis' small-set rule, lowest first (or highest first).
-    fn members<'z>(&self, zset: &'z SortedSetValue, reverse: bool) -> Vec<(&'z Bytes, f64)> {
-        if self.is_empty() || zset.is_empty() {
-            return Vec::new();
-        }
+    /// Redis' `zzlIsInLexRange`: not always empty, the last member at least the minimum and
+    /// the first at most the maximum.
+    fn may_match(&self, zset: &SortedSetValue) -> bool {
         let (Some((first, _)), Some((last, _))) = (zset.iter().next(), zset.iter().next_back())
         else {
-            return Vec::new();
+            return false;
         };
-        if !self.gte_min(last) || !self.lte_max(first) {
-            return Vec::new();
+        !self.is_empty() && self.gte_min(last) && self.lte_max(first)
+    }
+
+    /// Members from the start of the range on, in range order (Redis' `zzlFirstInLexRange`
+    /// / `zzlLastInLexRange`); empty when that start is not in the range. Callers stop at
+    /// the first member past the range's other end.
+    fn members_from_start<'z>(
+        &self,
+        zset: &'z SortedSetValue,
+        reverse: bool,
+    ) -> Box<dyn Iterator<Item = (&'z Bytes, f64)> + 'z> {
+        if !self.may_match(zset) {
+            return Box::new(std::iter::empty());
         }
+        let mut members: std::iter::Peekable<Box<dyn Iterator<Item = (&'z Bytes, f64)> + 'z>> =
+            if reverse {
+                let iter: Box<dyn Iterator<Item = _>> = Box::new(zset.iter().rev());
+                iter.peekable()
+            } else {
+                let iter: Box<dyn Iterator<Item = _>> = Box::new(zset.iter());
+                iter.peekable()
+            };
+        while let Some((member, _)) = members.peek() {
+            let reached = if reverse {
+                self.lte_max(member)
+            } else {
+                self.gte_min(member)
+            };
+            if reached {
+                let inside = if reverse {
+                    self.gte_min(member)
+                } else {
+                    self.lte_max(member)
+                };
+                return if inside {
+                    Box::new(members)
+                } else {
+                    Box::new(std::iter::empty())
+                };
+            }
+            members.next();
+        }
+        Box::new(std::iter::empty())
+    }
+
+    /// Whether `member` is still inside the range going forward (or, `reverse`, backward).
+    fn continues(&self, member: &[u8], reverse: bool) -> bool {
         if reverse {
-            let mut iter = zset
-                .iter()
-                .rev()
-                .skip_while(|(m, _)| !self.lte_max(m))
-                .peekable();
-            if !iter.peek().is_some_and(|(m, _)| self.gte_min(m)) {
-                return Vec::new();
-            }
-            iter.take_while(|(m, _)| self.gte_min(m)).collect()
+            self.gte_min(member)
         } else {
-            let mut iter = zset.iter().skip_while(|(m, _)| !self.gte_min(m)).peekable();
-            if !iter.peek().is_some_and(|(m, _)| self.lte_max(m)) {
-                return Vec::new();
-            }
-            iter.take_while(|(m, _)| self.lte_max(m)).collect()
+            self.lte_max(member)
         }
+    }
+
+    /// The members a lex range selects: Redis skips `offset` members from the start without
+    /// looking at them, then takes up to `limit` while they stay in range.
+    fn select<'z>(
+        &self,
+        zset: &'z SortedSetValue,
+        reverse: bool,
+        offset: i64,
+        limit: i64,
+    ) -> Vec<(&'z Bytes, f64)> {
+        limited(self.members_from_start(zset, reverse), offset, limit)
+            .take_while(|(member, _)| self.continues(member, reverse))
+            .collect()
     }
 }
 
@@ -140,29 +223,31 @@ fn parse_lex_range(min: &Bytes, max: &Bytes) -> Option<LexRange> {
     })
 }
 
-/// Members with scores within the bounds, lowest first (or highest first).
-fn by_score(
-    zset: &SortedSetValue,
-    min: Bound<f64>,
-    max: Bound<f64>,
-    reverse: bool,
-) -> Vec<(Bytes, f64)> {
-    let mut members = zset.range_by_score(min, max);
-    if reverse {
-        members.reverse();
-    }
-    members
+/// Redis' LIMIT over a range's members: a negative offset selects nothing (Redis walks off
+/// the end), a negative count means all.
+fn limited<'z, I: Iterator<Item = (&'z Bytes, f64)>>(
+    members: I,
+    offset: i64,
+    limit: i64,
+) -> impl Iterator<Item = (&'z Bytes, f64)> {
+    let skip = usize::try_from(offset).unwrap_or(usize::MAX);
+    let take = usize::try_from(limit).unwrap_or(usize::MAX);
+    members.skip(skip).take(take)
 }
 
 /// Redis' rank normalisation: an inclusive range within `0..len`, or `None`.
 fn rank_range(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
     let len = i64::try_from(len).unwrap_or(i64::MAX);
     let start = if start < 0 {
-        (start + len).max(0)
+        start.saturating_add(len).max(0)
     } else {
         start
     };
-    let end = if end < 0 { end + len } else { end };
+    let end = if end < 0 {
+        end.saturating_add(len)
+    } else {
+        end
+    };
     if start > end || start >= len {
         return None;
     }
@@ -170,8 +255,8 @@ fn rank_range(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
     Some((usize::try_from(start).ok()?, usize::try_from(end).ok()?))
 }
 
-/// Writes members (with scores if asked): RESP3 pairs, RESP2 flat.
-fn members_reply(reply: &mut Reply<'_>, members: &[(Bytes, f64)], with_scores: bool) {
+/// Writes members (with scores if asked): RESP3 `[member, score]` pairs, RESP2 flat.
+pub(crate) fn members_reply(reply: &mut Reply<'_>, members: &[(&Bytes, f64)], with_scores: bool) {
     let resp3 = reply.protocol() == weft_resp::Protocol::Resp3;
     if with_scores && !resp3 {
         reply.array(members.len() * 2);
@@ -179,15 +264,17 @@ fn members_reply(reply: &mut Reply<'_>, members: &[(Bytes, f64)], with_scores: b
         reply.array(members.len());
     }
     for (member, score) in members {
-        if with_scores {
-            if resp3 {
-                reply.array(2);
-            }
-            reply.bulk(member);
-            reply.double(*score);
-        } else {
-            reply.bulk(member);
-        }
+        member_reply(reply, member, *score, with_scores, resp3);
+    }
+}
+
+fn member_reply(reply: &mut Reply<'_>, member: &[u8], score: f64, with_scores: bool, resp3: bool) {
+    if with_scores && resp3 {
+        reply.array(2);
+    }
+    reply.bulk(member);
+    if with_scores {
+        reply.double(score);
     }
 }
 
@@ -204,7 +291,7 @@ struct AddFlags {
     incr: bool,
 }
 
-/// What adding one member did.
+/// What adding one member did (Redis' `zsetAdd` out flags).
 enum Added {
     New,
     Updated,
@@ -213,7 +300,7 @@ enum Added {
     Nan,
 }
 
-fn add_one(zset: &mut SortedSetValue, member: &Bytes, score: f64, flags: AddFlags) -> (Added, f64) {
+fn add_one(zset: &mut SortedSetValue, member: &[u8], score: f64, flags: AddFlags) -> (Added, f64) {
     match zset.score(member) {
         Some(current) => {
             if flags.nx {
@@ -229,14 +316,14 @@ fn add_one(zset: &mut SortedSetValue, member: &Bytes, score: f64, flags: AddFlag
             if new == current {
                 return (Added::Unchanged, new);
             }
-            zset.insert(member.clone(), new);
+            zset.set_score(member, new);
             (Added::Updated, new)
         }
         None => {
             if flags.xx {
                 return (Added::Skipped, score);
             }
-            zset.insert(member.clone(), score);
+            zset.set_score(member, score);
             (Added::New, score)
         }
     }
@@ -252,14 +339,14 @@ pub fn zadd(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
             flags.nx = true;
         } else if is(arg, "XX") {
             flags.xx = true;
-        } else if is(arg, "GT") {
-            flags.gt = true;
-        } else if is(arg, "LT") {
-            flags.lt = true;
         } else if is(arg, "CH") {
             flags.ch = true;
         } else if is(arg, "INCR") {
             flags.incr = true;
+        } else if is(arg, "GT") {
+            flags.gt = true;
+        } else if is(arg, "LT") {
+            flags.lt = true;
         } else {
             break;
         }
@@ -278,18 +365,18 @@ pub fn zadd(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
     if flags.incr && rest.len() > 2 {
         return reply.error("ERR INCR option supports a single increment-element pair");
     }
-    let mut pairs = Vec::with_capacity(rest.len() / 2);
+    let mut scores = Vec::with_capacity(rest.len() / 2);
     for pair in rest.chunks_exact(2) {
         let Some(score) = parse_score(&pair[0]) else {
             return reply.error(errors::NOT_FLOAT);
         };
-        pairs.push((score, pair[1].clone()));
+        scores.push(score);
     }
     let result = collections::write::<SortedSetValue, _>(session, &args[1], !flags.xx, |zset| {
         let (mut added, mut updated, mut processed) = (0usize, 0usize, 0usize);
         let mut last = 0.0;
-        for (score, member) in &pairs {
-            let (outcome, new) = add_one(zset, member, *score, flags);
+        for (score, pair) in scores.iter().zip(rest.chunks_exact(2)) {
+            let (outcome, new) = add_one(zset, &pair[1], *score, flags);
             match outcome {
                 Added::Nan => return (Err(NAN_SCORE), added + updated > 0),
                 Added::New => {
@@ -417,7 +504,7 @@ fn rank(session: &Session, args: &[Bytes], reply: &mut Reply<'_>, reverse: bool)
     });
 }
 
-/// `ZRANK key member`
+/// `ZRANK key member` (`WITHSCORE` is Redis 7.2's: a syntax the arity refuses here).
 pub fn zrank(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
     rank(session, args, reply, false);
 }
@@ -433,7 +520,7 @@ pub fn zcount(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
         return reply.error(NOT_FLOAT_RANGE);
     };
     match collections::read::<SortedSetValue, _>(session, &args[1], |zset| {
-        zset.map_or(0, |zset| zset.range_by_score(min, max).len())
+        zset.map_or(0, |zset| zset.count_by_score(min, max))
     }) {
         Ok(count) => count_reply(reply, count),
         Err(failure) => failure.reply(reply),
@@ -446,7 +533,7 @@ pub fn zlexcount(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
         return reply.error(NOT_LEX_RANGE);
     };
     match collections::read::<SortedSetValue, _>(session, &args[1], |zset| {
-        zset.map_or(0, |zset| range.members(zset, false).len())
+        zset.map_or(0, |zset| range.select(zset, false, 0, -1).len())
     }) {
         Ok(count) => count_reply(reply, count),
         Err(failure) => failure.reply(reply),
@@ -470,12 +557,19 @@ struct RangeRequest {
     with_scores: bool,
     offset: i64,
     limit: i64,
-    min: Bytes,
-    max: Bytes,
+    bounds: Bounds,
 }
 
-/// Parses `min max [options]` from `args` (which start at min). `fixed` gives the older
-/// commands' range type and direction, which their options may not change.
+/// A range's bounds, parsed and checked before the key is looked up (as Redis does).
+enum Bounds {
+    Rank(i64, i64),
+    Score(Bound<f64>, Bound<f64>),
+    Lex(LexRange),
+}
+
+/// Parses `min max [options]` from `args` (which start at min), as `zrangeGenericCommand`:
+/// options, then their conflicts, then the bounds. `fixed` gives the older commands' range
+/// type and direction, which their options may not change.
 fn parse_range(
     args: &[Bytes],
     fixed: Option<(RangeBy, bool)>,
@@ -490,7 +584,7 @@ fn parse_range(
     while index < args.len() {
         let arg = &args[index];
         let left = args.len() - index - 1;
-        if is(arg, "WITHSCORES") && !store {
+        if !store && is(arg, "WITHSCORES") {
             with_scores = true;
         } else if is(arg, "LIMIT") && left >= 2 {
             offset = weft_resp::parse_i64_strict(&args[index + 1]).ok_or(errors::NOT_INTEGER)?;
@@ -518,194 +612,138 @@ fn parse_range(
     if with_scores && by == RangeBy::Lex {
         return Err("ERR syntax error, WITHSCORES not supported in combination with BYLEX");
     }
-    let (mut min, mut max) = (args[0].clone(), args[1].clone());
+    let (mut min, mut max) = (&args[0], &args[1]);
     if reverse && by != RangeBy::Rank {
         std::mem::swap(&mut min, &mut max);
     }
+    let bounds = match by {
+        RangeBy::Rank => Bounds::Rank(
+            weft_resp::parse_i64_strict(min).ok_or(errors::NOT_INTEGER)?,
+            weft_resp::parse_i64_strict(max).ok_or(errors::NOT_INTEGER)?,
+        ),
+        RangeBy::Score => Bounds::Score(
+            parse_score_bound(min).ok_or(NOT_FLOAT_RANGE)?,
+            parse_score_bound(max).ok_or(NOT_FLOAT_RANGE)?,
+        ),
+        RangeBy::Lex => Bounds::Lex(parse_lex_range(min, max).ok_or(NOT_LEX_RANGE)?),
+    };
     Ok(RangeRequest {
         by,
         reverse,
         with_scores,
         offset,
         limit,
-        min,
-        max,
+        bounds,
     })
 }
 
-/// A range's bounds, parsed and checked before the key is looked up (as Redis does).
-enum Bounds {
-    Rank(i64, i64),
-    Score(Bound<f64>, Bound<f64>),
-    Lex(LexRange),
-}
-
-fn bounds(request: &RangeRequest) -> Result<Bounds, &'static str> {
-    match request.by {
-        RangeBy::Rank => {
-            let start = weft_resp::parse_i64_strict(&request.min).ok_or(errors::NOT_INTEGER)?;
-            let end = weft_resp::parse_i64_strict(&request.max).ok_or(errors::NOT_INTEGER)?;
-            Ok(Bounds::Rank(start, end))
-        }
-        RangeBy::Score => {
-            let min = parse_score_bound(&request.min).ok_or(NOT_FLOAT_RANGE)?;
-            let max = parse_score_bound(&request.max).ok_or(NOT_FLOAT_RANGE)?;
-            Ok(Bounds::Score(min, max))
-        }
-        RangeBy::Lex => parse_lex_range(&request.min, &request.max)
-            .map(Bounds::Lex)
-            .ok_or(NOT_LEX_RANGE),
+/// The members in ranks `from..=to`, lowest first (or, `reverse`, highest first).
+fn by_rank(zset: &SortedSetValue, from: usize, to: usize, reverse: bool) -> Vec<(&Bytes, f64)> {
+    let count = to - from + 1;
+    if reverse {
+        zset.iter().rev().skip(from).take(count).collect()
+    } else {
+        zset.iter().skip(from).take(count).collect()
     }
 }
 
-/// The members a range selects.
-fn select(zset: &SortedSetValue, request: &RangeRequest, bounds: &Bounds) -> Vec<(Bytes, f64)> {
-    let limited = |members: Vec<(Bytes, f64)>| -> Vec<(Bytes, f64)> {
-        if request.offset < 0 {
-            return Vec::new();
-        }
-        let offset = usize::try_from(request.offset).unwrap_or(usize::MAX);
-        let take = usize::try_from(request.limit).unwrap_or(usize::MAX);
-        members.into_iter().skip(offset).take(take).collect()
-    };
-    match bounds {
-        Bounds::Rank(start, end) => {
-            let Some((from, to)) = rank_range(*start, *end, zset.len()) else {
+/// The members a range selects, in reply order.
+fn select<'z>(zset: &'z SortedSetValue, request: &RangeRequest) -> Vec<(&'z Bytes, f64)> {
+    let (offset, limit) = (request.offset, request.limit);
+    match &request.bounds {
+        Bounds::Rank(start, end) => match rank_range(*start, *end, zset.len()) {
+            Some((from, to)) => by_rank(zset, from, to, request.reverse),
+            None => Vec::new(),
+        },
+        Bounds::Score(min, max) => {
+            // Redis answers nothing at once for an offset past the end.
+            if offset > 0 && usize::try_from(offset).unwrap_or(usize::MAX) >= zset.len() {
                 return Vec::new();
-            };
-            let count = to - from + 1;
+            }
             if request.reverse {
-                zset.iter()
-                    .rev()
-                    .skip(from)
-                    .take(count)
-                    .map(|(m, s)| (m.clone(), s))
-                    .collect()
+                limited(zset.rev_range_by_score(*min, *max), offset, limit).collect()
             } else {
-                zset.iter()
-                    .skip(from)
-                    .take(count)
-                    .map(|(m, s)| (m.clone(), s))
-                    .collect()
+                limited(zset.range_by_score(*min, *max), offset, limit).collect()
             }
         }
-        Bounds::Score(min, max) => limited(by_score(zset, *min, *max, request.reverse)),
-        Bounds::Lex(range) => limited(
-            range
-                .members(zset, request.reverse)
-                .into_iter()
-                .map(|(m, s)| (m.clone(), s))
-                .collect(),
-        ),
+        Bounds::Lex(range) => range.select(zset, request.reverse, offset, limit),
     }
 }
 
 fn range_command(
     session: &Session,
-    key: &[u8],
     args: &[Bytes],
     fixed: Option<(RangeBy, bool)>,
     reply: &mut Reply<'_>,
 ) {
-    let request = match parse_range(args, fixed, false) {
+    let request = match parse_range(&args[2..], fixed, false) {
         Ok(request) => request,
         Err(text) => return reply.error(text),
     };
-    let bounds = match bounds(&request) {
-        Ok(bounds) => bounds,
-        Err(text) => return reply.error(text),
-    };
-    collections::read_or_reply::<SortedSetValue, _>(session, key, reply, |zset, reply| {
-        let members = zset
-            .map(|zset| select(zset, &request, &bounds))
-            .unwrap_or_default();
+    collections::read_or_reply::<SortedSetValue, _>(session, &args[1], reply, |zset, reply| {
+        let members = zset.map(|zset| select(zset, &request)).unwrap_or_default();
         members_reply(reply, &members, request.with_scores);
     });
 }
 
 /// `ZRANGE key start stop [BYSCORE|BYLEX] [REV] [LIMIT offset count] [WITHSCORES]`
 pub fn zrange(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
-    range_command(session, &args[1], &args[2..], None, reply);
+    range_command(session, args, None, reply);
 }
 
 /// `ZREVRANGE key start stop [WITHSCORES]`
 pub fn zrevrange(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
-    range_command(
-        session,
-        &args[1],
-        &args[2..],
-        Some((RangeBy::Rank, true)),
-        reply,
-    );
+    range_command(session, args, Some((RangeBy::Rank, true)), reply);
 }
 
 /// `ZRANGEBYSCORE key min max [WITHSCORES] [LIMIT offset count]`
 pub fn zrangebyscore(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
-    range_command(
-        session,
-        &args[1],
-        &args[2..],
-        Some((RangeBy::Score, false)),
-        reply,
-    );
+    range_command(session, args, Some((RangeBy::Score, false)), reply);
 }
 
 /// `ZREVRANGEBYSCORE key max min [WITHSCORES] [LIMIT offset count]`
 pub fn zrevrangebyscore(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
-    range_command(
-        session,
-        &args[1],
-        &args[2..],
-        Some((RangeBy::Score, true)),
-        reply,
-    );
+    range_command(session, args, Some((RangeBy::Score, true)), reply);
 }
 
 /// `ZRANGEBYLEX key min max [LIMIT offset count]`
 pub fn zrangebylex(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
-    range_command(
-        session,
-        &args[1],
-        &args[2..],
-        Some((RangeBy::Lex, false)),
-        reply,
-    );
+    range_command(session, args, Some((RangeBy::Lex, false)), reply);
 }
 
 /// `ZREVRANGEBYLEX key max min [LIMIT offset count]`
 pub fn zrevrangebylex(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
-    range_command(
-        session,
-        &args[1],
-        &args[2..],
-        Some((RangeBy::Lex, true)),
-        reply,
-    );
+    range_command(session, args, Some((RangeBy::Lex, true)), reply);
 }
 
-/// `ZRANGESTORE dst src min max [BYSCORE|BYLEX] [REV] [LIMIT offset count]`
+/// `ZRANGESTORE dst src min max [BYSCORE|BYLEX] [REV] [LIMIT offset count]`: the
+/// destination is replaced (deleted when the range is empty); its encoding starts as Redis
+/// picks it (large from the outset for a rank range longer than the compact limit).
 pub fn zrangestore(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
     let request = match parse_range(&args[3..], None, true) {
         Ok(request) => request,
         Err(text) => return reply.error(text),
     };
-    let bounds = match bounds(&request) {
-        Ok(bounds) => bounds,
-        Err(text) => return reply.error(text),
-    };
-    let members = match collections::read::<SortedSetValue, _>(session, &args[2], |zset| {
-        zset.map(|zset| select(zset, &request, &bounds))
-            .unwrap_or_default()
-    }) {
-        Ok(members) => members,
+    let result = collections::read::<SortedSetValue, _>(session, &args[2], |zset| {
+        let members = zset.map(|zset| select(zset, &request)).unwrap_or_default();
+        let mut result = if request.by == RangeBy::Rank && members.len() > ZSET_LISTPACK_ENTRIES_MAX
+        {
+            SortedSetValue::new_large()
+        } else {
+            SortedSetValue::default()
+        };
+        for (member, score) in members {
+            result.insert(member.clone(), score);
+        }
+        result
+    });
+    let result = match result {
+        Ok(result) => result,
         Err(failure) => return failure.reply(reply),
     };
-    let mut result = SortedSetValue::default();
-    for (member, score) in &members {
-        result.insert(member.clone(), *score);
-    }
+    let len = result.len();
     match collections::replace(session, &args[1], Structure::SortedSet(result)) {
-        Ok(()) => count_reply(reply, members.len()),
+        Ok(()) => count_reply(reply, len),
         Err(failure) => failure.reply(reply),
     }
 }
@@ -739,8 +777,7 @@ pub fn zremrangebyscore(session: &mut Session, args: &[Bytes], reply: &mut Reply
     };
     remove_members(session, &args[1], reply, |zset| {
         zset.range_by_score(min, max)
-            .into_iter()
-            .map(|(m, _)| m)
+            .map(|(member, _)| member.clone())
             .collect()
     });
 }
@@ -755,11 +792,9 @@ pub fn zremrangebyrank(session: &mut Session, args: &[Bytes], reply: &mut Reply<
     };
     remove_members(session, &args[1], reply, |zset| {
         match rank_range(start, end, zset.len()) {
-            Some((from, to)) => zset
-                .iter()
-                .skip(from)
-                .take(to - from + 1)
-                .map(|(m, _)| m.clone())
+            Some((from, to)) => by_rank(zset, from, to, false)
+                .into_iter()
+                .map(|(member, _)| member.clone())
                 .collect(),
             None => Vec::new(),
         }
@@ -773,14 +808,14 @@ pub fn zremrangebylex(session: &mut Session, args: &[Bytes], reply: &mut Reply<'
     };
     remove_members(session, &args[1], reply, |zset| {
         range
-            .members(zset, false)
+            .select(zset, false, 0, -1)
             .into_iter()
-            .map(|(m, _)| m.clone())
+            .map(|(member, _)| member.clone())
             .collect()
     });
 }
 
-fn pop(session: &Session, args: &[Bytes], reply: &mut Reply<'_>, max: bool) {
+fn pop(session: &Session, args: &[Bytes], reply: &mut Reply<'_>, last: bool) {
     if args.len() > 3 {
         return reply.error(errors::SYNTAX);
     }
@@ -788,26 +823,12 @@ fn pop(session: &Session, args: &[Bytes], reply: &mut Reply<'_>, max: bool) {
         None => None,
         Some(arg) => match weft_resp::parse_i64_strict(arg).and_then(|n| usize::try_from(n).ok()) {
             Some(count) => Some(count),
-            None => return reply.error("ERR value is out of range, must be positive"),
+            None => return reply.error(NOT_POSITIVE),
         },
     };
     let result = collections::write::<SortedSetValue, _>(session, &args[1], false, |zset| {
         let take = count.unwrap_or(1).min(zset.len());
-        let popped: Vec<(Bytes, f64)> = if max {
-            zset.iter()
-                .rev()
-                .take(take)
-                .map(|(m, s)| (m.clone(), s))
-                .collect()
-        } else {
-            zset.iter()
-                .take(take)
-                .map(|(m, s)| (m.clone(), s))
-                .collect()
-        };
-        for (member, _) in &popped {
-            zset.remove(member);
-        }
+        let popped: Vec<(Bytes, f64)> = (0..take).filter_map(|_| zset.pop(last)).collect();
         let changed = !popped.is_empty();
         (popped, changed)
     });
@@ -815,6 +836,7 @@ fn pop(session: &Session, args: &[Bytes], reply: &mut Reply<'_>, max: bool) {
         Ok(popped) => popped.unwrap_or_default(),
         Err(failure) => return failure.reply(reply),
     };
+    let popped: Vec<(&Bytes, f64)> = popped.iter().map(|(m, s)| (m, *s)).collect();
     if count.is_none() {
         // No count: a flat [member, score] (RESP3 too).
         reply.array(popped.len() * 2);
@@ -837,78 +859,107 @@ pub fn zpopmax(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
     pop(session, args, reply, true);
 }
 
-/// `ZRANDMEMBER key [count [WITHSCORES]]`
+/// `ZRANDMEMBER key [count [WITHSCORES]]`: a positive count picks distinct members (all of
+/// them, highest first, once it reaches the size), a negative one may repeat them.
 pub fn zrandmember(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
     let mut with_scores = false;
-    let count = match args.len() {
-        2 => None,
-        3 | 4 => {
+    let count = match args.get(2) {
+        None => None,
+        Some(arg) => {
+            let count = match parse_random_count(arg) {
+                Ok(count) => count,
+                Err(text) => return reply.error(text),
+            };
+            if args.len() > 4 || (args.len() == 4 && !is(&args[3], "WITHSCORES")) {
+                return reply.error(errors::SYNTAX);
+            }
             if args.len() == 4 {
-                if !is(&args[3], "WITHSCORES") {
-                    return reply.error(errors::SYNTAX);
-                }
                 with_scores = true;
-            }
-            match weft_resp::parse_i64_strict(&args[2]) {
-                Some(i64::MIN) => {
-                    return reply.error(
-                        "ERR value is out of range, value must between -9223372036854775807 \
-                         and 9223372036854775807",
-                    );
+                if count.unsigned_abs() > RANDOM_WITH_VALUES_COUNT_MAX {
+                    return reply.error("ERR value is out of range");
                 }
-                Some(count) => Some(count),
-                None => return reply.error(errors::NOT_INTEGER),
             }
+            Some(count)
         }
-        _ => return reply.error(errors::SYNTAX),
     };
     collections::read_or_reply::<SortedSetValue, _>(session, &args[1], reply, |zset, reply| {
-        let members: Vec<(&Bytes, f64)> = zset.map(|z| z.iter().collect()).unwrap_or_default();
         let Some(count) = count else {
-            return if members.is_empty() {
-                reply.null()
-            } else {
-                reply.bulk(members[random_below(members.len())].0);
+            return match zset.and_then(|zset| zset.random(random_below)) {
+                Some((member, _)) => reply.bulk(member),
+                None => reply.null(),
             };
         };
-        let picks: Vec<usize> = if count >= 0 {
-            distinct_picks(members.len(), usize::try_from(count).unwrap_or(usize::MAX))
-        } else if members.is_empty() {
-            Vec::new()
-        } else {
-            let wanted = usize::try_from(count.unsigned_abs()).unwrap_or(usize::MAX);
-            (0..wanted).map(|_| random_below(members.len())).collect()
+        let Some(zset) = zset else {
+            return reply.array(0);
         };
-        let chosen: Vec<(Bytes, f64)> = picks
-            .into_iter()
-            .map(|i| (members[i].0.clone(), members[i].1))
-            .collect();
-        members_reply(reply, &chosen, with_scores);
+        if count == 0 {
+            return reply.array(0);
+        }
+        let resp3 = reply.protocol() == weft_resp::Protocol::Resp3;
+        let wanted = usize::try_from(count.unsigned_abs()).unwrap_or(usize::MAX);
+        if count < 0 || count == 1 {
+            // Sampled with repetition, streamed: a huge count stops at the output limit
+            // (the connection is then closed, as Redis closes it).
+            if with_scores && !resp3 {
+                reply.array(wanted.saturating_mul(2));
+            } else {
+                reply.array(wanted);
+            }
+            for _ in 0..wanted {
+                if reply.overflowed() {
+                    break;
+                }
+                if let Some((member, score)) = zset.random(random_below) {
+                    member_reply(reply, member, score, with_scores, resp3);
+                }
+            }
+            return;
+        }
+        // Redis iterates a sorted set highest first here (`zuiNext`).
+        let members: Vec<(&Bytes, f64)> = zset.iter().rev().collect();
+        match distinct_picks(members.len(), wanted) {
+            None => members_reply(reply, &members, with_scores),
+            Some(picks) => {
+                let chosen: Vec<(&Bytes, f64)> = picks.into_iter().map(|i| members[i]).collect();
+                members_reply(reply, &chosen, with_scores);
+            }
+        }
     });
 }
 
-/// `ZSCAN key cursor [MATCH pattern] [COUNT count]`: members and scores (as text).
+/// `ZSCAN key cursor [MATCH pattern] [COUNT count]`: members and scores as text. A small
+/// sorted set is returned whole, lowest first, its scores as its listpack holds them
+/// (`d2string`); a large one one step of a resumable cursor, scores as `%.17g`.
 pub fn zscan(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
-    let scan = match ScanArgs::parse(args) {
-        Ok(scan) => scan,
+    let cursor = match scan_cursor(args) {
+        Ok(cursor) => cursor,
         Err(text) => return reply.error(text),
     };
     collections::read_or_reply::<SortedSetValue, _>(session, &args[1], reply, |zset, reply| {
-        let mut texts: Vec<(Bytes, String)> = Vec::new();
-        if let Some(zset) = zset
-            && scan.cursor == 0
-        {
-            for (member, score) in zset.iter() {
-                if scan.wanted(member) {
-                    texts.push((member.clone(), weft_resp::format_double_reply(score)));
-                }
+        let Some(zset) = zset else {
+            return scan_reply(reply, 0, &[]);
+        };
+        let options = match ScanOptions::parse(args) {
+            Ok(options) => options,
+            Err(text) => return reply.error(text),
+        };
+        let compact = zset.is_compact();
+        let mut texts: Vec<(&Bytes, String)> = Vec::new();
+        let next = zset.scan(cursor, options.count, |member, score| {
+            if options.wanted(member) {
+                let text = if compact {
+                    d2string(score)
+                } else {
+                    weft_resp::format_double_g17(score)
+                };
+                texts.push((member, text));
             }
-        }
+        });
         let items: Vec<&[u8]> = texts
             .iter()
             .flat_map(|(member, score)| [&member[..], score.as_bytes()])
             .collect();
-        collections::scan_reply(reply, items.into_iter());
+        scan_reply(reply, next, &items);
     });
 }
 
@@ -916,7 +967,8 @@ pub fn zscan(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
 mod tests {
     use super::*;
 
-    // Proves score bounds parse as Redis' do: exclusive prefix, infinities, NaN refused.
+    // Proves score bounds parse as Redis' strtod-based ones: exclusive prefix, infinities,
+    // overflow, leading spaces, empty text, NaN and trailing bytes refused.
     #[test]
     fn score_bounds() {
         assert_eq!(parse_score_bound(b"(1.5"), Some(Bound::Excluded(1.5)));
@@ -930,10 +982,19 @@ mod tests {
         );
         assert_eq!(parse_score_bound(b"nan"), None);
         assert_eq!(parse_score_bound(b"((1"), None);
-        assert_eq!(parse_score_bound(b""), None);
+        assert_eq!(parse_score_bound(b""), Some(Bound::Included(0.0)));
+        assert_eq!(parse_score_bound(b"("), Some(Bound::Excluded(0.0)));
+        assert_eq!(
+            parse_score_bound(b"1e400"),
+            Some(Bound::Included(f64::INFINITY))
+        );
+        assert_eq!(parse_score_bound(b" 5"), Some(Bound::Included(5.0)));
+        assert_eq!(parse_score_bound(b"5 "), None);
+        assert_eq!(parse_score_bound(b"  "), None);
+        assert_eq!(parse_score_bound(b"5\0x"), Some(Bound::Included(5.0)));
     }
 
-    // Proves lexicographic ranges and the always-empty test.
+    // Proves lexicographic ranges, Redis' always-empty test and its skip-then-check LIMIT.
     #[test]
     fn lex_ranges() {
         let b = |s: &str| Bytes::copy_from_slice(s.as_bytes());
@@ -941,18 +1002,53 @@ mod tests {
         for m in ["a", "b", "c", "d"] {
             zset.insert(b(m), 0.0);
         }
-        let names = |min: &str, max: &str, reverse| -> Vec<String> {
+        let names = |zset: &SortedSetValue, min: &str, max: &str, reverse, offset, limit| {
             let range = parse_lex_range(&b(min), &b(max)).expect("valid");
             range
-                .members(&zset, reverse)
+                .select(zset, reverse, offset, limit)
                 .iter()
                 .map(|(m, _)| String::from_utf8_lossy(m).into_owned())
-                .collect()
+                .collect::<Vec<String>>()
         };
-        assert_eq!(names("[b", "(d", false), ["b", "c"]);
-        assert_eq!(names("-", "+", true), ["d", "c", "b", "a"]);
-        assert!(names("(b", "(b", false).is_empty());
-        assert!(names("+", "-", false).is_empty());
+        assert_eq!(names(&zset, "[b", "(d", false, 0, -1), ["b", "c"]);
+        assert_eq!(names(&zset, "-", "+", true, 0, -1), ["d", "c", "b", "a"]);
+        assert_eq!(names(&zset, "-", "+", true, 1, 2), ["c", "b"]);
+        assert!(names(&zset, "(b", "(b", false, 0, -1).is_empty());
+        assert!(names(&zset, "+", "-", false, 0, -1).is_empty());
+        assert!(names(&zset, "-", "-", false, 0, -1).is_empty());
+        assert!(names(&zset, "[a", "+", false, -1, 5).is_empty());
         assert!(parse_lex_range(&b("b"), &b("+")).is_none());
+        assert!(parse_lex_range(&b("+x"), &b("+")).is_none());
+        assert!(parse_lex_range(&b(""), &b("+")).is_none());
+        // Mixed scores: Redis skips `offset` members unchecked, then stops at the first
+        // member out of range.
+        let mut mixed = SortedSetValue::default();
+        for (m, s) in [("a", 1.0), ("z", 2.0), ("b", 3.0)] {
+            mixed.insert(b(m), s);
+        }
+        assert_eq!(names(&mixed, "[a", "[c", false, 0, -1), ["a"]);
+        assert_eq!(names(&mixed, "[a", "[c", false, 2, -1), ["b"]);
+    }
+
+    // Proves small-set score texts follow d2string: integers within 2^62, else %.17g.
+    #[test]
+    fn listpack_score_texts() {
+        assert_eq!(d2string(1e17), "100000000000000000");
+        assert_eq!(d2string(1e20), "1e+20");
+        assert_eq!(d2string(1.1), "1.1000000000000001");
+        assert_eq!(d2string(-3.0), "-3");
+        assert_eq!(d2string(0.0), "0");
+        assert_eq!(d2string(f64::INFINITY), "inf");
+    }
+
+    // Proves rank normalisation clamps as Redis' does, including extreme values.
+    #[test]
+    fn rank_ranges() {
+        assert_eq!(rank_range(0, -1, 5), Some((0, 4)));
+        assert_eq!(rank_range(-100, 100, 5), Some((0, 4)));
+        assert_eq!(rank_range(3, 1, 5), None);
+        assert_eq!(rank_range(5, 9, 5), None);
+        assert_eq!(rank_range(i64::MIN, i64::MIN, 5), None);
+        assert_eq!(rank_range(0, i64::MAX, 0), None);
     }
 }

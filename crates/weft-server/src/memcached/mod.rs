@@ -1,0 +1,378 @@
+//! The memcached endpoint, text and binary protocols: one task per connection that decodes
+//! every complete request in its input buffer (`weft-memcached`), runs each against the
+//! configured cache (`[server] memcached-cache`, by default the cache RESP database 0 uses),
+//! appends every reply to one output buffer and writes it with a single call. Retrievals of
+//! many keys write their output in pieces of [`OUTPUT_FLUSH_BYTES`], so no reply needs more
+//! memory than that plus one item.
+//!
+//! Errors come in the three kinds of `style.md`: a request error is memcached's error line
+//! (`ERROR`, `CLIENT_ERROR …`, `SERVER_ERROR …`) or binary error status and the connection
+//! goes on, positioned where memcached would be; a protocol error (a line too long, a bad
+//! binary packet) closes the connection after memcached's answer, if it has one; I/O errors
+//! just close it. Writes are acknowledged only once durable, as on RESP (`crate::settle`).
+
+mod binary;
+mod ops;
+mod stats;
+mod text;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use bytes::BytesMut;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use weft_core::{Cache, CacheError, Durability, collect_durability};
+use weft_memcached::{
+    BinaryDecoder, BinaryProtocolError, BinaryRequest, Limits, TextDecoder, TextProtocolError,
+    TextRequest,
+};
+
+use crate::ServerContext;
+use ops::{Expiration, Store};
+use stats::{Counters, bump};
+
+/// Replies buffered beyond this are written out before more requests run (and a multi-key
+/// retrieval pauses to write them).
+pub const OUTPUT_FLUSH_BYTES: usize = 64 * 1024;
+/// Buffers that grew beyond this for one big request or reply are released afterwards.
+const BUFFER_KEEP_BYTES: usize = 1 << 20;
+const BUFFER_INITIAL_BYTES: usize = 16 * 1024;
+/// What a write that meets a key holding a Redis data structure answers.
+pub(crate) const STRUCTURE_MESSAGE: &str = "key holds a Redis data structure";
+
+/// Which memcached protocol a connection speaks; fixed by its first byte, as in memcached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// The text ("ASCII") protocol.
+    Text,
+    /// The binary protocol (first byte `0x80`).
+    Binary,
+}
+
+impl Dialect {
+    /// The dialect a connection's first byte announces.
+    #[must_use]
+    pub fn of_first_byte(byte: u8) -> Self {
+        if byte == weft_memcached::binary::REQUEST_MAGIC {
+            Self::Binary
+        } else {
+            Self::Text
+        }
+    }
+}
+
+/// State of the memcached endpoint shared by its connections.
+#[derive(Debug, Default)]
+pub(crate) struct MemcachedState {
+    /// Counters for `stats`.
+    pub(crate) counters: Counters,
+    /// The last `verbosity` level set (reported by `stats settings`; logging is unaffected).
+    pub(crate) verbosity: AtomicU32,
+    /// Bumped by every `flush_all`, so that a delayed flush still pending is superseded by a
+    /// later one, as memcached's single `oldest_live` setting is.
+    flush_generation: Arc<AtomicU64>,
+}
+
+/// One connection's state.
+#[derive(Debug)]
+pub(crate) struct Connection {
+    pub(crate) context: Arc<ServerContext>,
+    pub(crate) cache: Cache,
+    pub(crate) limits: Limits,
+    /// Set by `quit`: close after writing the replies before it.
+    pub(crate) quit: bool,
+}
+
+/// Whether a request ran to its end or paused for its output to be written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Progress {
+    Done,
+    /// A multi-key retrieval to be resumed at this key once the output is written.
+    More(usize),
+}
+
+impl Connection {
+    pub(crate) fn store(&self) -> Store<'_> {
+        Store {
+            cache: &self.cache,
+            limits: &self.limits,
+            counters: &self.context.memcached.counters,
+        }
+    }
+
+    pub(crate) fn set_verbosity(&self, level: u32) {
+        self.context
+            .memcached
+            .verbosity
+            .store(level, Ordering::Relaxed);
+    }
+
+    /// `flush_all [delay]`: clears the cache now, or schedules the clear for `delay` (an
+    /// expiration time). Every item present when the clear runs goes, including items
+    /// stored after the command, as in memcached. A later `flush_all` supersedes a pending
+    /// one. Only the memcached cache is cleared.
+    pub(crate) fn flush_all(&self, delay: i64) -> Result<(), CacheError> {
+        let state = &self.context.memcached;
+        bump(&state.counters.cmd_flush);
+        let generation = state.flush_generation.fetch_add(1, Ordering::SeqCst) + 1;
+        let when = if delay > 0 {
+            Expiration::of(delay, || self.cache.clock().now_ms())
+        } else {
+            Expiration::None
+        };
+        let Expiration::After(wait) = when else {
+            return self.cache.clear();
+        };
+        let cache = self.cache.clone();
+        let current = Arc::clone(&state.flush_generation);
+        tokio::spawn(async move {
+            tokio::time::sleep(wait).await;
+            if current.load(Ordering::SeqCst) == generation {
+                if let Err(error) = cache.clear() {
+                    tracing::warn!(%error, cache = cache.name(), "delayed flush_all failed");
+                }
+            }
+        });
+        Ok(())
+    }
+}
+
+/// A decoded request of either dialect.
+enum Request {
+    Text(TextRequest),
+    Binary(BinaryRequest),
+}
+
+/// A stream memcached stops reading.
+enum ProtocolError {
+    Text(TextProtocolError),
+    Binary(BinaryProtocolError),
+}
+
+enum Decoder {
+    Text(TextDecoder),
+    Binary(BinaryDecoder),
+}
+
+impl Decoder {
+    fn decode(&mut self, input: &mut BytesMut) -> Result<Option<Request>, ProtocolError> {
+        match self {
+            Self::Text(decoder) => decoder
+                .decode(input)
+                .map(|request| request.map(Request::Text))
+                .map_err(ProtocolError::Text),
+            Self::Binary(decoder) => decoder
+                .decode(input)
+                .map(|request| request.map(Request::Binary))
+                .map_err(ProtocolError::Binary),
+        }
+    }
+}
+
+/// Counts a connection in `curr_connections` while it lives.
+struct Open<'a>(&'a Counters);
+
+impl<'a> Open<'a> {
+    fn new(counters: &'a Counters) -> Self {
+        bump(&counters.curr_connections);
+        bump(&counters.total_connections);
+        Self(counters)
+    }
+}
+
+impl Drop for Open<'_> {
+    fn drop(&mut self) {
+        self.0.curr_connections.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Serves a connection of the dedicated memcached port: its first byte picks the dialect.
+/// A client that sends nothing is not waited on forever, nor through a shutdown.
+pub async fn serve_dedicated(mut stream: TcpStream, peer: SocketAddr, context: Arc<ServerContext>) {
+    let mut prefix = BytesMut::with_capacity(BUFFER_INITIAL_BYTES);
+    let mut shutdown = context.shutdown_signal();
+    let first = tokio::select! {
+        read = tokio::time::timeout(crate::detect::DETECT_TIMEOUT, stream.read_buf(&mut prefix)) => read,
+        () = crate::stopped(&mut shutdown) => return,
+    };
+    match first {
+        Ok(Ok(read)) if read > 0 => {}
+        _ => return,
+    }
+    let dialect = Dialect::of_first_byte(prefix.first().copied().unwrap_or_default());
+    serve(stream, prefix, peer, context, dialect).await;
+}
+
+/// Serves one memcached connection until the client quits, the connection fails, a protocol
+/// error occurs, or the server shuts down. `prefix` holds the bytes already read.
+pub async fn serve(
+    mut stream: TcpStream,
+    prefix: BytesMut,
+    peer: SocketAddr,
+    context: Arc<ServerContext>,
+    dialect: Dialect,
+) {
+    let cache_name = &context.settings.memcached_cache;
+    let Some(cache) = context.manager.cache(cache_name) else {
+        tracing::warn!(%peer, cache = %cache_name, "memcached connection refused: memcached-cache names no cache");
+        if dialect == Dialect::Text {
+            let _ = stream
+                .write_all(format!("SERVER_ERROR no cache named {cache_name}\r\n").as_bytes())
+                .await;
+        }
+        return;
+    };
+    let _open = Open::new(&context.memcached.counters);
+    let limits = Limits {
+        item_bytes_max: context.settings.memcached_item_bytes_max,
+        ..Limits::default()
+    };
+    let decoder = match dialect {
+        Dialect::Text => Decoder::Text(TextDecoder::new(limits)),
+        Dialect::Binary => Decoder::Binary(BinaryDecoder::new(limits)),
+    };
+    let connection = Connection {
+        context: Arc::clone(&context),
+        cache,
+        limits,
+        quit: false,
+    };
+    serve_connection(stream, prefix, peer, connection, decoder).await;
+}
+
+/// Settles the batch's writes, then writes `output` and empties it; false if the connection
+/// must close.
+async fn flush(
+    stream: &mut TcpStream,
+    output: &mut BytesMut,
+    unsettled: &mut Durability,
+    peer: SocketAddr,
+    counters: &Counters,
+) -> bool {
+    if output.is_empty() {
+        return true;
+    }
+    if !crate::settle(unsettled, peer).await || stream.write_all(output).await.is_err() {
+        return false;
+    }
+    counters
+        .bytes_written
+        .fetch_add(output.len() as u64, Ordering::Relaxed);
+    output.clear();
+    true
+}
+
+async fn serve_connection(
+    mut stream: TcpStream,
+    prefix: BytesMut,
+    peer: SocketAddr,
+    mut connection: Connection,
+    mut decoder: Decoder,
+) {
+    let context = Arc::clone(&connection.context);
+    let counters = &context.memcached.counters;
+    counters
+        .bytes_read
+        .fetch_add(prefix.len() as u64, Ordering::Relaxed);
+    let mut input = prefix;
+    input.reserve(BUFFER_INITIAL_BYTES);
+    let mut output = BytesMut::with_capacity(BUFFER_INITIAL_BYTES);
+    let mut shutdown = context.shutdown_signal();
+    // Writes to caches with stores not yet durable; no reply leaves before they are.
+    let mut unsettled = Durability::default();
+    loop {
+        let mut processed = 0u64;
+        loop {
+            let request = match decoder.decode(&mut input) {
+                Ok(Some(request)) => request,
+                Ok(None) => break,
+                Err(error) => {
+                    match &error {
+                        ProtocolError::Text(error) => {
+                            tracing::debug!(%peer, %error, "closing memcached connection on protocol error");
+                            error.write_reply(&mut output);
+                        }
+                        ProtocolError::Binary(error) => {
+                            tracing::debug!(%peer, %error, "closing memcached connection on protocol error");
+                            error.write_reply(&mut output);
+                        }
+                    }
+                    let _ = flush(&mut stream, &mut output, &mut unsettled, peer, counters).await;
+                    return;
+                }
+            };
+            processed += 1;
+            let mut resume = 0;
+            loop {
+                let (progress, durability) = collect_durability(|| {
+                    // No command runs in the middle of a RESP transaction (EXEC).
+                    let _shared = context.transaction_gate.read();
+                    match &request {
+                        Request::Text(request) => {
+                            text::execute(&mut connection, request, resume, &mut output)
+                        }
+                        Request::Binary(request) => {
+                            binary::execute(&mut connection, request, &mut output);
+                            Progress::Done
+                        }
+                    }
+                });
+                unsettled.merge(durability);
+                match progress {
+                    Progress::Done => break,
+                    Progress::More(next) => {
+                        resume = next;
+                        if !flush(&mut stream, &mut output, &mut unsettled, peer, counters).await {
+                            return;
+                        }
+                    }
+                }
+            }
+            if connection.quit {
+                break;
+            }
+            if output.len() >= OUTPUT_FLUSH_BYTES
+                && !flush(&mut stream, &mut output, &mut unsettled, peer, counters).await
+            {
+                return;
+            }
+        }
+        context
+            .total_commands
+            .fetch_add(processed, Ordering::Relaxed);
+        if !flush(&mut stream, &mut output, &mut unsettled, peer, counters).await {
+            return;
+        }
+        if output.capacity() > BUFFER_KEEP_BYTES {
+            output = BytesMut::with_capacity(BUFFER_INITIAL_BYTES);
+        }
+        if connection.quit {
+            let _ = stream.shutdown().await;
+            return;
+        }
+        if input.len() >= context.settings.client_input_bytes_max {
+            // What is left is one unfinished request (complete ones were executed above).
+            tracing::warn!(%peer, pending = input.len(), limit = context.settings.client_input_bytes_max, "closing memcached connection: request exceeds client-input-bytes-max");
+            return;
+        }
+        if input.is_empty() && input.capacity() > BUFFER_KEEP_BYTES {
+            input = BytesMut::with_capacity(BUFFER_INITIAL_BYTES);
+        }
+        if input.capacity() - input.len() < 4096 {
+            input.reserve(BUFFER_INITIAL_BYTES);
+        }
+        // Shutdown first: requests already read have been answered above.
+        tokio::select! {
+            biased;
+            () = crate::stopped(&mut shutdown) => return,
+            read = stream.read_buf(&mut input) => match read {
+                Ok(0) | Err(_) => return,
+                Ok(read) => {
+                    counters.bytes_read.fetch_add(read as u64, Ordering::Relaxed);
+                }
+            },
+        }
+    }
+}
