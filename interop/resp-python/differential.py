@@ -1,0 +1,1435 @@
+#!/usr/bin/env python3
+"""Differential tester: the same seeded random command stream against two RESP servers, every
+reply compared at the protocol level (reply type and value), stopping at the first difference.
+
+    python3 differential.py --against-redis [--seed S] [--commands N] [--resp 2|3]
+    python3 differential.py --redis-vs-redis ...         # validates the harness itself
+    python3 differential.py --a 127.0.0.1:6379 --b 127.0.0.1:11222 ...
+
+`--against-redis` starts a fresh `redis-server` (REDIS_SERVER_BIN, default the one on PATH) and a
+fresh Weft (WEFT_BIN, default target/release/weft, see interop/weft_process.py); server A is
+always the reference. `--a/--b` FLUSHALL both servers first: never point them at data you keep.
+
+What is generated: ~20 keys shared by every type (so WRONGTYPE is frequent), small field and
+member spaces, and on purpose the edges — negative and huge counts, every float spelling Redis
+accepts or refuses (`inf`, `1e400`, `nan`, `0x10`, `  5`), empty strings, wrong arity, bad
+option combinations, out-of-range indexes — for the string/key commands, hashes, lists
+(blocking ones too), sets, sorted sets, MULTI/EXEC/DISCARD/WATCH/UNWATCH (with a second
+connection writing a watched key), HSCAN/SSCAN/ZSCAN and the random commands.
+
+What is normalised, and only that (Redis does not define it): the order of unordered replies
+(SMEMBERS, SINTER/SUNION/SDIFF, HKEYS/HVALS, HGETALL as a set of pairs), scans (each server is
+iterated to cursor 0 and the unions compared), the random commands (SPOP, SRANDMEMBER,
+HRANDFIELD: reply type, length, distinctness where Redis promises it, and membership in a
+snapshot taken just before; the popped key is then deleted on both so the states agree again),
+TTL (±1 s). Everything else, OBJECT ENCODING included, must be byte-identical. Commands whose
+reply cannot depend on timing are pipelined in batches; blocking commands only ever wait on
+keys that have data, for a short timeout (0.01 s), or for a push a second connection sends.
+
+On the first difference the seed, the command's index, the last commands with both replies are
+printed and the exit status is 1. 0 means N commands, and a final per-key comparison, agreed.
+`--minimize` then shrinks the run (delta debugging, replays on emptied servers) to a short
+sequence that still makes that command differ. `--skip FAMILY,...` leaves families out (to look
+past a known difference); `--doubles-by-value` compares doubles by value, since redis-server 7.0
+prints them with %.17g and Redis 7.2 with the shortest round-trip text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import io
+import os
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from weft_process import free_port, start_weft, stop, stop_weft_cleanly, wait_for_port  # noqa: E402
+from with_weft import DrainedOutput  # noqa: E402
+
+REDIS_SERVER_BIN = os.environ.get("REDIS_SERVER_BIN") or shutil.which("redis-server")
+
+# Commands pipelined per round trip.
+BATCH_COMMANDS_MAX = 200
+# How long a reply may take before it counts as missing (blocking commands wait at most 0.05 s).
+REPLY_TIMEOUT_S = 10.0
+# Pages one scan may take before it counts as not terminating.
+SCAN_PAGES_MAX = 2_000
+# Commands shown before a difference.
+HISTORY_SHOWN = 20
+
+# ------------------------------------------------------------------------------------------
+# A minimal RESP2/RESP3 client that keeps each reply's type.
+#
+# A reply is a tuple (type byte as str, value): '+' '-' '!' '=' ',' bytes, ':' '(' int,
+# '$' bytes or None, '*' tuple or None, '~' '>' tuple, '%' '|' tuple of (key, value) pairs,
+# '#' bool, '_' None. An attribute ('|') is returned as ('|', (pairs, next_reply)).
+
+
+class ProtocolViolation(Exception):
+    """The server sent bytes that are not RESP."""
+
+
+class Incomplete(Exception):
+    """More bytes are needed."""
+
+
+def encode(args: list[bytes]) -> bytes:
+    parts = [b"*%d\r\n" % len(args)]
+    for arg in args:
+        parts.append(b"$%d\r\n%s\r\n" % (len(arg), arg))
+    return b"".join(parts)
+
+
+class Connection:
+    """One RESP connection: send many commands, read that many replies."""
+
+    def __init__(self, host: str, port: int, protocol: int):
+        self.sock = socket.create_connection((host, port), timeout=REPLY_TIMEOUT_S)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = b""
+        self.pos = 0
+        if protocol == 3:
+            self.send([[b"HELLO", b"3"]])
+            hello = self.read()
+            if hello[0] != "%":
+                raise ProtocolViolation(f"HELLO 3 answered {hello!r}")
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def send(self, commands: list[list[bytes]]) -> None:
+        self.sock.sendall(b"".join(encode(c) for c in commands))
+
+    def read(self, timeout_s: float = REPLY_TIMEOUT_S):
+        """One reply, or ('timeout', None) / ('closed', None) when none comes."""
+        self.sock.settimeout(timeout_s)
+        while True:
+            start = self.pos
+            try:
+                reply = self._parse()
+            except Incomplete:
+                self.pos = start
+                try:
+                    chunk = self.sock.recv(1 << 20)
+                except socket.timeout:
+                    return ("timeout", None)
+                except OSError:
+                    return ("closed", None)
+                if not chunk:
+                    return ("closed", None)
+                self.buf = self.buf[self.pos:] + chunk
+                self.pos = 0
+                continue
+            return reply
+
+    def _line(self) -> bytes:
+        end = self.buf.find(b"\r\n", self.pos)
+        if end < 0:
+            raise Incomplete
+        line = self.buf[self.pos:end]
+        self.pos = end + 2
+        return line
+
+    def _bulk(self, length: int) -> bytes:
+        end = self.pos + length
+        if len(self.buf) < end + 2:
+            raise Incomplete
+        data = self.buf[self.pos:end]
+        if self.buf[end:end + 2] != b"\r\n":
+            raise ProtocolViolation("bulk not followed by CRLF")
+        self.pos = end + 2
+        return data
+
+    def _parse(self):
+        line = self._line()
+        if not line:
+            raise ProtocolViolation("empty line")
+        kind, rest = chr(line[0]), line[1:]
+        if kind in "+-":
+            return (kind, rest)
+        if kind == ":":
+            return (kind, int(rest))
+        if kind == "(":
+            return (kind, int(rest))
+        if kind == ",":
+            return (kind, rest)
+        if kind == "#":
+            return (kind, rest == b"t")
+        if kind == "_":
+            return (kind, None)
+        if kind in "$!=":
+            length = int(rest)
+            if length < 0:
+                return (kind, None)
+            return (kind, self._bulk(length))
+        if kind in "*~>":
+            count = int(rest)
+            if count < 0:
+                return (kind, None)
+            return (kind, tuple(self._parse() for _ in range(count)))
+        if kind == "%":
+            count = int(rest)
+            return (kind, tuple((self._parse(), self._parse()) for _ in range(count)))
+        if kind == "|":
+            count = int(rest)
+            attributes = tuple((self._parse(), self._parse()) for _ in range(count))
+            return (kind, (attributes, self._parse()))
+        raise ProtocolViolation(f"unknown reply type {line[:40]!r}")
+
+
+def show(reply, indent: str = "") -> str:
+    """A reply as redis-cli would print it, with the RESP type made explicit."""
+    kind, value = reply
+    if kind in ("timeout", "closed"):
+        return f"<{kind}: no reply>"
+    if kind in "*~>%|" and value is not None:
+        if not value:
+            return f"{kind}(empty)"
+        lines = [f"{kind}{len(value)}"]
+        for item in value:
+            if kind == "%":
+                lines.append(f"{indent}  {show(item[0], indent + '  ')} => {show(item[1], indent + '  ')}")
+            elif kind == "|":
+                lines.append(f"{indent}  {item!r}")
+            else:
+                lines.append(f"{indent}  {show(item, indent + '  ')}")
+        return "\n".join(lines)
+    return f"{kind}{value!r}"
+
+
+# ------------------------------------------------------------------------------------------
+# Steps: what the generator produces and the runner executes.
+
+
+@dataclass
+class Cmd:
+    """One command, pipelined on connection `conn` (0 main, 1 the second client)."""
+    args: list[bytes]
+    # How replies are compared: see `same`.
+    kind: str = "exact"
+    conn: int = 0
+    # For EXEC: the kinds of the queued commands.
+    sub: list[str] | None = None
+    # For random kinds: the count argument as given (None without one), and WITHVALUES.
+    count: int | None = None
+    withvalues: bool = False
+
+
+@dataclass
+class Scan:
+    """HSCAN/SSCAN/ZSCAN iterated from `args[2]` until cursor 0, on each server separately."""
+    args: list[bytes]
+
+
+@dataclass
+class Wake:
+    """A blocking command on the main connection, then a push from the second one."""
+    block: list[bytes]
+    push: list[bytes]
+
+
+Step = Cmd | Scan | Wake
+
+
+def b(x) -> bytes:
+    return x if isinstance(x, bytes) else str(x).encode()
+
+
+# ------------------------------------------------------------------------------------------
+# The generator.
+
+KEYS = [f"k{i}" for i in range(20)]
+# Sorted sets on these keys only ever get score 0, so BYLEX ranges (defined only when all
+# scores are equal) are asked only of them; RENAME never mixes them with the others.
+LEX_KEYS = KEYS[17:]
+PLAIN_KEYS = KEYS[:17]
+# Each type's commands pick one of its own keys most of the time (any key otherwise), so
+# that most commands find their type and WRONGTYPE still comes often.
+HOME_KEYS = {"string": KEYS[0:4], "hash": KEYS[4:8], "list": KEYS[8:11] + KEYS[11:12],
+             "set": KEYS[12:16], "zset": KEYS[16:20]}
+HOME_SHARE = 0.8
+MEMBERS = ["a", "b", "c", "d", "e", "f", "g", "h", "1", "2", "3", "10", "-1", "007"]
+LONG = "L" * 70  # longer than the 64-byte listpack/intset value limit
+
+INVALID_INTEGERS = ["abc", "", " 5", "5 ", "1.5", "0x10", "+1", "1e3", "9223372036854775808",
+                    "-9223372036854775809", "99999999999999999999"]
+EDGE_INTEGERS = ["9223372036854775807", "-9223372036854775808", "-0", "4294967296", "2147483648"]
+FLOATS_VALID = ["0", "1", "-1", "1.5", "-2.25", "0.1", "3.0", "1e3", "-0", "10", "2.5e-3", "inf",
+                "-inf", "+inf", "Infinity", "1.7976931348623157e308", "4503599627370497", "1e20",
+                "0x10", "123456789.123456789", "5e-324"]
+FLOATS_INVALID = ["nan", "-nan", "1e400", "-1e400", "1e-400", "  5", "5 ", "", "abc", "1.5x", "inf1",
+                  "--1", "1,5"]
+PATTERNS = ["*", "a*", "*1*", "[a-c]", "?", "[^a]*", "\\*", "k*", "1?"]
+
+
+# Families of generated commands, which `--skip` can leave out (to look past a known
+# difference): a maker's family is its special one, or the type of the keys it prefers.
+SPECIAL_FAMILIES = {"transaction": "transactions", "watch": "transactions", "stray": "transactions",
+                    "scan": "scans", "blocking": "blocking", "wake": "blocking", "spop": "random",
+                    "srandmember": "random", "hrandfield": "random", "object": "encoding", "bulk": "bulk"}
+FAMILIES = ["keys", "string", "hash", "list", "set", "zset", *sorted(set(SPECIAL_FAMILIES.values()))]
+
+
+def family_of(maker_name: str, home: str | None) -> str:
+    return SPECIAL_FAMILIES.get(maker_name) or home or "keys"
+
+
+class Generator:
+    """A seeded stream of step groups; each group is self-contained (a transaction, a random
+    command with its snapshot, a scan ...)."""
+
+    def __init__(self, seed: int, resp: int, skip: frozenset[str] = frozenset()):
+        self.rng = random.Random(seed)
+        self.resp = resp
+        strings, hashes, lists, sets, zsets = "string", "hash", "list", "set", "zset"
+        makers = [
+            # strings and keys (None: any key)
+            (self.get, 3, strings), (self.set, 4, strings), (self.delete, 3, None),
+            (self.exists, 2, None), (self.type, 3, None), (self.expire, 2, None), (self.ttl, 2, None),
+            (self.persist, 1, None), (self.rename, 1.5, None), (self.incr, 1.5, strings),
+            (self.append, 1.5, strings), (self.object, 3, None),
+            # hashes
+            (self.hset, 6, hashes), (self.hget, 2, hashes), (self.hmget, 1.5, hashes),
+            (self.hgetall, 2, hashes), (self.hdel, 2, hashes), (self.hexists, 1, hashes),
+            (self.hincrby, 2, hashes), (self.hincrbyfloat, 2, hashes), (self.hkeys, 1, hashes),
+            (self.hvals, 1, hashes), (self.hlen, 1, hashes), (self.hsetnx, 1.5, hashes),
+            (self.hrandfield, 1.5, hashes),
+            # lists
+            (self.push, 7, lists), (self.pop, 3, lists), (self.lrange, 3, lists),
+            (self.lindex, 1.5, lists), (self.llen, 1, lists), (self.lset, 1.5, lists),
+            (self.lrem, 1.5, lists), (self.ltrim, 1, lists), (self.linsert, 1.5, lists),
+            (self.lpos, 2, lists), (self.lmove, 2, lists), (self.blocking, 1.5, lists),
+            # sets
+            (self.sadd, 6, sets), (self.srem, 2, sets), (self.smembers, 2, sets),
+            (self.sismember, 1, sets), (self.smismember, 1, sets), (self.scard, 1, sets),
+            (self.spop, 1.5, sets), (self.srandmember, 1.5, sets), (self.setop, 3, sets),
+            (self.setopstore, 2, sets),
+            # sorted sets
+            (self.zadd, 8, zsets), (self.zrem, 2, zsets), (self.zscore, 1.5, zsets),
+            (self.zmscore, 1, zsets), (self.zincrby, 2, zsets), (self.zcard, 1, zsets),
+            (self.zcount, 2, zsets), (self.zrank, 2, zsets), (self.zrange, 5, zsets),
+            (self.zrangebyscore, 3, zsets), (self.zremrangebyscore, 1.5, zsets),
+            (self.zpop, 2.5, zsets),
+            # scans, bulk loads, transactions, wakes
+            (self.scan, 2, None), (self.bulk, 0.6, None), (self.transaction, 2.5, None),
+            (self.watch, 1.2, None), (self.stray, 0.3, None), (self.wake, 0.15, lists),
+        ]
+        unknown = set(skip) - set(FAMILIES)
+        if unknown:
+            raise ValueError(f"unknown families {sorted(unknown)}; known: {' '.join(FAMILIES)}")
+        self.home_of = {m.__name__: t for m, _, t in makers}
+        makers = [(m, w, t) for m, w, t in makers if family_of(m.__name__, t) not in skip]
+        self.makers = [m for m, _, _ in makers]
+        self.weights = [w for _, w, _ in makers]
+        self.home: str | None = None
+        # Transactions reuse the plain command makers (no snapshots, scans or wakes inside).
+        excluded = {"scan", "bulk", "transaction", "watch", "stray", "wake", "spop", "srandmember",
+                    "hrandfield"}
+        self.queueable = [m for m in self.makers if m.__name__ not in excluded]
+
+    def call(self, maker) -> list[Step]:
+        """Runs a maker with its type's keys preferred."""
+        outer, self.home = self.home, self.home_of[maker.__name__]
+        try:
+            return maker()
+        finally:
+            self.home = outer
+
+    # --- argument pickers
+
+    def pick(self, items):
+        return self.rng.choice(items)
+
+    def chance(self, p: float) -> bool:
+        return self.rng.random() < p
+
+    def key(self) -> str:
+        if self.home is not None and self.chance(HOME_SHARE):
+            return self.pick(HOME_KEYS[self.home])
+        return self.pick(KEYS)
+
+    def plain_key(self) -> str:
+        key = self.key()
+        return key if key in PLAIN_KEYS else self.pick(PLAIN_KEYS)
+
+    def member(self) -> bytes:
+        r = self.rng.random()
+        if r < 0.02:
+            return b(LONG + self.pick("ab"))
+        if r < 0.03:
+            return b"\x00\xff\r\n"
+        if r < 0.05:
+            return b""
+        if r < 0.25:
+            return b(self.rng.randint(-3, 20))
+        return b(self.pick(MEMBERS))
+
+    def members(self, low: int = 1, high: int = 4) -> list[bytes]:
+        return [self.member() for _ in range(self.rng.randint(low, high))]
+
+    def integer(self, low: int = -3, high: int = 10) -> str:
+        r = self.rng.random()
+        if r < 0.08:
+            return self.pick(INVALID_INTEGERS)
+        if r < 0.14:
+            return self.pick(EDGE_INTEGERS)
+        return str(self.rng.randint(low, high))
+
+    def index(self) -> str:
+        r = self.rng.random()
+        if r < 0.03:
+            return self.pick(INVALID_INTEGERS)
+        if r < 0.1:
+            return self.pick(EDGE_INTEGERS + ["100", "-100", "99999999999"])
+        return str(self.rng.randint(-6, 8))
+
+    def float(self) -> str:
+        r = self.rng.random()
+        if r < 0.05:
+            return self.pick(FLOATS_INVALID)
+        if r < 0.3:
+            return self.pick(FLOATS_VALID)
+        if r < 0.45:
+            return f"{self.rng.uniform(-10, 10):.{self.rng.randint(0, 4)}f}"
+        return str(self.rng.randint(-3, 10))
+
+    def count(self, small_negative: bool = False) -> str:
+        """A count argument; with `small_negative`, negative counts stay small (SRANDMEMBER and
+        HRANDFIELD answer |count| elements, so a huge one would build a huge reply)."""
+        r = self.rng.random()
+        if r < 0.06:
+            return self.pick(INVALID_INTEGERS)
+        if r < 0.1:
+            return self.pick(["9223372036854775807", "4294967296", "1000", "0", "-0"]
+                             + ([] if small_negative else ["-9223372036854775808", "-1000"]))
+        return str(self.rng.randint(-4, 8))
+
+    def value(self) -> bytes:
+        r = self.rng.random()
+        if r < 0.3:
+            return b(self.rng.randint(-5, 100))
+        if r < 0.35:
+            return b(self.pick(EDGE_INTEGERS + ["3.5", "1e3", "0x10", " 7", "12345678901234567890"]))
+        if r < 0.4:
+            return b(LONG)
+        return self.member()
+
+    def score_key(self) -> tuple[str, bool]:
+        key = self.key()
+        return key, key in LEX_KEYS
+
+    def score(self, lex: bool) -> str:
+        if lex:
+            return "0" if self.chance(0.95) else self.pick(["abc", "nan", "1e400"])
+        return self.float()
+
+    def score_bound(self) -> str:
+        r = self.rng.random()
+        if r < 0.2:
+            return self.pick(["-inf", "+inf", "inf", "(-inf", "(+inf", "(inf"])
+        if r < 0.28:
+            return self.pick(["(", "((1", "abc", "nan", "(nan", "1e400", " 1", "(1 ", "", "[1", "0x10"])
+        value = self.float() if self.chance(0.3) else str(self.rng.randint(-3, 10))
+        return ("(" if self.chance(0.35) else "") + value
+
+    def lex_bound(self) -> str:
+        r = self.rng.random()
+        if r < 0.25:
+            return self.pick(["-", "+"])
+        if r < 0.32:
+            return self.pick(["a", "", "*", "(", "[", "-a", "+a"])
+        return self.pick("[(") + self.pick(MEMBERS + ["", "b0", "zz"])
+
+    def arity_noise(self, args: list) -> list:
+        """Occasionally drops or adds an argument (wrong arity, extra options)."""
+        r = self.rng.random()
+        if r < 0.015 and len(args) > 1:
+            return args[:-1]
+        if r < 0.025:
+            return args + [b(self.pick(["x", "1", "", "WITHSCORES", "COUNT"]))]
+        return args
+
+    def cmd(self, *args, kind: str = "exact", noise: bool = True, **extra) -> Cmd:
+        argv = [b(a) for a in args]
+        if noise:
+            argv = self.arity_noise(argv)
+        return Cmd(argv, kind=kind, **extra)
+
+    # --- strings and keys
+
+    def get(self):
+        return [self.cmd("GET", self.key())]
+
+    def set(self):
+        args = ["SET", self.key(), self.value()]
+        options = []
+        if self.chance(0.15):
+            options += [self.pick(["EX", "PX"]), self.pick(["100000", "10000000", "0", "-1", "abc",
+                                                            "9223372036854775807"])]
+        if self.chance(0.05):
+            options.append("KEEPTTL")
+        if self.chance(0.15):
+            options.append(self.pick(["NX", "XX"]))
+        if self.chance(0.1):
+            options.append("GET")
+        if self.chance(0.02):
+            options.append(self.pick(["NX", "XX", "FOO", "EX"]))
+        self.rng.shuffle(options)
+        return [self.cmd(*args, *options)]
+
+    def delete(self):
+        return [self.cmd("DEL", *[self.key() for _ in range(self.rng.randint(1, 3))])]
+
+    def exists(self):
+        return [self.cmd("EXISTS", *[self.key() for _ in range(self.rng.randint(1, 3))])]
+
+    def type(self):
+        return [self.cmd("TYPE", self.key())]
+
+    def expire(self):
+        seconds = self.pick(["100000", "5000", "250000", "0", "-5", "abc", "9223372036854775807",
+                             "9223372036854770", "1.5", ""]) if self.chance(0.3) else str(
+            self.rng.randint(1000, 200000))
+        options = []
+        if self.chance(0.3):
+            options.append(self.pick(["NX", "XX", "GT", "LT"]))
+        if self.chance(0.05):
+            options.append(self.pick(["NX", "XX", "GT", "LT", "FOO"]))
+        return [self.cmd("EXPIRE", self.key(), seconds, *options)]
+
+    def ttl(self):
+        return [self.cmd("TTL", self.key(), kind="ttl")]
+
+    def persist(self):
+        return [self.cmd("PERSIST", self.key())]
+
+    def rename(self):
+        pool = LEX_KEYS if self.chance(0.2) else PLAIN_KEYS
+        return [self.cmd("RENAME", self.pick(pool), self.pick(pool), noise=False)]
+
+    def incr(self):
+        return [self.cmd("INCR", self.key())]
+
+    def append(self):
+        return [self.cmd("APPEND", self.key(), self.value())]
+
+    def object(self):
+        if self.chance(0.05):
+            return [self.cmd("OBJECT", self.pick(["FOO", "encoding", "Encoding"]), self.key())]
+        return [self.cmd("OBJECT", "ENCODING", self.key())]
+
+    # --- hashes
+
+    def hset(self):
+        pairs = []
+        for _ in range(self.rng.randint(1, 4)):
+            pairs += [self.member(), self.value()]
+        if self.chance(0.03):
+            pairs.pop()
+        return [self.cmd("HSET", self.key(), *pairs)]
+
+    def hget(self):
+        return [self.cmd("HGET", self.key(), self.member())]
+
+    def hmget(self):
+        return [self.cmd("HMGET", self.key(), *self.members())]
+
+    def hgetall(self):
+        return [self.cmd("HGETALL", self.key(), kind="pairs")]
+
+    def hdel(self):
+        return [self.cmd("HDEL", self.key(), *self.members())]
+
+    def hexists(self):
+        return [self.cmd("HEXISTS", self.key(), self.member())]
+
+    def hincrby(self):
+        return [self.cmd("HINCRBY", self.key(), self.member(), self.integer(-5, 20))]
+
+    def hincrbyfloat(self):
+        return [self.cmd("HINCRBYFLOAT", self.key(), self.member(), self.float())]
+
+    def hkeys(self):
+        return [self.cmd("HKEYS", self.key(), kind="set")]
+
+    def hvals(self):
+        return [self.cmd("HVALS", self.key(), kind="set")]
+
+    def hlen(self):
+        return [self.cmd("HLEN", self.key())]
+
+    def hsetnx(self):
+        return [self.cmd("HSETNX", self.key(), self.member(), self.value())]
+
+    def hrandfield(self):
+        key = self.key()
+        snapshot = Cmd([b"HGETALL", b(key)], kind="pairs")
+        if self.chance(0.2):
+            return [snapshot, Cmd([b"HRANDFIELD", b(key)], kind="hrandfield")]
+        count = self.count(small_negative=True)
+        args = [b"HRANDFIELD", b(key), b(count)]
+        withvalues = self.chance(0.4)
+        if withvalues:
+            args.append(b"WITHVALUES")
+        if self.chance(0.03):
+            args.append(b"FOO")
+        number = int(count) if _is_int(count) else None
+        return [snapshot, Cmd(args, kind="hrandfield", count=number, withvalues=withvalues)]
+
+    # --- lists
+
+    def push(self):
+        return [self.cmd(self.pick(["LPUSH", "RPUSH"]), self.key(), *self.members(1, 5))]
+
+    def pop(self):
+        args = [self.pick(["LPOP", "RPOP"]), self.key()]
+        if self.chance(0.4):
+            args.append(self.count())
+        return [self.cmd(*args)]
+
+    def lrange(self):
+        return [self.cmd("LRANGE", self.key(), self.index(), self.index())]
+
+    def lindex(self):
+        return [self.cmd("LINDEX", self.key(), self.index())]
+
+    def llen(self):
+        return [self.cmd("LLEN", self.key())]
+
+    def lset(self):
+        return [self.cmd("LSET", self.key(), self.index(), self.member())]
+
+    def lrem(self):
+        return [self.cmd("LREM", self.key(), self.integer(-3, 3), self.member())]
+
+    def ltrim(self):
+        return [self.cmd("LTRIM", self.key(), self.index(), self.index())]
+
+    def linsert(self):
+        where = self.pick(["BEFORE", "AFTER", "before", "after"] * 5 + ["MIDDLE"])
+        return [self.cmd("LINSERT", self.key(), where, self.member(), self.member())]
+
+    def lpos(self):
+        args = ["LPOS", self.key(), self.member()]
+        options = []
+        if self.chance(0.3):
+            options += ["RANK", self.pick(["1", "2", "-1", "-2", "0", "3", "abc",
+                                           "-9223372036854775808", "9223372036854775807"])]
+        if self.chance(0.3):
+            options += ["COUNT", self.pick(["0", "1", "2", "5", "-1", "abc"])]
+        if self.chance(0.2):
+            options += ["MAXLEN", self.pick(["0", "1", "2", "3", "-1", "abc"])]
+        if self.chance(0.03):
+            options += [self.pick(["FOO", "RANK", "COUNT"])]
+        return [self.cmd(*args, *options)]
+
+    def direction(self) -> str:
+        return self.pick(["LEFT", "RIGHT"] * 10 + ["left", "UP"])
+
+    def lmove(self):
+        return [self.cmd("LMOVE", self.key(), self.key(), self.direction(), self.direction())]
+
+    def short_timeout(self) -> str:
+        return self.pick(["0.01", "0.01", "0.02", "0.001"])
+
+    def blocking(self):
+        """A blocking command whose outcome does not depend on timing: either a short timeout
+        (empty keys time out, full ones answer at once) or a push of its first key just before
+        (it has data unless it holds another type, which answers at once too)."""
+        name = self.pick(["BLPOP", "BRPOP", "BLMOVE"])
+        keys = [self.key() for _ in range(self.rng.randint(1, 3))]
+        if name == "BLMOVE":
+            args = [name, keys[0], self.key(), self.direction(), self.direction()]
+        else:
+            args = [name, *keys]
+        steps = []
+        if self.chance(0.6):
+            steps.append(self.cmd("RPUSH", keys[0], self.member(), noise=False))
+            timeout = self.pick(["0", "1", "0.5", "100", "-1", "abc", "inf", "nan", "1e400",
+                                 "9223372036854775807", "", "0x10", "-0"])
+        else:
+            timeout = self.short_timeout() if self.chance(0.92) else self.pick(["-1", "abc", "-0.01", "nan"])
+        steps.append(self.cmd(*args, timeout, noise=False))
+        return steps
+
+    # --- sets
+
+    def sadd(self):
+        return [self.cmd("SADD", self.key(), *self.members(1, 5))]
+
+    def srem(self):
+        return [self.cmd("SREM", self.key(), *self.members())]
+
+    def smembers(self):
+        return [self.cmd("SMEMBERS", self.key(), kind="set")]
+
+    def sismember(self):
+        return [self.cmd("SISMEMBER", self.key(), self.member())]
+
+    def smismember(self):
+        return [self.cmd("SMISMEMBER", self.key(), *self.members())]
+
+    def scard(self):
+        return [self.cmd("SCARD", self.key())]
+
+    def spop(self):
+        key = self.key()
+        steps = [Cmd([b"SMEMBERS", b(key)], kind="set")]
+        if self.chance(0.3):
+            steps.append(Cmd([b"SPOP", b(key)], kind="spop"))
+        else:
+            count = self.count()
+            steps.append(Cmd([b"SPOP", b(key), b(count)], kind="spop",
+                             count=int(count) if _is_int(count) else None))
+        steps += [Cmd([b"SCARD", b(key)]), Cmd([b"EXISTS", b(key)]), Cmd([b"DEL", b(key)])]
+        return steps
+
+    def srandmember(self):
+        key = self.key()
+        snapshot = Cmd([b"SMEMBERS", b(key)], kind="set")
+        if self.chance(0.3):
+            return [snapshot, Cmd([b"SRANDMEMBER", b(key)], kind="srandmember")]
+        count = self.count(small_negative=True)
+        return [snapshot, Cmd([b"SRANDMEMBER", b(key), b(count)], kind="srandmember",
+                              count=int(count) if _is_int(count) else None)]
+
+    def setop(self):
+        name = self.pick(["SINTER", "SUNION", "SDIFF"])
+        return [self.cmd(name, *[self.key() for _ in range(self.rng.randint(1, 3))], kind="set")]
+
+    def setopstore(self):
+        name = self.pick(["SINTERSTORE", "SUNIONSTORE", "SDIFFSTORE"])
+        destination = self.plain_key()
+        return [self.cmd(name, destination, *[self.key() for _ in range(self.rng.randint(1, 3))])]
+
+    # --- sorted sets
+
+    def zadd(self):
+        key, lex = self.score_key()
+        options = []
+        for option, p in (("NX", 0.1), ("XX", 0.1), ("GT", 0.1), ("LT", 0.1), ("CH", 0.15),
+                          ("INCR", 0.1)):
+            if self.chance(p):
+                options.append(option if self.chance(0.9) else option.lower())
+        self.rng.shuffle(options)
+        pairs = []
+        for _ in range(1 if "INCR" in options and self.chance(0.85) else self.rng.randint(1, 4)):
+            pairs += [self.score(lex), self.member()]
+        if self.chance(0.03):
+            pairs.pop()
+        if self.chance(0.02):
+            pairs.append("NX")
+        return [self.cmd("ZADD", key, *options, *pairs)]
+
+    def zrem(self):
+        return [self.cmd("ZREM", self.key(), *self.members())]
+
+    def zscore(self):
+        return [self.cmd("ZSCORE", self.key(), self.member())]
+
+    def zmscore(self):
+        return [self.cmd("ZMSCORE", self.key(), *self.members())]
+
+    def zincrby(self):
+        key, lex = self.score_key()
+        return [self.cmd("ZINCRBY", key, self.score(lex), self.member())]
+
+    def zcard(self):
+        return [self.cmd("ZCARD", self.key())]
+
+    def zcount(self):
+        return [self.cmd("ZCOUNT", self.key(), self.score_bound(), self.score_bound())]
+
+    def zrank(self):
+        return [self.cmd(self.pick(["ZRANK", "ZREVRANK"]), self.key(), self.member())]
+
+    def limit(self) -> list[str]:
+        return ["LIMIT", self.pick(["0", "1", "2", "-1", "100", "abc"]),
+                self.pick(["1", "2", "3", "0", "-1", "-5", "100", "abc"])]
+
+    def zrange(self):
+        by = self.rng.random()
+        if by < 0.35:
+            key, start, stop, options = self.key(), self.index(), self.index(), []
+        elif by < 0.75:
+            key, start, stop, options = self.key(), self.score_bound(), self.score_bound(), ["BYSCORE"]
+        else:
+            key, start, stop, options = self.pick(LEX_KEYS), self.lex_bound(), self.lex_bound(), ["BYLEX"]
+        if self.chance(0.3):
+            options.append("REV")
+        if self.chance(0.3):
+            options += self.limit()
+        if self.chance(0.3):
+            options.append("WITHSCORES")
+        if self.chance(0.03):
+            options.append(self.pick(["BYSCORE", "BYLEX", "FOO", "LIMIT"]))
+        if self.chance(0.1) and "LIMIT" not in options:
+            self.rng.shuffle(options)
+        return [self.cmd("ZRANGE", key, start, stop, *options)]
+
+    def zrangebyscore(self):
+        options = []
+        if self.chance(0.4):
+            options.append("WITHSCORES")
+        if self.chance(0.3):
+            options += self.limit()
+        if self.chance(0.1) and len(options) > 1 and options[0] == "WITHSCORES":
+            options = options[1:] + ["WITHSCORES"]
+        return [self.cmd("ZRANGEBYSCORE", self.key(), self.score_bound(), self.score_bound(), *options)]
+
+    def zremrangebyscore(self):
+        return [self.cmd("ZREMRANGEBYSCORE", self.key(), self.score_bound(), self.score_bound())]
+
+    def zpop(self):
+        args = [self.pick(["ZPOPMIN", "ZPOPMAX"]), self.key()]
+        if self.chance(0.5):
+            args.append(self.count())
+        return [self.cmd(*args)]
+
+    # --- scans
+
+    def scan(self):
+        name = self.pick(["HSCAN", "SSCAN", "ZSCAN"])
+        self.home = {"HSCAN": "hash", "SSCAN": "set", "ZSCAN": "zset"}[name]
+        cursor = "0" if self.chance(0.95) else self.pick(["abc", " 1", "", "18446744073709551616", "1.0"])
+        options = []
+        if self.chance(0.4):
+            options += ["MATCH", self.pick(PATTERNS)]
+        if self.chance(0.4):
+            options += ["COUNT", self.pick(["1", "2", "5", "10", "100"])]
+        if self.chance(0.06):
+            options += self.pick([["COUNT", "0"], ["COUNT", "-1"], ["COUNT", "abc"], ["TYPE", "string"],
+                                  ["NOVALUES"], ["FOO"], ["MATCH"]])
+        return [Scan([b(name), b(self.key()), b(cursor), *[b(o) for o in options]])]
+
+    # --- bulk loads that cross the compact encodings' limits
+
+    def bulk(self):
+        which = self.rng.random()
+        self.home = ["hash", "set", "zset", "list"][min(3, int(which * 4))]
+        key, lex = self.score_key()
+        if which < 0.25:
+            n = self.pick([100, 520, 600])  # hash-max-listpack-entries is 512
+            args = ["HSET", key]
+            for i in range(n):
+                args += [f"f{i}", str(i)]
+        elif which < 0.5:
+            n = self.pick([200, 520, 600])  # set-max-intset-entries is 512
+            args = ["SADD", key, *[str(i) for i in range(n)]]
+        elif which < 0.75:
+            n = self.pick([100, 130, 200])  # zset-max-listpack-entries is 128
+            args = ["ZADD", key]
+            for i in range(n):
+                args += ["0" if lex else str(i % 17), f"m{i}"]
+        else:
+            args = [self.pick(["RPUSH", "LPUSH"]), key, *[str(i % 23) for i in range(self.pick([50, 200, 300]))]]
+        return [self.cmd(*args, noise=False)]
+
+    # --- transactions
+
+    def queued(self) -> list[Cmd]:
+        steps: list[Cmd] = []
+        for _ in range(self.rng.randint(0, 6)):
+            steps += self.call(self.pick(self.queueable))
+        return steps
+
+    def transaction(self):
+        steps = [Cmd([b"MULTI"])]
+        body = self.queued()
+        r = self.rng.random()
+        if r < 0.05:
+            body.insert(self.rng.randint(0, len(body)), Cmd([b"MULTI"]))
+        elif r < 0.1:
+            body.insert(self.rng.randint(0, len(body)), Cmd([b"WATCH", b(self.key())]))
+        elif r < 0.14:
+            body.insert(self.rng.randint(0, len(body)), Cmd([b"NOSUCHCOMMAND", b"x"]))
+        elif r < 0.18:
+            body.insert(self.rng.randint(0, len(body)), Cmd([b"GET"]))
+        steps += body
+        steps.append(self.finish(body))
+        return steps
+
+    def finish(self, body: list[Cmd]) -> Cmd:
+        if self.chance(0.12):
+            return Cmd([b"DISCARD"])
+        sub = [c.kind for c in body if c.args[0] not in (b"MULTI", b"WATCH")]
+        return Cmd([b"EXEC"], kind="exec", sub=sub)
+
+    def watch(self):
+        keys = [self.key() for _ in range(self.rng.randint(1, 2))]
+        steps = [Cmd([b"WATCH", *[b(k) for k in keys]])]
+        r = self.rng.random()
+        if r < 0.4:
+            # The second client writes (or fails to change) a watched key, or another key.
+            target = keys[0] if self.chance(0.8) else self.key()
+            for write in self.write_on(target):
+                write.conn = 1
+                steps.append(write)
+        elif r < 0.55:
+            steps += self.write_on(keys[-1])
+        elif r < 0.65:
+            steps.append(Cmd([b"UNWATCH"]))
+            if self.chance(0.5):
+                steps += [Cmd(w.args, kind=w.kind, conn=1) for w in self.write_on(keys[0])]
+        steps.append(Cmd([b"MULTI"]))
+        body = self.queued()
+        steps += body
+        steps.append(self.finish(body))
+        return steps
+
+    def write_on(self, key: str) -> list[Cmd]:
+        """A write of some type on `key`: one that changes it, fails, or changes nothing (which
+        must not fail a WATCH: Redis signals a key only when a command modified it)."""
+        other = self.key()
+        writes = [
+            ["SET", key, self.value()], ["DEL", key], ["SADD", key, self.member()],
+            ["SREM", key, self.member()], ["HSET", key, self.member(), self.value()],
+            ["RPUSH", key, self.member()], ["LPOP", key], ["ZADD", key, "0", self.member()],
+            ["ZREM", key, self.member()], ["INCR", key], ["EXPIRE", key, "100000"],
+            ["PERSIST", key], ["HDEL", key, self.member()], ["APPEND", key, "x"],
+            ["EXPIRE", key, "0"], ["LTRIM", key, "0", "-1"], ["LREM", key, "0", "zz"],
+            ["HINCRBY", key, self.member(), "0"], ["ZINCRBY", key, "0", self.member()],
+            ["HSETNX", key, self.member(), "v"], ["LSET", key, "0", "x"],
+            ["LMOVE", key, key, "LEFT", "RIGHT"], ["SINTERSTORE", key, other],
+            ["SREM", key, "absent"], ["ZREMRANGEBYSCORE", key, "(5", "(5"],
+        ]
+        if key in PLAIN_KEYS and other in PLAIN_KEYS:
+            writes.append(["RENAME", other, key])
+        if self.chance(0.03):
+            writes = [["FLUSHALL"]]
+        return [Cmd([b(a) for a in self.pick(writes)])]
+
+    def stray(self):
+        return [Cmd([b(self.pick(["EXEC", "DISCARD", "UNWATCH"]))])]
+
+    def wake(self):
+        key = self.key()
+        name = self.pick(["BLPOP", "BRPOP", "BLMOVE"])
+        if name == "BLMOVE":
+            block = [name, key, self.key(), self.direction(), self.direction(), "0"]
+        else:
+            block = [name, key, *[self.key() for _ in range(self.rng.randint(0, 2))], "0"]
+        return [Wake([b(a) for a in block], [b"RPUSH", b(key), self.member()])]
+
+    def next_group(self) -> list[Step]:
+        return self.call(self.rng.choices(self.makers, self.weights)[0])
+
+    def final_checks(self) -> list[Cmd]:
+        steps = []
+        for key in KEYS:
+            steps += [Cmd([b"TYPE", b(key)]), Cmd([b"GET", b(key)]),
+                      Cmd([b"LRANGE", b(key), b"0", b"-1"]), Cmd([b"SMEMBERS", b(key)], kind="set"),
+                      Cmd([b"HGETALL", b(key)], kind="pairs"),
+                      Cmd([b"ZRANGE", b(key), b"0", b"-1", b"WITHSCORES"]),
+                      Cmd([b"OBJECT", b"ENCODING", b(key)]), Cmd([b"TTL", b(key)], kind="ttl")]
+        return steps
+
+
+# Every command issue 6 asks for, plus the string/key commands that meet them: each must be
+# sent, and answered without an error at least once, in a run that counts as covering them.
+REQUIRED_COMMANDS = """
+    HSET HGET HMGET HGETALL HDEL HEXISTS HINCRBY HINCRBYFLOAT HKEYS HVALS HLEN HSETNX HSCAN HRANDFIELD
+    LPUSH RPUSH LPOP RPOP LRANGE LINDEX LLEN LSET LREM LTRIM LINSERT LPOS LMOVE BLPOP BRPOP BLMOVE
+    SADD SREM SMEMBERS SISMEMBER SMISMEMBER SCARD SPOP SRANDMEMBER SINTER SUNION SDIFF SINTERSTORE
+    SUNIONSTORE SDIFFSTORE SSCAN
+    ZADD ZREM ZSCORE ZMSCORE ZINCRBY ZCARD ZCOUNT ZRANK ZREVRANK ZRANGE ZRANGEBYSCORE
+    ZREMRANGEBYSCORE ZPOPMIN ZPOPMAX ZSCAN
+    GET SET DEL EXISTS TYPE EXPIRE TTL PERSIST RENAME INCR APPEND OBJECT
+    MULTI EXEC DISCARD WATCH UNWATCH
+""".split()
+
+
+def coverage_gaps(runner: "Runner") -> list[str]:
+    """Required commands a run never sent, or never saw succeed."""
+    return [name for name in REQUIRED_COMMANDS
+            if runner.counts[name] == 0 or runner.counts[name] == runner.errors[name]]
+
+
+def _is_int(text: str) -> bool:
+    try:
+        int(text)
+    except ValueError:
+        return False
+    return text.strip() == text and not text.startswith("+") and -2**63 <= int(text) < 2**63
+
+
+# ------------------------------------------------------------------------------------------
+# Comparison.
+
+
+def sort_key(reply) -> str:
+    return repr(reply)
+
+
+def as_pairs(reply):
+    """HGETALL-like replies as a sorted list of pairs, or None when not a collection."""
+    kind, value = reply
+    if value is None:
+        return None
+    if kind == "%":
+        return sorted(value, key=sort_key)
+    if kind == "*" and len(value) % 2 == 0:
+        return sorted(zip(value[::2], value[1::2]), key=sort_key)
+    return None
+
+
+def normalized(kind: str, reply):
+    if kind == "set" and reply[0] in "*~" and reply[1] is not None:
+        return (reply[0], tuple(sorted(reply[1], key=sort_key)))
+    if kind == "pairs" and reply[0] in "*%":
+        pairs = as_pairs(reply)
+        if pairs is not None:
+            return (reply[0], tuple(pairs))
+    return reply
+
+
+def doubles_as_values(reply):
+    """The reply with the text of every double, and of every bulk string written like a
+    non-integer number, replaced by its value (the reply type stays): Redis 7.0 prints doubles with %.17g ("0.10000000000000001"),
+    Redis 7.2 the shortest text that reads back the same ("0.1")."""
+    kind, value = reply
+    if kind == "," or (kind == "$" and value and any(c in value for c in b".eEinf")):
+        try:
+            number = float(value)
+        except ValueError:
+            return reply
+        return (kind, ("value", "nan" if number != number else number))
+    if kind in "*~>" and value is not None:
+        return (kind, tuple(doubles_as_values(item) for item in value))
+    if kind == "%":
+        return (kind, tuple((doubles_as_values(k), doubles_as_values(v)) for k, v in value))
+    return reply
+
+
+def same(cmd: Cmd, ra, rb, snap_a, snap_b, doubles_by_value: bool = False) -> bool:
+    """Whether two replies to `cmd` agree on everything Redis defines. `snap_*` is each
+    server's reply to the command just before (the snapshot of a random command). With
+    `doubles_by_value`, doubles are compared by value, not by text (see doubles_as_values)."""
+    if doubles_by_value:
+        ra, rb = doubles_as_values(ra), doubles_as_values(rb)
+        if snap_a is not None and snap_b is not None:
+            snap_a, snap_b = doubles_as_values(snap_a), doubles_as_values(snap_b)
+    kind = cmd.kind
+    if kind == "exact" or ra[0] in "-!" or rb[0] in "-!":
+        return ra == rb
+    if kind in ("set", "pairs"):
+        return normalized(kind, ra) == normalized(kind, rb)
+    if kind == "ttl":
+        if ra[0] == rb[0] == ":" and ra[1] >= 0 and rb[1] >= 0:
+            return abs(ra[1] - rb[1]) <= 1
+        return ra == rb
+    if kind == "exec":
+        if ra[0] == rb[0] == "*" and ra[1] is not None and rb[1] is not None \
+                and len(ra[1]) == len(rb[1]) == len(cmd.sub or []):
+            # (doubles, if so asked, are values already)
+            return all(same(Cmd([], kind=k), x, y, None, None) for k, x, y in zip(cmd.sub, ra[1], rb[1]))
+        return ra == rb
+    if kind in ("spop", "srandmember", "hrandfield"):
+        return random_reply_ok(cmd, ra, snap_a) and random_reply_ok(cmd, rb, snap_b) and shape(ra) == shape(rb)
+    raise ValueError(f"unknown comparison {kind}")
+
+
+def shape(reply):
+    """Type and length of a random reply, which is all two servers must agree on."""
+    kind, value = reply
+    if kind in "*~" and value is not None:
+        return (kind, len(value), tuple(item[0] for item in value[:1]))
+    return (kind, None if value is None else "value")
+
+
+def random_reply_ok(cmd: Cmd, reply, snapshot) -> bool:
+    """A random command's reply is possible given the key's content just before."""
+    if snapshot is None or snapshot[0] in "-!":
+        return True  # the snapshot failed (WRONGTYPE): both replies were compared exactly
+    if cmd.kind == "hrandfield":
+        pairs = as_pairs(snapshot) or []
+        content = {k: v for k, v in pairs}
+    else:
+        content = {m: None for m in (snapshot[1] or ())}
+    kind, value = reply
+    if cmd.count is None and len(cmd.args) == 2:
+        # One element, or a null when the key is missing.
+        if not content:
+            return value is None
+        return kind == "$" and reply in content
+    if kind not in "*~" or value is None:
+        return not content and kind in "*_~"
+    if cmd.kind == "hrandfield" and cmd.withvalues:
+        if value and value[0][0] == "*":
+            items = [tuple(pair[1]) if pair[0] == "*" and len(pair[1]) == 2 else None for pair in value]
+        else:
+            items = list(zip(value[::2], value[1::2])) if len(value) % 2 == 0 else [None]
+        if any(item is None or item[0] not in content or content[item[0]] != item[1] for item in items):
+            return False
+        elements = [item[0] for item in items]
+    else:
+        elements = list(value)
+        if any(element not in content for element in elements):
+            return False
+    if (cmd.count is not None and cmd.count >= 0) or cmd.kind == "spop":
+        if len(set(elements)) != len(elements):
+            return False
+    return True
+
+
+# ------------------------------------------------------------------------------------------
+# The runner.
+
+
+class Difference(Exception):
+    pass
+
+
+@dataclass
+class Server:
+    address: tuple[str, int]
+    protocol: int
+    conns: list[Connection] = field(default_factory=list)
+
+    def connect(self) -> None:
+        self.conns = [Connection(*self.address, self.protocol) for _ in range(2)]
+
+    def close(self) -> None:
+        for conn in self.conns:
+            conn.close()
+
+
+class Runner:
+    """Executes a generator's steps on both servers and compares every reply."""
+
+    def __init__(self, a: tuple[str, int], b: tuple[str, int], protocol: int, seed: int, out=sys.stdout,
+                 history: int | None = HISTORY_SHOWN, skip: frozenset[str] = frozenset(),
+                 doubles_by_value: bool = False):
+        self.skip = skip
+        self.doubles_by_value = doubles_by_value
+        self.servers = [Server(a, protocol), Server(b, protocol)]
+        self.protocol = protocol
+        self.seed = seed
+        self.out = out
+        self.history: collections.deque = collections.deque(maxlen=history)
+        self.sent = 0
+        self.counts: collections.Counter = collections.Counter()
+        self.errors: collections.Counter = collections.Counter()
+        self.last = [None, None]
+        self.pending: list[Cmd] = []
+        self.ok = False
+        self.failure = ""
+        self.wrongtype = 0
+        self.failed_name = ""
+        self.executed: list[list[Step]] = []
+
+    def run(self, commands: int, groups: list[list[Step]] | None = None) -> bool:
+        """Runs `commands` generated commands (or exactly `groups`, when given) and the final
+        per-key comparison; False after reporting the first difference. The groups run are
+        kept in `executed`, for `minimize`."""
+        for server in self.servers:
+            server.connect()
+            server.conns[0].send([[b"FLUSHALL"]])
+            if server.conns[0].read()[0] != "+":
+                raise ProtocolViolation("FLUSHALL failed")
+        generator = Generator(self.seed, self.protocol, self.skip)
+        try:
+            if groups is None:
+                while self.sent < commands:
+                    self.group(generator.next_group())
+                self.flush()
+                self.group(generator.final_checks())
+            else:
+                for group in groups:
+                    self.group(group)
+            self.flush()
+        except Difference as difference:
+            self.report(str(difference))
+            return False
+        finally:
+            for server in self.servers:
+                server.close()
+        return True
+
+    def group(self, group: list[Step]) -> None:
+        self.executed.append(group)
+        for step in group:
+            self.step(step)
+
+    def step(self, step: Step) -> None:
+        if isinstance(step, Cmd) and step.conn == 0:
+            self.pending.append(step)
+            if len(self.pending) >= BATCH_COMMANDS_MAX:
+                self.flush()
+            return
+        self.flush()
+        if isinstance(step, Cmd):
+            self.exchange([step], conn=1)
+        elif isinstance(step, Scan):
+            self.scan(step)
+        else:
+            self.wake(step)
+
+    def flush(self) -> None:
+        if self.pending:
+            batch, self.pending = self.pending, []
+            self.exchange(batch, conn=0)
+
+    def exchange(self, batch: list[Cmd], conn: int) -> None:
+        for server in self.servers:
+            server.conns[conn].send([c.args for c in batch])
+        replies = [[server.conns[conn].read() for _ in batch] for server in self.servers]
+        for i, cmd in enumerate(batch):
+            self.check(cmd, replies[0][i], replies[1][i], conn)
+
+    def check(self, cmd: Cmd, ra, rb, conn: int) -> None:
+        index = self.sent
+        self.sent += 1
+        name = cmd.args[0].decode(errors="replace").upper() if cmd.args else "?"
+        self.counts[name] += 1
+        if ra[0] in "-!":
+            self.errors[name] += 1
+            self.wrongtype += ra[1].startswith(b"WRONGTYPE")
+        self.history.append((index, conn, cmd.args, ra, rb))
+        snap_a, snap_b = (self.last if conn == 0 else (None, None))
+        if conn == 0:
+            self.last = [ra, rb]
+        if not same(cmd, ra, rb, snap_a, snap_b, self.doubles_by_value):
+            self.failed_name = name
+            raise Difference(f"command #{index} ({cmd.kind} comparison) differs")
+
+    def scan(self, step: Scan) -> None:
+        unions = []
+        for server in self.servers:
+            conn = server.conns[0]
+            args = list(step.args)
+            seen: set = set()
+            result = None
+            for _ in range(SCAN_PAGES_MAX):
+                conn.send([args])
+                reply = conn.read()
+                if reply[0] != "*" or reply[1] is None or len(reply[1]) != 2 or reply[1][0][0] != "$" \
+                        or reply[1][1][0] != "*":
+                    result = ("reply", reply)
+                    break
+                cursor, items = reply[1][0][1], reply[1][1][1]
+                if self.doubles_by_value:
+                    items = doubles_as_values(("*", items))[1]
+                if step.args[0] == b"SSCAN":
+                    seen.update(items)
+                elif len(items) % 2:
+                    result = ("odd page", reply)
+                    break
+                else:
+                    seen.update(zip(items[::2], items[1::2]))
+                if cursor == b"0":
+                    result = ("union", tuple(sorted(seen, key=sort_key)))
+                    break
+                args[2] = cursor
+            else:
+                result = ("did not reach cursor 0", len(seen))
+            unions.append(result)
+        name = step.args[0].decode()
+        self.counts[name] += 1
+        if unions[0][0] == "reply" and unions[0][1][0] in "-!":
+            self.errors[name] += 1
+        index = self.sent
+        self.sent += 1
+        shown = [("+", repr(u).encode()[:3000]) for u in unions]
+        self.history.append((index, 0, [*step.args, b"...until cursor 0"], shown[0], shown[1]))
+        self.last = [None, None]
+        if unions[0] != unions[1]:
+            self.failed_name = name
+            raise Difference(f"scan #{index} differs")
+
+    def wake(self, step: Wake) -> None:
+        for server in self.servers:
+            server.conns[0].send([step.block])
+        time.sleep(0.005)
+        for server in self.servers:
+            server.conns[1].send([step.push])
+        pushed = [server.conns[1].read() for server in self.servers]
+        woken = [server.conns[0].read(timeout_s=5.0) for server in self.servers]
+        self.check(Cmd(step.block), woken[0], woken[1], 0)
+        self.check(Cmd(step.push), pushed[0], pushed[1], 1)
+
+    def report(self, what: str) -> None:
+        lines = [f"DIFFERENCE: {what}; seed {self.seed}, RESP{self.protocol}, "
+                 f"A {self.servers[0].address}, B {self.servers[1].address}",
+                 f"replay: python3 {Path(__file__).name} --against-redis --seed {self.seed} "
+                 f"--resp {self.protocol} --commands {self.sent} [--minimize]",
+                 f"last {len(self.history)} commands (conn 1 = the second client; "
+                 f"a wake's push is listed after the blocked command it woke):"]
+        for index, conn, args, ra, rb in self.history:
+            text = " ".join(_quote(a) for a in args)
+            lines.append(f"  #{index} [conn {conn}] {text[:300]}")
+            if ra == rb:
+                lines.append(f"      both: {show(ra, '      ')[:600]}")
+            else:
+                lines.append(f"      A: {show(ra, '      ')[:3000]}")
+                lines.append(f"      B: {show(rb, '      ')[:3000]}")
+        self.failure = "\n".join(lines)
+        print(self.failure, file=self.out)
+
+
+def _quote(arg: bytes) -> str:
+    text = arg.decode(errors="backslashreplace")
+    if not text or any(c in text for c in " \"\r\n\\") or not text.isprintable():
+        return '"' + text.encode("unicode_escape").decode().replace('"', '\\"') + '"'
+    return text
+
+
+# ------------------------------------------------------------------------------------------
+# Processes and CLI.
+
+
+def start_redis(extra: list[str] | None = None) -> tuple[subprocess.Popen, int]:
+    """A fresh redis-server on a free loopback port, no persistence."""
+    if REDIS_SERVER_BIN is None:
+        raise FileNotFoundError("redis-server not installed (set REDIS_SERVER_BIN)")
+    port = free_port()
+    process = subprocess.Popen(
+        [REDIS_SERVER_BIN, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+         "--appendonly", "no", "--daemonize", "no", "--protected-mode", "yes", *(extra or [])],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_port(port, "redis-server", process=process)
+    except BaseException:
+        stop(process)
+        raise
+    return process, port
+
+
+def run_differential(a: tuple[str, int], b: tuple[str, int], seed: int, commands: int, protocol: int,
+                     out=sys.stdout, skip: frozenset[str] = frozenset(),
+                     doubles_by_value: bool = False) -> Runner:
+    """Runs one seeded stream; the runner tells `.ok`, `.failure`, `.sent`, `.counts`, `.errors`."""
+    runner = Runner(a, b, protocol, seed, out, skip=skip, doubles_by_value=doubles_by_value)
+    runner.ok = runner.run(commands)
+    return runner
+
+
+# Replays, and seconds, one minimisation may spend.
+MINIMIZE_RUNS_MAX = 3_000
+MINIMIZE_TIME_S = 120.0
+
+
+def minimize(a: tuple[str, int], b: tuple[str, int], protocol: int, failed: Runner, out=sys.stdout,
+             doubles_by_value: bool = False, time_budget_s: float = MINIMIZE_TIME_S) -> None:
+    """Shrinks a failing run to a short command sequence that still makes the same command
+    differ (delta debugging over whole groups, then over single steps), and prints it with
+    both servers' replies. Random commands may make a replay differ otherwise; the sequence
+    printed is always one that was seen to fail."""
+    name = failed.failed_name
+    runs = 0
+    deadline = time.monotonic() + time_budget_s
+
+    def fails(groups: list[list[Step]]) -> bool:
+        nonlocal runs
+        runs += 1
+        runner = Runner(a, b, protocol, failed.seed, out=io.StringIO(), doubles_by_value=doubles_by_value)
+        return not runner.run(0, groups) and runner.failed_name == name
+
+    def ddmin(items: list) -> list:
+        chunks = 2
+        while len(items) >= 2 and runs < MINIMIZE_RUNS_MAX and time.monotonic() < deadline:
+            size = -(-len(items) // chunks)
+            for start in range(0, len(items), size):
+                candidate = items[:start] + items[start + size:]
+                if candidate and fails(candidate):
+                    items = candidate
+                    chunks = max(chunks - 1, 2)
+                    break
+            else:
+                if chunks >= len(items):
+                    break
+                chunks = min(chunks * 2, len(items))
+        return items
+
+    groups = ddmin(list(failed.executed))
+    steps = ddmin([[step] for group in groups for step in group])
+    if not fails(steps):
+        steps = groups
+    runner = Runner(a, b, protocol, failed.seed, out=io.StringIO(), history=None,
+                    doubles_by_value=doubles_by_value)
+    runner.run(0, steps)
+    print(f"minimised after {runs} replays to {sum(len(g) for g in steps)} steps "
+          f"(replayed on emptied servers):", file=out)
+    print("\n".join(runner.failure.splitlines()[3:]), file=out)
+
+
+def address(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    return (host or "127.0.0.1", int(port))
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seed", type=int, default=None, help="random seed (default: random)")
+    parser.add_argument("--commands", type=int, default=100_000)
+    parser.add_argument("--resp", type=int, choices=[2, 3], default=2)
+    parser.add_argument("--a", type=address, help="reference server host:port")
+    parser.add_argument("--b", type=address, help="server under test host:port")
+    parser.add_argument("--skip", default="", help="comma-separated families to leave out: " + " ".join(FAMILIES))
+    parser.add_argument("--doubles-by-value", action="store_true",
+                        help="compare doubles by value, not text (Redis 7.2 prints them shorter than 7.0)")
+    parser.add_argument("--minimize", action="store_true",
+                        help="after a difference, shrink the run to a short sequence that still differs")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--against-redis", action="store_true",
+                      help="start a fresh redis-server (A) and a fresh weft (B)")
+    mode.add_argument("--redis-vs-redis", action="store_true",
+                      help="start two fresh redis-servers (validates the normalisation)")
+    options = parser.parse_args(argv)
+    seed = options.seed if options.seed is not None else random.randrange(2**32)
+    processes = []
+    weft = None
+    try:
+        if options.against_redis or options.redis_vs_redis:
+            process, port_a = start_redis()
+            processes.append(process)
+            a = ("127.0.0.1", port_a)
+            if options.redis_vs_redis:
+                process, port_b = start_redis()
+                processes.append(process)
+            else:
+                config = Path(tempfile.mkdtemp(prefix="weft-differential-")) / "weft.toml"
+                config.write_text("[caches.default]\nresp-database = 0\n")
+                weft, port_b = start_weft(config)
+                weft.stdout = DrainedOutput(weft.stdout)
+            b = ("127.0.0.1", port_b)
+        elif options.a and options.b:
+            a, b = options.a, options.b
+        else:
+            parser.error("give --a and --b, or --against-redis, or --redis-vs-redis")
+        started = time.monotonic()
+        print(f"differential: seed {seed}, {options.commands} commands, RESP{options.resp}, A {a}, B {b}",
+              flush=True)
+        skip = frozenset(f for f in options.skip.split(",") if f)
+        runner = run_differential(a, b, seed, options.commands, options.resp, skip=skip,
+                                  doubles_by_value=options.doubles_by_value)
+        elapsed = time.monotonic() - started
+        if runner.ok:
+            print(f"no difference in {runner.sent} commands ({elapsed:.1f}s)")
+            summary = ", ".join(f"{n} {c}/{runner.errors[n]}" for n, c in sorted(runner.counts.items()))
+            print(f"WRONGTYPE replies: {runner.wrongtype}")
+            print(f"commands sent (count/errors): {summary}")
+            gaps = coverage_gaps(runner)
+            print(f"required commands never sent or never successful: {' '.join(gaps) or 'none'}"
+                  + (f" (families skipped: {options.skip})" if skip else ""))
+        elif options.minimize:
+            minimize(a, b, options.resp, runner, doubles_by_value=options.doubles_by_value)
+        return 0 if runner.ok else 1
+    finally:
+        if weft is not None:
+            stop_weft_cleanly(weft)
+        for process in processes:
+            stop(process)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
