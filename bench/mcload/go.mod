@@ -1,0 +1,3 @@
+module weft/bench/mcload
+
+go 1.22
