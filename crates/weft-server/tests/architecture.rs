@@ -112,3 +112,26 @@ fn only_the_server_depends_on_protocols() {
         }
     }
 }
+
+// Proves the cluster logic stays plain data and functions: no protocol, store, runtime or
+// networking, so the server and a deterministic simulator can drive the same code.
+#[test]
+fn cluster_logic_does_no_io() {
+    let graph = normal_dependencies();
+    for forbidden in [
+        "weft-resp",
+        "weft-rest",
+        "weft-hotrod",
+        "weft-memcached",
+        "weft-server",
+        "weft-store",
+        "tokio",
+        "hyper",
+        "axum",
+    ] {
+        assert!(
+            !graph["weft-cluster"].iter().any(|d| d == forbidden),
+            "weft-cluster depends on {forbidden}"
+        );
+    }
+}

@@ -1,0 +1,22 @@
+//! Weft's clustering logic, written as plain data and pure functions so that the server and
+//! the deterministic simulator drive the same code.
+//!
+//! This crate owns:
+//! * [`Member`] and [`Location`]: a node's identity and where it runs (site, rack, machine);
+//! * [`Partitioner`]: which segment a key belongs to — Hot Rod's MurmurHash3 ranges (what the
+//!   official Infinispan clients compute) or Redis Cluster's CRC16 slots (what Redis cluster
+//!   clients compute);
+//! * [`ConsistentHash`]: each segment's owners (primary first), built balanced (every member's
+//!   primary and total segment counts within one of the fair share), topology-aware (backups
+//!   on other machines, then racks, then sites, where possible) and, from a previous hash,
+//!   moving as few segments as possible.
+//!
+//! Membership, consensus on topologies, replication and state transfer build on these.
+
+mod consistent_hash;
+mod member;
+mod partitioner;
+
+pub use consistent_hash::{ConsistentHash, HashError, Mode};
+pub use member::{Location, Member, MemberId};
+pub use partitioner::{Partitioner, PartitionerError, REDIS_SLOTS, crc16, redis_hash_tag};

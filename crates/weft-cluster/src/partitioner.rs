@@ -1,0 +1,173 @@
+//! Key → segment functions.
+
+use std::ops::Range;
+
+use thiserror::Error;
+
+/// Redis Cluster's hash slots.
+pub const REDIS_SLOTS: u32 = 16_384;
+
+/// How a cache maps keys to segments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Partitioner {
+    /// Infinispan's: MurmurHash3 (its variant) of the key's bytes, each segment a contiguous
+    /// range of the 31-bit hash. What the official Hot Rod clients compute to route keys.
+    #[default]
+    HotRod,
+    /// Redis Cluster's: CRC16 of the key (or of its `{hash tag}`) modulo 16384 slots, each
+    /// segment a contiguous run of slots. What Redis cluster clients compute; the segment
+    /// count must be a power of two up to 16384.
+    RedisSlots,
+}
+
+/// A segment count a partitioner cannot use.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum PartitionerError {
+    /// Zero segments.
+    #[error("the segment count must be at least 1")]
+    NoSegments,
+    /// Redis slots need a power-of-two count up to 16384.
+    #[error(
+        "a cache partitioned by Redis slots needs a power-of-two segment count up to 16384, not {0}"
+    )]
+    NotSlotAligned(u32),
+}
+
+impl Partitioner {
+    /// Checks that `segments` suits this partitioner.
+    ///
+    /// # Errors
+    /// [`PartitionerError`] when it does not.
+    pub fn check(self, segments: u32) -> Result<(), PartitionerError> {
+        if segments == 0 {
+            return Err(PartitionerError::NoSegments);
+        }
+        if self == Self::RedisSlots && (!segments.is_power_of_two() || segments > REDIS_SLOTS) {
+            return Err(PartitionerError::NotSlotAligned(segments));
+        }
+        Ok(())
+    }
+
+    /// The segment of `key` among `segments` (which [`Partitioner::check`] accepted).
+    #[must_use]
+    pub fn segment_of(self, key: &[u8], segments: u32) -> u32 {
+        match self {
+            Self::HotRod => weft_core::hash::segment_of(key, segments),
+            Self::RedisSlots => {
+                let slot = u32::from(crc16(redis_hash_tag(key))) % REDIS_SLOTS;
+                slot / (REDIS_SLOTS / segments.clamp(1, REDIS_SLOTS))
+            }
+        }
+    }
+
+    /// The Redis slots of `segment` (for CLUSTER SLOTS / SHARDS); `None` for Hot Rod's
+    /// partitioner, whose segments are not slots.
+    #[must_use]
+    pub fn slots_of(self, segment: u32, segments: u32) -> Option<Range<u32>> {
+        match self {
+            Self::HotRod => None,
+            Self::RedisSlots => {
+                let width = REDIS_SLOTS / segments.clamp(1, REDIS_SLOTS);
+                let start = segment.checked_mul(width)?;
+                (start < REDIS_SLOTS).then(|| start..start + width)
+            }
+        }
+    }
+}
+
+/// The part of a key Redis Cluster hashes: the bytes between the first `{` and the first
+/// `}` after it, when that is not empty; otherwise the whole key.
+#[must_use]
+pub fn redis_hash_tag(key: &[u8]) -> &[u8] {
+    if let Some(open) = key.iter().position(|&b| b == b'{')
+        && let Some(len) = key[open + 1..].iter().position(|&b| b == b'}')
+        && len > 0
+    {
+        return &key[open + 1..open + 1 + len];
+    }
+    key
+}
+
+/// CRC-16/XMODEM (polynomial 0x1021, initial value 0, no reflection), as Redis Cluster uses.
+#[must_use]
+pub fn crc16(bytes: &[u8]) -> u16 {
+    bytes.iter().fold(0u16, |crc, &byte| {
+        (crc << 8) ^ CRC16_TABLE[usize::from((crc >> 8) as u8 ^ byte)]
+    })
+}
+
+const CRC16_TABLE: [u16; 256] = {
+    let mut table = [0u16; 256];
+    let mut i = 0;
+    while i < 256 {
+        let mut crc = (i as u16) << 8;
+        let mut bit = 0;
+        while bit < 8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+            bit += 1;
+        }
+        table[i] = crc;
+        i += 1;
+    }
+    table
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves CRC16 and the slot rule against Redis' cluster specification and its examples.
+    #[test]
+    fn redis_slots_match_the_cluster_spec() {
+        assert_eq!(crc16(b"123456789"), 0x31c3);
+        let slot = |key: &[u8]| Partitioner::RedisSlots.segment_of(key, REDIS_SLOTS);
+        assert_eq!(slot(b"foo"), 12_182);
+        assert_eq!(slot(b"bar"), 5_061);
+        assert_eq!(slot(b"{user1000}.following"), slot(b"{user1000}.followers"));
+        assert_eq!(slot(b"{user1000}.following"), slot(b"user1000"));
+        // Empty tags and unclosed braces hash the whole key.
+        assert_eq!(redis_hash_tag(b"foo{}{bar}"), b"foo{}{bar}");
+        assert_eq!(redis_hash_tag(b"foo{{bar}}zap"), b"{bar");
+        assert_eq!(redis_hash_tag(b"foo{bar}{zap}"), b"bar");
+        assert_eq!(redis_hash_tag(b"{"), b"{");
+        // Fewer segments group consecutive slots.
+        assert_eq!(Partitioner::RedisSlots.segment_of(b"foo", 256), 12_182 / 64);
+        assert_eq!(
+            Partitioner::RedisSlots.slots_of(190, 256),
+            Some(12_160..12_224)
+        );
+        assert_eq!(Partitioner::RedisSlots.slots_of(256, 256), None);
+        assert_eq!(Partitioner::HotRod.slots_of(0, 256), None);
+    }
+
+    // Proves the Hot Rod partitioner is Infinispan's (proto "key1" → 115 of 256).
+    #[test]
+    fn hot_rod_segments_match_infinispan() {
+        let key1 = [0x4a, 0x04, 0x6b, 0x65, 0x79, 0x31];
+        assert_eq!(Partitioner::HotRod.segment_of(&key1, 256), 115);
+        assert_eq!(Partitioner::HotRod.segment_of(&key1, 8), 3);
+    }
+
+    #[test]
+    fn segment_counts_are_checked() {
+        assert_eq!(
+            Partitioner::HotRod.check(0),
+            Err(PartitionerError::NoSegments)
+        );
+        assert!(Partitioner::HotRod.check(1000).is_ok());
+        assert!(Partitioner::RedisSlots.check(256).is_ok());
+        assert!(Partitioner::RedisSlots.check(16_384).is_ok());
+        assert_eq!(
+            Partitioner::RedisSlots.check(1000),
+            Err(PartitionerError::NotSlotAligned(1000))
+        );
+        assert_eq!(
+            Partitioner::RedisSlots.check(32_768),
+            Err(PartitionerError::NotSlotAligned(32_768))
+        );
+    }
+}
