@@ -9,12 +9,15 @@
 //! * [`ConsistentHash`]: each segment's owners (primary first), built balanced (every member's
 //!   primary and total segment counts within one of the fair share), topology-aware (backups
 //!   on other machines, then racks, then sites, where possible) and, from a previous hash,
-//!   moving as few segments as possible.
+//!   moving as few segments as possible;
+//! * [`membership`]: who is in the cluster — SWIM failure detection (the `foca` crate) as a
+//!   state machine fed datagrams and timers, so a simulator can drive it like the server.
 //!
 //! Membership, consensus on topologies, replication and state transfer build on these.
 
 mod consistent_hash;
 mod member;
+pub mod membership;
 mod partitioner;
 
 pub use consistent_hash::{ConsistentHash, HashError, Mode};
