@@ -20,19 +20,26 @@ pub(crate) async fn info(State(state): State<Shared>) -> Response {
         .iter()
         .map(|name| json!({ "name": name, "started": true }))
         .collect();
+    let cluster = state.cluster_members();
+    // Until topologies are agreed by consensus, the coordinator is the first member by name.
+    let coordinator = cluster
+        .names
+        .first()
+        .cloned()
+        .unwrap_or_else(|| state.node_name().to_owned());
     json::respond(&json!({
         "version": state.server_version(),
         "name": CONTAINER_NAME,
         "node_name": state.node_name(),
-        "coordinator": true,
+        "coordinator": coordinator == state.node_name(),
         "cache_manager_status": "RUNNING",
         "created_cache_count": names.len(),
         "running_cache_count": names.len(),
         "cluster_name": CLUSTER_NAME,
-        "cluster_size": 1,
-        "cluster_members": [state.node_name()],
-        "cluster_members_physical_addresses": [],
-        "coordinator_address": state.node_name(),
+        "cluster_size": cluster.names.len(),
+        "cluster_members": cluster.names,
+        "cluster_members_physical_addresses": cluster.addresses,
+        "coordinator_address": coordinator,
         "health": HEALTHY,
         "defined_caches": defined,
         "cache_configuration_names": [],
@@ -49,12 +56,13 @@ pub(crate) async fn health(State(state): State<Shared>) -> Response {
         .into_iter()
         .map(|name| json!({ "status": HEALTHY, "cache_name": name }))
         .collect();
+    let cluster = state.cluster_members();
     json::respond(&json!({
         "cluster_health": {
             "cluster_name": CLUSTER_NAME,
             "health_status": HEALTHY,
-            "number_of_nodes": 1,
-            "node_names": [state.node_name()],
+            "number_of_nodes": cluster.names.len(),
+            "node_names": cluster.names,
         },
         "cache_health": caches,
     }))

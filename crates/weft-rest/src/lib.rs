@@ -84,7 +84,21 @@ pub struct RestState {
     node_name: String,
     started: Instant,
     shutdown: Option<ShutdownHook>,
+    cluster: Option<ClusterView>,
 }
+
+/// Who is in the cluster, as this node sees it: names and cluster addresses, this node
+/// included, sorted by name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClusterMembers {
+    /// Node names.
+    pub names: Vec<String>,
+    /// Their cluster addresses, in the same order.
+    pub addresses: Vec<String>,
+}
+
+/// Reads the current cluster membership (the server's membership service).
+pub type ClusterView = Arc<dyn Fn() -> ClusterMembers + Send + Sync>;
 
 impl fmt::Debug for RestState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -94,6 +108,7 @@ impl fmt::Debug for RestState {
             .field("node_name", &self.node_name)
             .field("started", &self.started)
             .field("shutdown", &self.shutdown.is_some())
+            .field("cluster", &self.cluster.is_some())
             .finish()
     }
 }
@@ -109,6 +124,30 @@ impl RestState {
             node_name: CLUSTER_NAME.to_owned(),
             started: Instant::now(),
             shutdown: None,
+            cluster: None,
+        }
+    }
+
+    /// Where the container and health reports read the cluster's members; without one the
+    /// node is alone.
+    #[must_use]
+    pub fn with_cluster_view(
+        mut self,
+        view: impl Fn() -> ClusterMembers + Send + Sync + 'static,
+    ) -> Self {
+        self.cluster = Some(Arc::new(view));
+        self
+    }
+
+    /// The cluster's members as this node sees them (just this node when not clustered).
+    #[must_use]
+    pub fn cluster_members(&self) -> ClusterMembers {
+        match &self.cluster {
+            Some(view) => view(),
+            None => ClusterMembers {
+                names: vec![self.node_name.clone()],
+                addresses: Vec::new(),
+            },
         }
     }
 

@@ -460,6 +460,17 @@ fn render(state: &Shared, open_metrics: bool) -> String {
         &[],
         Number::Real(state.started().elapsed().as_secs_f64()),
     );
+    let members = Family {
+        name: "weft_cluster_members",
+        kind: Kind::Gauge,
+        help: "Nodes in the cluster as this node sees it, itself included.",
+    };
+    exposition.header(&members);
+    exposition.sample(
+        &members,
+        &[],
+        Number::Whole(u64::try_from(state.cluster_members().names.len()).unwrap_or(u64::MAX)),
+    );
     let build = Family {
         name: "weft_build_info",
         kind: Kind::Gauge,

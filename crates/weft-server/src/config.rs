@@ -65,6 +65,36 @@ pub struct ServerSection {
     /// stores get `SERVER_ERROR object too large for cache`. From 1 KiB to 512 MiB.
     #[serde(deserialize_with = "memcached_item_bytes")]
     pub memcached_item_bytes_max: usize,
+    /// This node's name in the cluster (unique); by default its `bind` address.
+    pub node_name: Option<String>,
+    /// UDP address for cluster membership traffic; absent = a node on its own (unless
+    /// `join` is given, which implies `127.0.0.1:7800`).
+    #[serde(deserialize_with = "optional_socket_address")]
+    pub cluster_listen: Option<SocketAddr>,
+    /// Nodes to join, as `host:port` of their `cluster-listen` (names are resolved at
+    /// start, e.g. a Kubernetes headless service).
+    pub join: Vec<String>,
+    /// Site (data center) of this node, for placing backups.
+    pub site: Option<String>,
+    /// Rack of this node.
+    pub rack: Option<String>,
+    /// Machine of this node (nodes on one machine fail together).
+    pub machine: Option<String>,
+}
+
+/// The cluster port when `join` is given without `cluster-listen`.
+pub const CLUSTER_LISTEN_DEFAULT: &str = "127.0.0.1:7800";
+
+impl ServerSection {
+    /// The cluster address, when this node is clustered.
+    #[must_use]
+    pub fn cluster_address(&self) -> Option<SocketAddr> {
+        self.cluster_listen.or_else(|| {
+            (!self.join.is_empty())
+                .then(|| CLUSTER_LISTEN_DEFAULT.parse().ok())
+                .flatten()
+        })
+    }
 }
 
 impl Default for ServerSection {
@@ -86,6 +116,12 @@ impl Default for ServerSection {
             memcached_cache: DEFAULT_CACHE_NAME.to_owned(),
             memcached_listen: None,
             memcached_item_bytes_max: weft_memcached::DEFAULT_ITEM_BYTES_MAX,
+            node_name: None,
+            cluster_listen: None,
+            join: Vec::new(),
+            site: None,
+            rack: None,
+            machine: None,
         }
     }
 }
@@ -250,6 +286,49 @@ mod tests {
             error.as_deref().is_some_and(
                 |e| e.starts_with("weft.toml:2:") && e.contains("memcached-item-bytes-max")
             ),
+            "{error:?}"
+        );
+    }
+
+    // Proves the cluster settings are read: no cluster by default, `join` alone implies the
+    // default cluster port, and a bad cluster address names its line.
+    #[test]
+    fn cluster_settings_are_read() {
+        assert_eq!(ServerSection::default().cluster_address(), None);
+        let text = "[server]\nnode-name = \"a\"\njoin = [\"seed.weft:7800\"]\nsite = \"eu\"\nrack = \"r1\"\nmachine = \"m1\"\n";
+        let server = ServerConfig::parse("weft.toml", text).map(|config| config.server);
+        let server = server.as_ref().ok();
+        assert_eq!(server.and_then(|s| s.node_name.as_deref()), Some("a"));
+        assert_eq!(
+            server.map(|s| s.join.clone()),
+            Some(vec!["seed.weft:7800".to_owned()])
+        );
+        assert_eq!(
+            server
+                .and_then(ServerSection::cluster_address)
+                .map(|a| a.to_string()),
+            Some(CLUSTER_LISTEN_DEFAULT.to_owned())
+        );
+        assert_eq!(
+            server.map(|s| (s.site.as_deref(), s.rack.as_deref(), s.machine.as_deref())),
+            Some((Some("eu"), Some("r1"), Some("m1")))
+        );
+        let text = "[server]\ncluster-listen = \"127.0.0.1:7900\"\n";
+        let server = ServerConfig::parse("weft.toml", text).map(|config| config.server);
+        assert_eq!(
+            server
+                .ok()
+                .and_then(|s| s.cluster_address())
+                .map(|a| a.port()),
+            Some(7900)
+        );
+        let error = ServerConfig::parse("weft.toml", "[server]\ncluster-listen = \"nowhere\"\n")
+            .err()
+            .map(|e| e.to_string());
+        assert!(
+            error
+                .as_deref()
+                .is_some_and(|e| e.starts_with("weft.toml:2:")),
             "{error:?}"
         );
     }

@@ -7,6 +7,7 @@
 //! It owns sockets, tasks, shutdown and the per-connection protocol adapters. It must not
 //! reach into the data container: every command goes through `weft_core::Cache`.
 
+pub mod cluster;
 pub mod config;
 pub mod detect;
 pub mod hotrod;
@@ -104,6 +105,7 @@ pub(crate) async fn settle(unsettled: &mut weft_core::Durability, peer: SocketAd
 pub struct Server {
     context: Arc<ServerContext>,
     accept_task: tokio::task::JoinHandle<()>,
+    cluster: Option<cluster::Cluster>,
 }
 
 impl Server {
@@ -169,11 +171,22 @@ impl Server {
         };
         let (shutdown, _) = watch::channel(false);
         let shutdown_for_rest = shutdown.clone();
-        let rest_state = weft_rest::RestState::new(manager.clone())
-            .with_node_name(local_addr.to_string())
+        let node_name = config
+            .server
+            .node_name
+            .clone()
+            .unwrap_or_else(|| local_addr.to_string());
+        let cluster =
+            cluster::Cluster::start(&config.server, node_name.clone(), shutdown.subscribe())
+                .await?;
+        let mut rest_state = weft_rest::RestState::new(manager.clone())
+            .with_node_name(node_name)
             .with_shutdown(move || {
                 let _ = shutdown_for_rest.send(true);
             });
+        if let Some(cluster) = &cluster {
+            rest_state = rest_state.with_cluster_view(cluster.view());
+        }
         let rest_router = weft_rest::router(rest_state);
         let context = Arc::new(ServerContext {
             manager,
@@ -202,6 +215,7 @@ impl Server {
         Ok(Self {
             context,
             accept_task,
+            cluster,
         })
     }
 
@@ -221,6 +235,10 @@ impl Server {
     /// waits for them up to the configured grace period.
     pub async fn shutdown(self) {
         let _ = self.context.shutdown.send(true);
+        if let Some(cluster) = self.cluster {
+            // Says goodbye to the other nodes while the connections drain.
+            cluster.stopped().await;
+        }
         let grace = Duration::from_secs(self.context.settings.shutdown_grace_secs);
         if tokio::time::timeout(grace, self.accept_task).await.is_err() {
             tracing::warn!("connections still open after the shutdown grace period; closing them");

@@ -25,6 +25,16 @@ enum Command {
         /// Listen address, overriding the configuration file.
         #[arg(short, long, env = "WEFT_BIND")]
         bind: Option<std::net::SocketAddr>,
+        /// Nodes to join (`host:port` of their cluster address, comma-separated), adding to
+        /// the configuration file's `join`.
+        #[arg(long, env = "WEFT_JOIN", value_delimiter = ',')]
+        join: Vec<String>,
+        /// UDP address for cluster traffic (default 127.0.0.1:7800 when joining).
+        #[arg(long, env = "WEFT_CLUSTER_LISTEN")]
+        cluster_listen: Option<std::net::SocketAddr>,
+        /// This node's name in the cluster (default: its bind address).
+        #[arg(long, env = "WEFT_NODE_NAME")]
+        node_name: Option<String>,
     },
 }
 
@@ -37,13 +47,26 @@ fn main() -> anyhow::Result<()> {
         .with_target(false)
         .init();
     match cli.command {
-        Command::Server { config, bind } => {
+        Command::Server {
+            config,
+            bind,
+            join,
+            cluster_listen,
+            node_name,
+        } => {
             let mut config = match config {
                 Some(path) => ServerConfig::load(&path)?,
                 None => ServerConfig::default(),
             };
             if let Some(bind) = bind {
                 config.server.bind = bind;
+            }
+            config.server.join.extend(join);
+            if cluster_listen.is_some() {
+                config.server.cluster_listen = cluster_listen;
+            }
+            if node_name.is_some() {
+                config.server.node_name = node_name;
             }
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()

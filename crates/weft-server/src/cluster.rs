@@ -1,0 +1,226 @@
+//! The cluster membership service: `weft_cluster::membership` driven by a UDP socket and the
+//! tokio clock. It finds the nodes named by `join` (resolving names at start), keeps the live
+//! member list that REST, `/metrics` and later the topology read, and says goodbye on a
+//! graceful shutdown so the others need not wait for failure detection.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use parking_lot::RwLock;
+use tokio::net::UdpSocket;
+use tokio::sync::watch;
+use tokio::time::Instant;
+use weft_cluster::Location;
+use weft_cluster::membership::{
+    MemberEvent, Membership, MembershipConfig, MembershipTimer, NodeIdentity, Output,
+};
+use weft_rest::ClusterMembers;
+
+use crate::config::ServerSection;
+
+/// Largest membership datagram accepted (foca's packets stay under 1400 bytes).
+const DATAGRAM_BYTES_MAX: usize = 64 * 1024;
+
+/// A running membership service.
+#[derive(Debug)]
+pub struct Cluster {
+    identity: NodeIdentity,
+    peers: Arc<RwLock<Vec<NodeIdentity>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Cluster {
+    /// Binds the cluster socket and starts joining the seeds as `name`, if `settings` make
+    /// this node clustered; `None` for a node on its own.
+    ///
+    /// # Errors
+    /// If the socket cannot be bound or a seed name cannot be resolved.
+    pub async fn start(
+        settings: &ServerSection,
+        name: String,
+        shutdown: watch::Receiver<bool>,
+    ) -> anyhow::Result<Option<Self>> {
+        let Some(address) = settings.cluster_address() else {
+            return Ok(None);
+        };
+        let socket = UdpSocket::bind(address)
+            .await
+            .with_context(|| format!("listen on {address} (cluster-listen)"))?;
+        let address = socket.local_addr().context("read the cluster address")?;
+        let mut seeds = Vec::new();
+        for seed in &settings.join {
+            let resolved = tokio::net::lookup_host(seed.as_str())
+                .await
+                .with_context(|| format!("resolve the cluster seed `{seed}` (join)"))?;
+            seeds.extend(resolved.filter(|seed| *seed != address));
+        }
+        let location = Location {
+            site: settings.site.clone(),
+            rack: settings.rack.clone(),
+            machine: settings.machine.clone(),
+        };
+        let identity = NodeIdentity::new(name, address, location);
+        let membership =
+            Membership::new(identity.clone(), &MembershipConfig::default(), rand_seed());
+        let peers = Arc::new(RwLock::new(Vec::new()));
+        let driver = Driver {
+            socket,
+            membership,
+            timers: BinaryHeap::new(),
+            pending: BTreeMap::new(),
+            sequence: 0,
+            peers: Arc::clone(&peers),
+        };
+        tracing::info!(node = %identity.name, %address, ?seeds, "cluster membership starting");
+        let task = tokio::spawn(driver.run(seeds, shutdown));
+        Ok(Some(Self {
+            identity,
+            peers,
+            task,
+        }))
+    }
+
+    /// Every live member, this node included, sorted by name.
+    #[must_use]
+    pub fn members(&self) -> ClusterMembers {
+        members(&self.identity, &self.peers.read())
+    }
+
+    /// A reader of the membership for REST and metrics.
+    pub fn view(&self) -> impl Fn() -> ClusterMembers + Send + Sync + 'static {
+        let identity = self.identity.clone();
+        let peers = Arc::clone(&self.peers);
+        move || members(&identity, &peers.read())
+    }
+
+    /// Waits for the service to have said goodbye (after the shutdown signal).
+    pub async fn stopped(self) {
+        let _ = tokio::time::timeout(Duration::from_secs(2), self.task).await;
+    }
+}
+
+fn members(identity: &NodeIdentity, peers: &[NodeIdentity]) -> ClusterMembers {
+    let mut all: Vec<&NodeIdentity> = peers.iter().chain(std::iter::once(identity)).collect();
+    all.sort_by(|a, b| a.name.cmp(&b.name));
+    ClusterMembers {
+        names: all.iter().map(|node| node.name.clone()).collect(),
+        addresses: all.iter().map(|node| node.addr.to_string()).collect(),
+    }
+}
+
+/// A seed for the protocol's randomness (probe order): unpredictable per process.
+fn rand_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |elapsed| elapsed.as_nanos()),
+    );
+    hasher.write_u32(std::process::id());
+    hasher.finish()
+}
+
+struct Driver {
+    socket: UdpSocket,
+    membership: Membership,
+    timers: BinaryHeap<Reverse<(Instant, u64)>>,
+    pending: BTreeMap<u64, MembershipTimer>,
+    sequence: u64,
+    peers: Arc<RwLock<Vec<NodeIdentity>>>,
+}
+
+impl Driver {
+    async fn run(mut self, seeds: Vec<SocketAddr>, mut shutdown: watch::Receiver<bool>) {
+        if !seeds.is_empty() {
+            let joined = self.membership.join(&seeds);
+            self.apply(joined).await;
+        }
+        let mut buffer = vec![0u8; DATAGRAM_BYTES_MAX];
+        loop {
+            let next_timer = self.timers.peek().map(|Reverse((at, _))| *at);
+            tokio::select! {
+                received = self.socket.recv_from(&mut buffer) => match received {
+                    Ok((len, from)) => {
+                        let handled = self.membership.handle_datagram(&buffer[..len]);
+                        if let Err(error) = &handled {
+                            tracing::debug!(%from, %error, "ignored a cluster datagram");
+                        }
+                        self.apply(handled).await;
+                    }
+                    Err(error) => tracing::debug!(%error, "cluster socket receive failed"),
+                },
+                () = sleep_until(next_timer) => {
+                    let now = Instant::now();
+                    while let Some(&Reverse((at, sequence))) = self.timers.peek() {
+                        if at > now {
+                            break;
+                        }
+                        self.timers.pop();
+                        if let Some(timer) = self.pending.remove(&sequence) {
+                            let handled = self.membership.handle_timer(timer);
+                            self.apply(handled).await;
+                        }
+                    }
+                }
+                _ = shutdown.changed() => {
+                    let left = self.membership.leave();
+                    self.apply(left).await;
+                    tracing::info!("left the cluster");
+                    return;
+                }
+            }
+        }
+    }
+
+    async fn apply(&mut self, output: Result<Output, weft_cluster::membership::MembershipError>) {
+        let output = match output {
+            Ok(output) => output,
+            Err(error) => {
+                tracing::debug!(%error, "membership");
+                return;
+            }
+        };
+        for (to, data) in &output.send {
+            if let Err(error) = self.socket.send_to(data, to).await {
+                tracing::debug!(%to, %error, "cluster datagram not sent");
+            }
+        }
+        let now = Instant::now();
+        for (after, timer) in output.timers {
+            self.sequence += 1;
+            self.timers.push(Reverse((now + after, self.sequence)));
+            self.pending.insert(self.sequence, timer);
+        }
+        if output.events.is_empty() {
+            return;
+        }
+        for event in &output.events {
+            match event {
+                MemberEvent::Up(node) => {
+                    tracing::info!(node = %node.name, address = %node.addr, "cluster member up")
+                }
+                MemberEvent::Down(node) => {
+                    tracing::warn!(node = %node.name, address = %node.addr, "cluster member down")
+                }
+                MemberEvent::Isolated => tracing::warn!("no other cluster member reachable"),
+                MemberEvent::Rejoined(node) => tracing::warn!(
+                    generation = node.generation,
+                    "declared down by the others; rejoined"
+                ),
+            }
+        }
+        *self.peers.write() = self.membership.peers();
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
