@@ -86,6 +86,72 @@ impl ConsistentHash {
         Builder::new(members, self.segments.len(), self.mode, Some(self))?.build()
     }
 
+    /// This hash without the members in `gone`: their copies are dropped (a segment can be
+    /// left with fewer owners, or none, and the primary role passes to the next owner). The
+    /// owners that remain are unchanged, so reads and writes keep going where the data is
+    /// while a rebalance restores the owner count.
+    #[must_use]
+    pub fn without(&self, gone: &[MemberId]) -> Self {
+        let mut index = Vec::with_capacity(self.members.len());
+        let mut members = Vec::new();
+        for member in &self.members {
+            if gone.contains(&member.id) {
+                index.push(None);
+            } else {
+                index.push(u16::try_from(members.len()).ok());
+                members.push(member.clone());
+            }
+        }
+        let segments = self
+            .segments
+            .iter()
+            .map(|owners| {
+                owners
+                    .iter()
+                    .filter_map(|&o| index.get(usize::from(o)).copied().flatten())
+                    .collect()
+            })
+            .collect();
+        Self {
+            mode: self.mode,
+            members,
+            segments,
+        }
+    }
+
+    /// A hash with exactly these owners per segment (ids of `members`; unknown ids are
+    /// left out). For topologies in transition, whose owners are whoever holds the data.
+    #[must_use]
+    pub(crate) fn from_owner_ids(
+        members: Vec<Member>,
+        mode: Mode,
+        owners: &[Vec<MemberId>],
+    ) -> Self {
+        let segments = owners
+            .iter()
+            .map(|ids| {
+                ids.iter()
+                    .filter_map(|id| members.iter().position(|m| m.id == *id))
+                    .filter_map(|i| u16::try_from(i).ok())
+                    .collect()
+            })
+            .collect();
+        Self {
+            mode,
+            members,
+            segments,
+        }
+    }
+
+    /// The owners of `segment` by id, primary first.
+    #[must_use]
+    pub fn owner_ids(&self, segment: usize) -> Vec<&MemberId> {
+        self.owners(segment)
+            .iter()
+            .filter_map(|&o| self.members.get(usize::from(o)).map(|m| &m.id))
+            .collect()
+    }
+
     /// The members, in the order they were given.
     #[must_use]
     pub fn members(&self) -> &[Member] {

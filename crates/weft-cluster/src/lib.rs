@@ -10,6 +10,8 @@
 //!   primary and total segment counts within one of the fair share), topology-aware (backups
 //!   on other machines, then racks, then sites, where possible) and, from a previous hash,
 //!   moving as few segments as possible;
+//! * [`topology`]: a cache's topology in transition — the phases that move segments so that
+//!   no read goes to a member without the data and no copy is lost to a restart;
 //! * [`membership`]: who is in the cluster — SWIM failure detection (the `foca` crate) as a
 //!   state machine fed datagrams and timers, so a simulator can drive it like the server.
 //!
@@ -19,6 +21,7 @@ mod consistent_hash;
 mod member;
 pub mod membership;
 mod partitioner;
+pub mod topology;
 
 pub use consistent_hash::{ConsistentHash, HashError, Mode};
 pub use member::{Location, Member, MemberId};
