@@ -15,7 +15,10 @@
 //!    (another site, else another rack, else another machine) among those with room; when a
 //!    member must give up backups, it gives up first those on machines already owning them.
 //!
-//! Building is deterministic: the same inputs give the same hash on every node.
+//! Building is deterministic: the same inputs give the same hash on every node. Hashes in
+//! transition — [`ConsistentHash::without`] the members that left, or the union of old and
+//! new owners a topology keeps while segments move — may have fewer or more owners per
+//! segment; [`ConsistentHash::rebalance`] from them restores the rules.
 
 use std::collections::HashMap;
 
