@@ -990,11 +990,16 @@ impl Cache {
         options: &WriteOptions,
         f: impl FnOnce(Option<&CacheEntry>) -> Compute<R>,
     ) -> Result<R, CacheError> {
-        Ok(self.compute_stored(key, options, f)?.1)
+        Ok(self.compute_entry(key, options, f)?.1)
     }
 
-    /// [`Cache::compute`], also returning the entry it stored.
-    fn compute_stored<R>(
+    /// [`Cache::compute`], also returning the entry it stored (`None` when `f` kept or
+    /// removed the entry): its version is the one the write got, even if another writer
+    /// changes the key right after.
+    ///
+    /// # Errors
+    /// As [`Cache::compute`].
+    pub fn compute_entry<R>(
         &self,
         key: &[u8],
         options: &WriteOptions,
@@ -1114,7 +1119,7 @@ impl Cache {
         let expiry = options.expiry;
         // The entry stored by this very write: reading the key afterwards could see another
         // writer's value, and would count as a read in the statistics.
-        let (stored, ()) = self.compute_stored(key, options, |existing| match existing {
+        let (stored, ()) = self.compute_entry(key, options, |existing| match existing {
             None => Compute::Put(value.to_vec(), expiry, ()),
             Some(current) => match f(current.value(), value) {
                 Some(merged) => Compute::Put(merged, expiry, ()),

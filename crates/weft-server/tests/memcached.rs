@@ -1007,3 +1007,71 @@ fn memcached_cache_is_configurable() {
     let sessions = server.manager().cache("sessions").unwrap();
     assert_eq!(sessions.get(b"s").unwrap().as_deref(), Some(&b"x"[..]));
 }
+
+// Proves every binary write answers with the CAS unique of the item it stored — the one a
+// later GET returns — while another connection keeps writing other keys: SET, ADD, a CAS
+// store, APPEND, INCREMENT (creating and bumping); and that a SET that expires at once
+// answers CAS 0.
+#[test]
+fn binary_writes_answer_the_cas_they_stored() {
+    let server = TestServer::start();
+    let mut c = Binary::connect(server.addr);
+    let mut other = Binary::connect(server.addr);
+    let check = |c: &mut Binary, key: &str, cas: u64, opaque: u32| {
+        assert_ne!(cas, 0, "{key}");
+        assert_eq!(c.call(get(key), opaque, 0).cas, cas, "{key}");
+    };
+    let stored = c.call(set("s", "v", 0, false), 1, 0).cas;
+    other.call(set("noise", "x", 0, false), 1, 0);
+    check(&mut c, "s", stored, 2);
+    let added = c.call(
+        BinaryCommand::Store {
+            mode: StoreMode::Add,
+            key: "a".into(),
+            value: "v".into(),
+            flags: 0,
+            exptime: 0,
+            quiet: false,
+        },
+        3,
+        0,
+    );
+    assert_eq!(added.status, 0);
+    check(&mut c, "a", added.cas, 4);
+    let swapped = c.call(set("a", "w", 0, false), 5, added.cas);
+    assert_eq!(swapped.status, 0);
+    assert_ne!(swapped.cas, added.cas);
+    check(&mut c, "a", swapped.cas, 6);
+    let appended = c.call(
+        BinaryCommand::Concat {
+            append: true,
+            key: "a".into(),
+            value: "z".into(),
+            quiet: false,
+        },
+        7,
+        0,
+    );
+    assert_eq!(appended.status, 0);
+    check(&mut c, "a", appended.cas, 8);
+    let created = c.call(arithmetic("n", true, 1, 10, 0), 9, 0);
+    check(&mut c, "n", created.cas, 10);
+    other.call(set("noise", "y", 0, false), 2, 0);
+    let bumped = c.call(arithmetic("n", true, 1, 10, 0), 11, 0);
+    assert_eq!(&bumped.value[..], &11u64.to_be_bytes()[..]);
+    check(&mut c, "n", bumped.cas, 12);
+    let gone = c.call(
+        BinaryCommand::Store {
+            mode: StoreMode::Set,
+            key: "s".into(),
+            value: "v".into(),
+            flags: 0,
+            // Over 30 days: an absolute time, in 1970, so already past.
+            exptime: 2_592_001,
+            quiet: false,
+        },
+        13,
+        0,
+    );
+    assert_eq!((gone.status, gone.cas), (0, 0));
+}

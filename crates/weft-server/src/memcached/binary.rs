@@ -74,7 +74,7 @@ pub(crate) fn execute(connection: &mut Connection, request: &BinaryRequest, out:
                 StoreMode::Replace => Status::KeyNotFound,
                 _ => Status::ItemNotStored,
             };
-            stored(connection, out, reply, outcome, key, quiet, not_stored);
+            stored(connection, out, reply, outcome, quiet, not_stored);
         }
         BinaryCommand::Concat {
             append, key, value, ..
@@ -89,7 +89,6 @@ pub(crate) fn execute(connection: &mut Connection, request: &BinaryRequest, out:
                 out,
                 reply,
                 outcome,
-                key,
                 quiet,
                 Status::ItemNotStored,
             );
@@ -118,7 +117,7 @@ pub(crate) fn execute(connection: &mut Connection, request: &BinaryRequest, out:
             {
                 Ok(Delta::Value(value) | Delta::Created(value)) => {
                     if !quiet {
-                        let cas = connection.store().version_of(key);
+                        let cas = connection.store().written_cas();
                         reply.respond(out, Status::NoError, cas, &[], &[], &value.to_be_bytes());
                     }
                 }
@@ -255,14 +254,13 @@ fn stored(
     out: &mut BytesMut,
     reply: Reply,
     outcome: Result<Outcome, CacheError>,
-    key: &[u8],
     quiet: bool,
     not_stored: Status,
 ) {
     match outcome {
         Ok(Outcome::Stored) => {
             if !quiet {
-                let cas = connection.store().version_of(key);
+                let cas = connection.store().written_cas();
                 reply.empty(out, cas);
             }
         }

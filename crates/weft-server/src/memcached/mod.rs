@@ -83,6 +83,8 @@ pub(crate) struct Connection {
     pub(crate) limits: Limits,
     /// Set by `quit`: close after writing the replies before it.
     pub(crate) quit: bool,
+    /// The CAS unique of the item this connection's last write stored.
+    pub(crate) written_cas: AtomicU64,
 }
 
 /// Whether a request ran to its end or paused for its output to be written.
@@ -99,6 +101,7 @@ impl Connection {
             cache: &self.cache,
             limits: &self.limits,
             counters: &self.context.memcached.counters,
+            written_cas: &self.written_cas,
         }
     }
 
@@ -238,6 +241,7 @@ pub async fn serve(
         cache,
         limits,
         quit: false,
+        written_cas: AtomicU64::new(0),
     };
     serve_connection(stream, prefix, peer, connection, decoder).await;
 }

@@ -6,6 +6,7 @@
 //! `delete` removes them, and every other write (`add`, `replace`, `cas`, `append`,
 //! `prepend`, `incr`, `decr`) fails with [`Outcome::Structure`].
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use weft_core::{
@@ -106,11 +107,27 @@ pub(crate) struct Store<'a> {
     pub(crate) cache: &'a Cache,
     pub(crate) limits: &'a Limits,
     pub(crate) counters: &'a Counters,
+    /// Where a write records the CAS unique of the item it stored (binary responses carry
+    /// it).
+    pub(crate) written_cas: &'a AtomicU64,
 }
 
 impl Store<'_> {
     fn now_ms(&self) -> u64 {
         self.cache.clock().now_ms()
+    }
+
+    /// `Cache::compute`, recording the version of what it stored (0 when nothing).
+    fn compute<R>(
+        &self,
+        key: &[u8],
+        options: &WriteOptions,
+        f: impl FnOnce(Option<&CacheEntry>) -> Compute<R>,
+    ) -> Result<R, CacheError> {
+        let (stored, result) = self.cache.compute_entry(key, options, f)?;
+        let cas = stored.map_or(0, |entry| entry.version());
+        self.written_cas.store(cas, Ordering::Relaxed);
+        Ok(result)
     }
 
     /// A live plain value of `key` (a structure reads as absent).
@@ -178,37 +195,37 @@ impl Store<'_> {
             .ignore_return_values();
         let outcome = match mode {
             StoreMode::Set if expiration != Expiration::Past => {
-                self.cache.put(key, value, &options)?;
-                Outcome::Stored
+                self.compute(key, &options, |_| {
+                    Compute::Put(value.to_vec(), expiration.expiry(), Outcome::Stored)
+                })?
             }
             StoreMode::Set => {
                 self.cache.remove(key, &options)?;
+                self.written_cas.store(0, Ordering::Relaxed);
                 Outcome::Stored
             }
             StoreMode::Add if expiration != Expiration::Past => {
-                match self.cache.put_if_absent(key, value, &options)? {
-                    None => Outcome::Stored,
-                    Some(existing) if existing.structure().is_some() => Outcome::Structure,
-                    Some(_) => Outcome::NotStored,
-                }
+                self.compute(key, &options, |existing| match existing {
+                    None => Compute::Put(value.to_vec(), expiration.expiry(), Outcome::Stored),
+                    Some(entry) if entry.structure().is_some() => Compute::Keep(Outcome::Structure),
+                    Some(_) => Compute::Keep(Outcome::NotStored),
+                })?
             }
             StoreMode::Cas(unique) => {
                 // A structure's version is never handed out (gets misses it), so a matching
                 // unique is a plain value's.
-                let outcome = if expiration == Expiration::Past {
-                    self.cache.remove_if_version(key, unique, &options)?
-                } else {
-                    self.cache
-                        .replace_if_version(key, unique, value, &options)?
-                };
-                match outcome {
-                    VersionedOutcome::Done(_) => Outcome::Stored,
-                    VersionedOutcome::Mismatch(existing) if existing.structure().is_some() => {
-                        Outcome::Structure
+                self.compute(key, &options, |existing| match existing {
+                    None => Compute::Keep(Outcome::NotFound),
+                    Some(entry) if entry.version() != unique => {
+                        Compute::Keep(if entry.structure().is_some() {
+                            Outcome::Structure
+                        } else {
+                            Outcome::Exists
+                        })
                     }
-                    VersionedOutcome::Mismatch(_) => Outcome::Exists,
-                    VersionedOutcome::Absent => Outcome::NotFound,
-                }
+                    Some(_) if expiration == Expiration::Past => Compute::Remove(Outcome::Stored),
+                    Some(_) => Compute::Put(value.to_vec(), expiration.expiry(), Outcome::Stored),
+                })?
             }
             _ => self.conditional(mode, key, value, flags, expiration)?,
         };
@@ -249,54 +266,53 @@ impl Store<'_> {
                 )
             }
         };
-        self.cache
-            .compute(key, &WriteOptions::default(), |existing| {
-                let Some(entry) = existing else {
-                    return Compute::Keep(match mode {
-                        // An expired add stores nothing that lasts.
-                        StoreMode::Add | StoreMode::Set => Outcome::Stored,
-                        StoreMode::Cas(_) => Outcome::NotFound,
-                        StoreMode::Replace | StoreMode::Concat { .. } => Outcome::NotStored,
-                    });
-                };
-                if entry.structure().is_some() {
-                    return Compute::Keep(Outcome::Structure);
-                }
-                match mode {
-                    StoreMode::Add => Compute::Keep(Outcome::NotStored),
-                    StoreMode::Set | StoreMode::Replace => lasting(Outcome::Stored),
-                    // `store` serves these without `compute`.
-                    StoreMode::Cas(_) => Compute::Keep(Outcome::Exists),
-                    StoreMode::Concat { append, cas } => {
-                        if cas != 0 && entry.version() != cas {
-                            return Compute::Keep(Outcome::Exists);
-                        }
-                        let current = entry.value();
-                        let length = current.len() + value.len();
-                        if !limits.item_fits(key.len(), entry.user_flags(), length) {
-                            return Compute::Keep(Outcome::NotStored);
-                        }
-                        let mut joined = Vec::with_capacity(length);
-                        if append {
-                            joined.extend_from_slice(current);
-                            joined.extend_from_slice(value);
-                        } else {
-                            joined.extend_from_slice(value);
-                            joined.extend_from_slice(current);
-                        }
-                        // Flags and expiration stay the present item's.
-                        Compute::PutValue(
-                            NewValue::Bytes {
-                                value: joined,
-                                user_flags: entry.user_flags(),
-                                edited: true,
-                            },
-                            Expiry::KEEP,
-                            Outcome::Stored,
-                        )
+        self.compute(key, &WriteOptions::default(), |existing| {
+            let Some(entry) = existing else {
+                return Compute::Keep(match mode {
+                    // An expired add stores nothing that lasts.
+                    StoreMode::Add | StoreMode::Set => Outcome::Stored,
+                    StoreMode::Cas(_) => Outcome::NotFound,
+                    StoreMode::Replace | StoreMode::Concat { .. } => Outcome::NotStored,
+                });
+            };
+            if entry.structure().is_some() {
+                return Compute::Keep(Outcome::Structure);
+            }
+            match mode {
+                StoreMode::Add => Compute::Keep(Outcome::NotStored),
+                StoreMode::Set | StoreMode::Replace => lasting(Outcome::Stored),
+                // `store` serves these without `compute`.
+                StoreMode::Cas(_) => Compute::Keep(Outcome::Exists),
+                StoreMode::Concat { append, cas } => {
+                    if cas != 0 && entry.version() != cas {
+                        return Compute::Keep(Outcome::Exists);
                     }
+                    let current = entry.value();
+                    let length = current.len() + value.len();
+                    if !limits.item_fits(key.len(), entry.user_flags(), length) {
+                        return Compute::Keep(Outcome::NotStored);
+                    }
+                    let mut joined = Vec::with_capacity(length);
+                    if append {
+                        joined.extend_from_slice(current);
+                        joined.extend_from_slice(value);
+                    } else {
+                        joined.extend_from_slice(value);
+                        joined.extend_from_slice(current);
+                    }
+                    // Flags and expiration stay the present item's.
+                    Compute::PutValue(
+                        NewValue::Bytes {
+                            value: joined,
+                            user_flags: entry.user_flags(),
+                            edited: true,
+                        },
+                        Expiry::KEEP,
+                        Outcome::Stored,
+                    )
                 }
-            })
+            }
+        })
     }
 
     /// `set` of an item over the size limit: memcached removes the key's current value so
@@ -346,55 +362,53 @@ impl Store<'_> {
         create: Option<(u64, i64)>,
         cas: u64,
     ) -> Result<Delta, CacheError> {
-        let result = self
-            .cache
-            .compute(key, &WriteOptions::default(), |existing| {
-                let Some(entry) = existing else {
-                    let Some((initial, exptime)) = create else {
-                        return Compute::Keep(Delta::NotFound);
-                    };
-                    let expiration = Expiration::of(exptime, || self.now_ms());
-                    if expiration == Expiration::Past {
-                        return Compute::Keep(Delta::Created(initial));
-                    }
-                    return Compute::PutValue(
-                        NewValue::Bytes {
-                            value: initial.to_string().into_bytes(),
-                            user_flags: 0,
-                            edited: false,
-                        },
-                        expiration.expiry(),
-                        Delta::Created(initial),
-                    );
+        let result = self.compute(key, &WriteOptions::default(), |existing| {
+            let Some(entry) = existing else {
+                let Some((initial, exptime)) = create else {
+                    return Compute::Keep(Delta::NotFound);
                 };
-                if entry.structure().is_some() {
-                    return Compute::Keep(Delta::Structure);
+                let expiration = Expiration::of(exptime, || self.now_ms());
+                if expiration == Expiration::Past {
+                    return Compute::Keep(Delta::Created(initial));
                 }
-                // memcached checks emptiness, then the CAS, then the number.
-                if entry.value().is_empty() {
-                    return Compute::Keep(Delta::NonNumeric);
-                }
-                if cas != 0 && entry.version() != cas {
-                    return Compute::Keep(Delta::Exists);
-                }
-                let Some(current) = weft_memcached::number::safe_strtoull(entry.value()) else {
-                    return Compute::Keep(Delta::NonNumeric);
-                };
-                let next = if incr {
-                    current.wrapping_add(delta)
-                } else {
-                    current.saturating_sub(delta)
-                };
-                Compute::PutValue(
+                return Compute::PutValue(
                     NewValue::Bytes {
-                        value: next.to_string().into_bytes(),
-                        user_flags: entry.user_flags(),
+                        value: initial.to_string().into_bytes(),
+                        user_flags: 0,
                         edited: false,
                     },
-                    Expiry::KEEP,
-                    Delta::Value(next),
-                )
-            })?;
+                    expiration.expiry(),
+                    Delta::Created(initial),
+                );
+            };
+            if entry.structure().is_some() {
+                return Compute::Keep(Delta::Structure);
+            }
+            // memcached checks emptiness, then the CAS, then the number.
+            if entry.value().is_empty() {
+                return Compute::Keep(Delta::NonNumeric);
+            }
+            if cas != 0 && entry.version() != cas {
+                return Compute::Keep(Delta::Exists);
+            }
+            let Some(current) = weft_memcached::number::safe_strtoull(entry.value()) else {
+                return Compute::Keep(Delta::NonNumeric);
+            };
+            let next = if incr {
+                current.wrapping_add(delta)
+            } else {
+                current.saturating_sub(delta)
+            };
+            Compute::PutValue(
+                NewValue::Bytes {
+                    value: next.to_string().into_bytes(),
+                    user_flags: entry.user_flags(),
+                    edited: false,
+                },
+                Expiry::KEEP,
+                Delta::Value(next),
+            )
+        })?;
         let (hits, misses) = if incr {
             (&self.counters.incr_hits, &self.counters.incr_misses)
         } else {
@@ -411,15 +425,10 @@ impl Store<'_> {
         Ok(result)
     }
 
-    /// The CAS unique of `key` right after a write of this connection. Exact unless another
-    /// client writes the key in between (the core's `compute` does not hand back the entry
-    /// it stored).
-    pub(crate) fn version_of(&self, key: &[u8]) -> u64 {
-        self.cache
-            .get_entry(key)
-            .ok()
-            .flatten()
-            .map_or(0, |entry| entry.version())
+    /// The CAS unique of the item this connection's last write stored (exact, even if
+    /// another client has written the key since).
+    pub(crate) fn written_cas(&self) -> u64 {
+        self.written_cas.load(Ordering::Relaxed)
     }
 }
 
