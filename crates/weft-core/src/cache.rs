@@ -789,6 +789,37 @@ impl Cache {
         value: &[u8],
         options: &WriteOptions,
     ) -> Result<Option<CacheEntry>, CacheError> {
+        let applied = self.put_applied(key, value, options)?;
+        // `put` and `remove` honour the flag; conditional writes report the entry they met
+        // whatever it says, since that tells whether they applied.
+        Ok(if options.ignore_return_values {
+            None
+        } else {
+            applied.previous
+        })
+    }
+
+    /// [`Cache::put`], returning the version the stored entry got (memcached's CAS unique),
+    /// exact even if another writer changes the key right after.
+    ///
+    /// # Errors
+    /// As [`Cache::put`].
+    pub fn put_version(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        options: &WriteOptions,
+    ) -> Result<u64, CacheError> {
+        let applied = self.put_applied(key, value, options)?;
+        Ok(applied.stored.map_or(0, |entry| entry.version()))
+    }
+
+    fn put_applied(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        options: &WriteOptions,
+    ) -> Result<Applied, CacheError> {
         Self::check_sizes(key, value)?;
         let timer = self.inner.stats.start();
         let fresh = self.prebuilt(
@@ -806,13 +837,7 @@ impl Cache {
             ))
         })?;
         self.inner.stats.write_done(timer, true);
-        // `put` and `remove` honour the flag; conditional writes report the entry they met
-        // whatever it says, since that tells whether they applied.
-        Ok(if options.ignore_return_values {
-            None
-        } else {
-            applied.previous
-        })
+        Ok(applied)
     }
 
     /// Stores `value` only if `key` is absent; returns the existing entry if there was one

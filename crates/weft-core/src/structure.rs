@@ -67,6 +67,18 @@ impl StructureKind {
             Self::SortedSet => "zset",
         }
     }
+
+    /// What protocols without structures (REST, Hot Rod) answer a read of such a key with.
+    #[must_use]
+    pub fn unreadable_message(self) -> String {
+        let noun = match self {
+            Self::Hash => "hash",
+            Self::List => "list",
+            Self::Set => "set",
+            Self::SortedSet => "sorted set",
+        };
+        format!("key holds a Redis {noun}; read it over RESP")
+    }
 }
 
 /// A data structure value.

@@ -43,16 +43,7 @@ impl RestError {
     /// 409 for a key that holds a Redis data structure (written over RESP): it has no value
     /// as bytes to answer with. Writes are not refused; they replace it, as Redis' SET does.
     pub(crate) fn holds_structure(kind: StructureKind) -> Self {
-        let what = match kind {
-            StructureKind::Hash => "hash",
-            StructureKind::List => "list",
-            StructureKind::Set => "set",
-            StructureKind::SortedSet => "sorted set",
-        };
-        Self::new(
-            StatusCode::CONFLICT,
-            format!("key holds a Redis {what}; read it over RESP"),
-        )
+        Self::new(StatusCode::CONFLICT, kind.unreadable_message())
     }
 
     /// 500: something failed on our side.

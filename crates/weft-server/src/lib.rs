@@ -7,6 +7,7 @@
 //! It owns sockets, tasks, shutdown and the per-connection protocol adapters. It must not
 //! reach into the data container: every command goes through `weft_core::Cache`.
 
+mod buffers;
 pub mod cluster;
 pub mod config;
 pub mod detect;

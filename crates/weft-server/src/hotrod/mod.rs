@@ -38,9 +38,6 @@ pub(crate) use listeners::ClientListeners;
 
 /// Responses buffered beyond this are written before decoding further requests.
 const OUTPUT_FLUSH_BYTES: usize = 64 * 1024;
-/// Buffers that grew beyond this for one big frame are released afterwards.
-const BUFFER_KEEP_BYTES: usize = 1 << 20;
-const BUFFER_INITIAL_BYTES: usize = 16 * 1024;
 /// Messages (responses of offloaded requests, events) queued per connection before the
 /// connection is considered stuck.
 pub(crate) const OUTBOUND_QUEUE_CAPACITY: usize = 16 * 1024;
@@ -107,8 +104,8 @@ pub async fn serve(
     };
     let mut decoder = Decoder::new(limits);
     let mut input = prefix;
-    input.reserve(BUFFER_INITIAL_BYTES);
-    let mut output = BytesMut::with_capacity(BUFFER_INITIAL_BYTES);
+    input.reserve(crate::buffers::INITIAL_BYTES);
+    let mut output = crate::buffers::new();
     let mut shutdown = context.shutdown_signal();
     // Writes to caches with stores not yet durable; no response leaves before they are.
     let mut unsettled = Durability::default();
@@ -174,15 +171,7 @@ pub async fn serve(
             tracing::warn!(%peer, "Hot Rod client does not read its events; closing the connection");
             break "outbound queue overflow";
         }
-        if input.capacity() > BUFFER_KEEP_BYTES && input.is_empty() {
-            input = BytesMut::with_capacity(BUFFER_INITIAL_BYTES);
-        }
-        let needed = decoder.bytes_needed();
-        if needed > input.len() {
-            input.reserve(needed - input.len());
-        } else if input.capacity() - input.len() < 4096 {
-            input.reserve(BUFFER_INITIAL_BYTES);
-        }
+        crate::buffers::prepare_input(&mut input, decoder.bytes_needed());
         tokio::select! {
             biased;
             () = crate::stopped(&mut shutdown) => break "server shutting down",
@@ -231,9 +220,7 @@ async fn flush(
         .bytes_written
         .fetch_add(output.len() as u64, Ordering::Relaxed);
     output.clear();
-    if output.capacity() > BUFFER_KEEP_BYTES {
-        *output = BytesMut::with_capacity(BUFFER_INITIAL_BYTES);
-    }
+    crate::buffers::release_output(output);
     Ok(())
 }
 

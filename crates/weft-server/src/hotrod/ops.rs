@@ -6,8 +6,7 @@ use std::time::Duration;
 
 use bytes::{BufMut, BytesMut};
 use weft_core::{
-    Cache, CacheEntry, EntryMetadata, Expiry, Format, StructureKind, VersionedOutcome,
-    WriteOptions, transcode,
+    Cache, CacheEntry, EntryMetadata, Expiry, Format, VersionedOutcome, WriteOptions, transcode,
 };
 use weft_hotrod::opcode;
 use weft_hotrod::response::{put_metadata, put_ping_body, put_previous, write_error, write_header};
@@ -60,15 +59,7 @@ impl From<weft_core::TranscodeError> for Failure {
 /// Writes are not refused: they replace the structure, as Redis' SET does.
 pub(super) fn holds_structure(entry: &CacheEntry) -> Option<Failure> {
     let kind = entry.structure()?.lock().kind();
-    let what = match kind {
-        StructureKind::Hash => "hash",
-        StructureKind::List => "list",
-        StructureKind::Set => "set",
-        StructureKind::SortedSet => "sorted set",
-    };
-    Some(Failure::server(format!(
-        "key holds a Redis {what}; read it over RESP"
-    )))
+    Some(Failure::server(kind.unreadable_message()))
 }
 
 /// The message clients search for to detect a missing cache.

@@ -36,9 +36,6 @@ use stats::{Counters, bump};
 /// Replies buffered beyond this are written out before more requests run (and a multi-key
 /// retrieval pauses to write them).
 pub const OUTPUT_FLUSH_BYTES: usize = 64 * 1024;
-/// Buffers that grew beyond this for one big request or reply are released afterwards.
-const BUFFER_KEEP_BYTES: usize = 1 << 20;
-const BUFFER_INITIAL_BYTES: usize = 16 * 1024;
 /// What a write that meets a key holding a Redis data structure answers.
 pub(crate) const STRUCTURE_MESSAGE: &str = "key holds a Redis data structure";
 
@@ -194,7 +191,7 @@ impl Drop for Open<'_> {
 /// Serves a connection of the dedicated memcached port: its first byte picks the dialect.
 /// A client that sends nothing is not waited on forever, nor through a shutdown.
 pub async fn serve_dedicated(mut stream: TcpStream, peer: SocketAddr, context: Arc<ServerContext>) {
-    let mut prefix = BytesMut::with_capacity(BUFFER_INITIAL_BYTES);
+    let mut prefix = crate::buffers::new();
     let mut shutdown = context.shutdown_signal();
     let first = tokio::select! {
         read = tokio::time::timeout(crate::detect::DETECT_TIMEOUT, stream.read_buf(&mut prefix)) => read,
@@ -281,8 +278,8 @@ async fn serve_connection(
         .bytes_read
         .fetch_add(prefix.len() as u64, Ordering::Relaxed);
     let mut input = prefix;
-    input.reserve(BUFFER_INITIAL_BYTES);
-    let mut output = BytesMut::with_capacity(BUFFER_INITIAL_BYTES);
+    input.reserve(crate::buffers::INITIAL_BYTES);
+    let mut output = crate::buffers::new();
     let mut shutdown = context.shutdown_signal();
     // Writes to caches with stores not yet durable; no reply leaves before they are.
     let mut unsettled = Durability::default();
@@ -349,9 +346,7 @@ async fn serve_connection(
         if !flush(&mut stream, &mut output, &mut unsettled, peer, counters).await {
             return;
         }
-        if output.capacity() > BUFFER_KEEP_BYTES {
-            output = BytesMut::with_capacity(BUFFER_INITIAL_BYTES);
-        }
+        crate::buffers::release_output(&mut output);
         if connection.quit {
             let _ = stream.shutdown().await;
             return;
@@ -361,12 +356,7 @@ async fn serve_connection(
             tracing::warn!(%peer, pending = input.len(), limit = context.settings.client_input_bytes_max, "closing memcached connection: request exceeds client-input-bytes-max");
             return;
         }
-        if input.is_empty() && input.capacity() > BUFFER_KEEP_BYTES {
-            input = BytesMut::with_capacity(BUFFER_INITIAL_BYTES);
-        }
-        if input.capacity() - input.len() < 4096 {
-            input.reserve(BUFFER_INITIAL_BYTES);
-        }
+        crate::buffers::prepare_input(&mut input, 0);
         // Shutdown first: requests already read have been answered above.
         tokio::select! {
             biased;

@@ -195,9 +195,10 @@ impl Store<'_> {
             .ignore_return_values();
         let outcome = match mode {
             StoreMode::Set if expiration != Expiration::Past => {
-                self.compute(key, &options, |_| {
-                    Compute::Put(value.to_vec(), expiration.expiry(), Outcome::Stored)
-                })?
+                // `put` builds the entry before taking the key's lock.
+                let cas = self.cache.put_version(key, value, &options)?;
+                self.written_cas.store(cas, Ordering::Relaxed);
+                Outcome::Stored
             }
             StoreMode::Set => {
                 self.cache.remove(key, &options)?;

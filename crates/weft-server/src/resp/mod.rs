@@ -34,9 +34,6 @@ use crate::ServerContext;
 /// Replies buffered beyond this are written out before decoding further requests, so a long
 /// pipeline of large replies does not pile up in memory.
 pub const OUTPUT_FLUSH_BYTES: usize = 64 * 1024;
-/// Buffers that grew beyond this for one big request or reply are released afterwards.
-const BUFFER_KEEP_BYTES: usize = 1 << 20;
-const BUFFER_INITIAL_BYTES: usize = 16 * 1024;
 
 /// Serves one RESP connection until the client quits, the connection fails, a protocol
 /// error occurs, or the server shuts down.
@@ -80,8 +77,8 @@ async fn serve_session(
     };
     let mut decoder = RequestDecoder::new(limits);
     let mut input = prefix;
-    input.reserve(BUFFER_INITIAL_BYTES);
-    let mut output = BytesMut::with_capacity(BUFFER_INITIAL_BYTES);
+    input.reserve(crate::buffers::INITIAL_BYTES);
+    let mut output = crate::buffers::new();
     let mut shutdown = context.shutdown_signal();
     // Writes to caches with stores not yet durable; no reply leaves before they are.
     let mut unsettled = Durability::default();
@@ -160,9 +157,7 @@ async fn serve_session(
                 return;
             }
             output.clear();
-            if output.capacity() > BUFFER_KEEP_BYTES {
-                output = BytesMut::with_capacity(BUFFER_INITIAL_BYTES);
-            }
+            crate::buffers::release_output(&mut output);
         }
         if session.quit {
             let _ = stream.shutdown().await;
@@ -174,12 +169,7 @@ async fn serve_session(
             tracing::warn!(%peer, pending = input.len(), limit = context.settings.client_input_bytes_max, "closing RESP connection: request exceeds client-input-bytes-max");
             return;
         }
-        if input.is_empty() && input.capacity() > BUFFER_KEEP_BYTES {
-            input = BytesMut::with_capacity(BUFFER_INITIAL_BYTES);
-        }
-        if input.capacity() - input.len() < 4096 {
-            input.reserve(BUFFER_INITIAL_BYTES);
-        }
+        crate::buffers::prepare_input(&mut input, 0);
         // Shutdown first: requests already read have been answered above, and a client that
         // never stops sending must not keep the connection open through a shutdown.
         tokio::select! {

@@ -18,7 +18,28 @@ use crate::resp::{Reply, Session};
 
 /// The largest |count| HRANDFIELD and ZRANDMEMBER accept with values (`LONG_MAX / 2`:
 /// Redis doubles it for the RESP2 reply length).
-pub(crate) const RANDOM_WITH_VALUES_COUNT_MAX: u64 = (i64::MAX / 2) as u64;
+const RANDOM_WITH_VALUES_COUNT_MAX: u64 = (i64::MAX / 2) as u64;
+
+/// The arguments of `HRANDFIELD`/`ZRANDMEMBER key [count [<with>]]`, checked in Redis'
+/// order (the count, then the option, then the count's range with values): the count if
+/// given, and whether `with` (`WITHVALUES`, `WITHSCORES`) was.
+pub(crate) fn random_pick_args(
+    args: &[Bytes],
+    with: &str,
+) -> Result<(Option<i64>, bool), &'static str> {
+    let Some(arg) = args.get(2) else {
+        return Ok((None, false));
+    };
+    let count = parse_random_count(arg)?;
+    if args.len() > 4 || (args.len() == 4 && !is(&args[3], with)) {
+        return Err(errors::SYNTAX);
+    }
+    let with_values = args.len() == 4;
+    if with_values && count.unsigned_abs() > RANDOM_WITH_VALUES_COUNT_MAX {
+        return Err("ERR value is out of range");
+    }
+    Ok((Some(count), with_values))
+}
 
 fn set_pairs(
     session: &Session,
@@ -279,25 +300,9 @@ fn picks_header(reply: &mut Reply<'_>, len: usize, with_values: bool) {
 /// `HRANDFIELD key [count [WITHVALUES]]`: a positive count picks distinct fields (all of
 /// them, in order, once it reaches the size), a negative one may repeat them.
 pub fn hrandfield(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
-    let mut with_values = false;
-    let count = match args.get(2) {
-        None => None,
-        Some(arg) => {
-            let count = match parse_random_count(arg) {
-                Ok(count) => count,
-                Err(text) => return reply.error(text),
-            };
-            if args.len() > 4 || (args.len() == 4 && !is(&args[3], "WITHVALUES")) {
-                return reply.error(errors::SYNTAX);
-            }
-            if args.len() == 4 {
-                with_values = true;
-                if count.unsigned_abs() > RANDOM_WITH_VALUES_COUNT_MAX {
-                    return reply.error("ERR value is out of range");
-                }
-            }
-            Some(count)
-        }
+    let (count, with_values) = match random_pick_args(args, "WITHVALUES") {
+        Ok(parsed) => parsed,
+        Err(text) => return reply.error(text),
     };
     collections::read_or_reply::<HashValue, _>(session, &args[1], reply, |hash, reply| {
         let Some(count) = count else {

@@ -18,9 +18,9 @@ use weft_core::Structure;
 use weft_core::structure::{SortedSetValue, ZSET_LISTPACK_ENTRIES_MAX};
 
 use super::collections::{self, ScanOptions, scan_cursor, scan_reply};
-use super::hashes::RANDOM_WITH_VALUES_COUNT_MAX;
+use super::hashes::random_pick_args;
 use super::keys::random_below;
-use super::sets::{NOT_POSITIVE, count_reply, distinct_picks, parse_random_count};
+use super::sets::{NOT_POSITIVE, count_reply, distinct_picks};
 use super::{errors, is};
 use crate::resp::{Reply, Session};
 
@@ -862,25 +862,9 @@ pub fn zpopmax(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
 /// `ZRANDMEMBER key [count [WITHSCORES]]`: a positive count picks distinct members (all of
 /// them, highest first, once it reaches the size), a negative one may repeat them.
 pub fn zrandmember(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
-    let mut with_scores = false;
-    let count = match args.get(2) {
-        None => None,
-        Some(arg) => {
-            let count = match parse_random_count(arg) {
-                Ok(count) => count,
-                Err(text) => return reply.error(text),
-            };
-            if args.len() > 4 || (args.len() == 4 && !is(&args[3], "WITHSCORES")) {
-                return reply.error(errors::SYNTAX);
-            }
-            if args.len() == 4 {
-                with_scores = true;
-                if count.unsigned_abs() > RANDOM_WITH_VALUES_COUNT_MAX {
-                    return reply.error("ERR value is out of range");
-                }
-            }
-            Some(count)
-        }
+    let (count, with_scores) = match random_pick_args(args, "WITHSCORES") {
+        Ok(parsed) => parsed,
+        Err(text) => return reply.error(text),
     };
     collections::read_or_reply::<SortedSetValue, _>(session, &args[1], reply, |zset, reply| {
         let Some(count) = count else {
