@@ -22,12 +22,13 @@
 
 use std::collections::HashMap;
 
+use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::member::{Member, MemberId};
 
 /// How many members own each segment.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Mode {
     /// `owners` members per segment (a primary and `owners - 1` backups).
     Distributed {
@@ -59,7 +60,7 @@ pub enum HashError {
 }
 
 /// Each segment's owners, as indexes into the member list; the first is the primary.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ConsistentHash {
     mode: Mode,
     members: Vec<Member>,

@@ -15,13 +15,18 @@
 //! * [`membership`]: who is in the cluster — SWIM failure detection (the `foca` crate) as a
 //!   state machine fed datagrams and timers, so a simulator can drive it like the server.
 //!
-//! Membership, consensus on topologies, replication and state transfer build on these.
+//! * [`state`]: the cluster metadata (members, caches, topologies) as a deterministic state
+//!   machine over commands, which the server orders through Raft;
+//! * [`wire`]: the messages nodes exchange (consensus, replication, forwarding, state
+//!   transfer) and their framing.
 
 mod consistent_hash;
 mod member;
 pub mod membership;
 mod partitioner;
+pub mod state;
 pub mod topology;
+pub mod wire;
 
 pub use consistent_hash::{ConsistentHash, HashError, Mode};
 pub use member::{Location, Member, MemberId};

@@ -2,8 +2,10 @@
 
 use std::fmt;
 
+use serde::{Deserialize, Serialize};
+
 /// A member's identity: its unique node name in the cluster.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct MemberId(pub String);
 
 impl fmt::Display for MemberId {
@@ -14,7 +16,7 @@ impl fmt::Display for MemberId {
 
 /// Where a member runs, each level optional (Infinispan's site, rack and machine ids). A
 /// member without a machine id counts as a machine of its own.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Location {
     /// Data center or region.
     pub site: Option<String>,
@@ -25,7 +27,7 @@ pub struct Location {
 }
 
 /// One node of the cluster.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Member {
     /// Its identity.
     pub id: MemberId,

@@ -2,13 +2,14 @@
 
 use std::ops::Range;
 
+use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 /// Redis Cluster's hash slots.
 pub const REDIS_SLOTS: u32 = 16_384;
 
 /// How a cache maps keys to segments.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub enum Partitioner {
     /// Infinispan's: MurmurHash3 (its variant) of the key's bytes, each segment a contiguous
     /// range of the 31-bit hash. What the official Hot Rod clients compute to route keys.

@@ -21,11 +21,13 @@
 
 use std::collections::BTreeSet;
 
+use serde::{Deserialize, Serialize};
+
 use crate::consistent_hash::{ConsistentHash, HashError};
 use crate::member::{Member, MemberId};
 
 /// Where a rebalance is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Phase {
     /// No rebalance: one hash.
     Stable,
@@ -38,7 +40,7 @@ pub enum Phase {
 }
 
 /// One cache's topology.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CacheTopology {
     id: u32,
     rebalance_id: u32,

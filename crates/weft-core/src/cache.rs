@@ -222,6 +222,18 @@ pub(crate) struct CacheInner {
     memory_complete: bool,
 }
 
+/// A change to one key decided by another node; see [`Cache::apply_remote`].
+#[derive(Debug, Clone)]
+pub enum RemoteChange {
+    /// The key holds this entry, with the version its primary owner gave it.
+    Put(CacheEntry),
+    /// The key holds this entry unless memory holds one at least as new (state transfer
+    /// racing writes that reached this node directly).
+    PutIfNewer(CacheEntry),
+    /// The key was removed.
+    Remove,
+}
+
 /// A named cache of byte keys and values. Cloning is cheap (a shared handle).
 #[derive(Clone)]
 pub struct Cache {
@@ -1199,6 +1211,58 @@ impl Cache {
             persistence.clear()?;
         }
         self.settle()
+    }
+
+    /// Applies a change another node decided — replication from the key's primary owner,
+    /// or an entry fetched by state transfer — keeping the entry's version (later local
+    /// versions continue above it). Raises no events and does not wait for the stores: the
+    /// node that decided the change answers its client. Returns whether memory changed.
+    ///
+    /// # Errors
+    /// If the cache is full (`when-full = exception`) or was removed.
+    pub fn apply_remote(&self, key: &[u8], change: RemoteChange) -> Result<bool, CacheError> {
+        self.check_live()?;
+        let (segment, hash) = self.inner.container.locate(key);
+        let mut failure = None;
+        let (applied, ()) = self.inner.container.update(
+            segment,
+            hash,
+            key,
+            &*self.inner.clock,
+            |entry| self.may_add(entry),
+            || self.load_locked(segment, key, &mut failure),
+            |existing| {
+                let change = match change {
+                    RemoteChange::Put(entry) => Change::PutExact(entry),
+                    RemoteChange::PutIfNewer(entry) => match existing {
+                        Some(existing) if existing.version() >= entry.version() => Change::Keep,
+                        _ => Change::PutExact(entry),
+                    },
+                    RemoteChange::Remove => Change::Remove,
+                };
+                (change, ())
+            },
+            |applied| self.record_locked(segment, key, applied),
+        );
+        if let Some(error) = failure {
+            return Err(error.into());
+        }
+        if applied.refused_full {
+            return Err(CacheError::ContainerFull {
+                cache: self.inner.name.to_string(),
+            });
+        }
+        self.after_write(&applied, true);
+        Ok(applied.stored.is_some() || applied.previous.is_some())
+    }
+
+    /// Drops every entry of `segments` from memory (this node no longer owns them); returns
+    /// how many there were. Raises no events.
+    pub fn drop_segments(&self, segments: &[u32]) -> usize {
+        segments
+            .iter()
+            .map(|&segment| self.inner.container.clear_segment(segment as usize))
+            .sum()
     }
 
     /// Entries held, from per-segment counters (no walk). Expired entries not yet purged are

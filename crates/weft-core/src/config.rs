@@ -98,7 +98,8 @@ pub fn from_json<T: for<'de> Deserialize<'de>>(
     })
 }
 
-/// How a cache's data is placed across nodes. Only `local` exists in a single-node build.
+/// How a cache's data is placed across nodes. On a server that is not clustered, a
+/// distributed or replicated cache behaves as a cluster of one (as in Infinispan).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "kebab-case")]
 #[non_exhaustive]
@@ -106,6 +107,18 @@ pub enum CacheMode {
     /// Data lives on this node only.
     #[default]
     Local,
+    /// Each segment has `owners` copies: a primary and backups.
+    Distributed,
+    /// Every node holds every entry.
+    Replicated,
+}
+
+impl CacheMode {
+    /// Whether the cache spans the cluster.
+    #[must_use]
+    pub fn is_clustered(self) -> bool {
+        self != Self::Local
+    }
 }
 
 impl<'de> Deserialize<'de> for CacheMode {
@@ -113,15 +126,44 @@ impl<'de> Deserialize<'de> for CacheMode {
         let text = String::deserialize(deserializer)?;
         match text.to_ascii_lowercase().as_str() {
             "local" => Ok(Self::Local),
-            "replicated" | "distributed" | "invalidation" => Err(de::Error::custom(format!(
-                "cache mode `{text}` needs clustering, which this server does not offer yet; use `local`"
-            ))),
+            "distributed" | "dist" => Ok(Self::Distributed),
+            "replicated" | "repl" => Ok(Self::Replicated),
+            "invalidation" => Err(de::Error::custom(
+                "cache mode `invalidation` is not supported; use `distributed` or `replicated`",
+            )),
             _ => Err(de::Error::custom(format!(
-                "unknown cache mode `{text}`, expected `local`"
+                "unknown cache mode `{text}`, expected `local`, `distributed` or `replicated`"
             ))),
         }
     }
 }
+
+/// When a clustered cache's write is acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Replication {
+    /// After every live backup owner applied it.
+    #[default]
+    Sync,
+    /// Once the primary owner applied it; backups catch up in the background.
+    Async,
+}
+
+impl<'de> Deserialize<'de> for Replication {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        match text.to_ascii_lowercase().as_str() {
+            "sync" => Ok(Self::Sync),
+            "async" => Ok(Self::Async),
+            _ => Err(de::Error::custom(format!(
+                "unknown replication `{text}`, expected `sync` or `async`"
+            ))),
+        }
+    }
+}
+
+/// Copies per segment of a distributed cache, by default.
+pub const OWNERS_DEFAULT: u32 = 2;
 
 /// What a bounded cache does when a write would exceed its bound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
@@ -234,6 +276,11 @@ impl TryFrom<RawMemoryConfig> for MemoryConfig {
 pub struct CacheConfig {
     /// Placement across nodes.
     pub mode: CacheMode,
+    /// Copies of each segment in a distributed cache (primary included).
+    #[serde(deserialize_with = "owner_count")]
+    pub owners: u32,
+    /// When a clustered cache's writes are acknowledged.
+    pub replication: Replication,
     /// Number of segments the key space is divided into.
     #[serde(deserialize_with = "segment_count")]
     pub segments: u32,
@@ -467,6 +514,8 @@ impl Default for CacheConfig {
     fn default() -> Self {
         Self {
             mode: CacheMode::Local,
+            owners: OWNERS_DEFAULT,
+            replication: Replication::Sync,
             segments: SEGMENT_COUNT_DEFAULT,
             statistics: true,
             expiration: ExpirationConfig::default(),
@@ -522,29 +571,61 @@ impl CacheConfig {
     /// # Errors
     /// The first problem, with its line and column.
     pub fn from_json(source_name: &str, text: &str) -> Result<Self, ConfigError> {
-        #[derive(Deserialize)]
-        #[serde(deny_unknown_fields, rename_all = "kebab-case")]
-        enum Wrapped {
-            LocalCache(CacheConfig),
-        }
         let trimmed = text.trim_start();
-        let is_wrapped = trimmed.starts_with('{')
-            && serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(text)
-                .is_ok_and(|map| map.len() == 1 && map.keys().all(|k| k.ends_with("-cache")));
-        if is_wrapped {
-            let map: serde_json::Map<String, serde_json::Value> = from_json(source_name, text)?;
-            if let Some(kind) = map.keys().find(|k| k.as_str() != "local-cache") {
-                return Err(ConfigError {
-                    source_name: source_name.to_owned(),
-                    line: 1,
-                    column: 1,
-                    reason: format!(
-                        "`{kind}` needs clustering, which this server does not offer yet; use `local-cache`"
-                    ),
+        let wrapped = if trimmed.starts_with('{') {
+            serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(text)
+                .ok()
+                .filter(|map| map.len() == 1 && map.keys().all(|k| k.ends_with("-cache")))
+        } else {
+            None
+        };
+        if let Some(map) = wrapped {
+            // Line and column errors come from the text itself.
+            let _: serde_json::Map<String, serde_json::Value> = from_json(source_name, text)?;
+            let Some((kind, inner)) = map.into_iter().next() else {
+                return from_json(source_name, text);
+            };
+            let mode = match kind.as_str() {
+                "local-cache" => "local",
+                "distributed-cache" => "distributed",
+                "replicated-cache" => "replicated",
+                _ => {
+                    return Err(ConfigError {
+                        source_name: source_name.to_owned(),
+                        line: 1,
+                        column: 1,
+                        reason: format!(
+                            "`{kind}` is not supported; use `local-cache`, `distributed-cache` or `replicated-cache`"
+                        ),
+                    });
+                }
+            };
+            let mut inner = match inner {
+                serde_json::Value::Object(inner) => inner,
+                other => {
+                    return Err(ConfigError {
+                        source_name: source_name.to_owned(),
+                        line: 1,
+                        column: 1,
+                        reason: format!("`{kind}` must be an object, not {other}"),
+                    });
+                }
+            };
+            // Infinispan's `mode` says SYNC or ASYNC; Weft's says where data lives.
+            let infinispan_mode = inner
+                .get("mode")
+                .and_then(serde_json::Value::as_str)
+                .is_some_and(|mode| {
+                    mode.eq_ignore_ascii_case("sync") || mode.eq_ignore_ascii_case("async")
                 });
+            if infinispan_mode && let Some(sync) = inner.remove("mode") {
+                inner.insert("replication".to_owned(), sync);
             }
-            let Wrapped::LocalCache(config) = from_json(source_name, text)?;
-            return Ok(config);
+            if mode != "local" {
+                inner.insert("mode".to_owned(), serde_json::Value::from(mode));
+            }
+            let inner = serde_json::Value::Object(inner).to_string();
+            return from_json(source_name, &inner);
         }
         from_json(source_name, text)
     }
@@ -744,8 +825,30 @@ fn optional_size<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Erro
     Ok(Some(value))
 }
 
+/// An integer, or Infinispan's quoted form of one.
+fn integer<'de, D: Deserializer<'de>>(d: D, what: &str) -> Result<i64, D::Error> {
+    match NumberOrText::deserialize(d)? {
+        NumberOrText::Null => Err(de::Error::custom(format!("{what} needs a number"))),
+        NumberOrText::Number(n) => Ok(n),
+        NumberOrText::Text(text) => text
+            .trim()
+            .parse()
+            .map_err(|_| de::Error::custom(format!("invalid {what} `{text}`"))),
+    }
+}
+
+fn owner_count<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    let value = integer(d, "owners")?;
+    match u32::try_from(value) {
+        Ok(count) if (1..=u32::from(u8::MAX)).contains(&count) => Ok(count),
+        _ => Err(de::Error::custom(format!(
+            "owners must be between 1 and 255, got {value}"
+        ))),
+    }
+}
+
 fn segment_count<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
-    let value = i64::deserialize(d)?;
+    let value = integer(d, "segments")?;
     match u32::try_from(value) {
         Ok(count) if (1..=SEGMENT_COUNT_MAX).contains(&count) => Ok(count),
         _ => Err(de::Error::custom(format!(
@@ -796,7 +899,8 @@ when-full = "exception"
                 "invalid duration unit",
             ),
             ("[memory]\nmax-count = 5\nmax-size = 10\n", 1, "not both"),
-            ("mode = \"distributed\"\n", 1, "needs clustering"),
+            ("mode = \"invalidation\"\n", 1, "not supported"),
+            ("owners = 0\n", 1, "owners must be between 1 and 255"),
             (
                 "[memory]\nwhen-full = \"panic\"\n",
                 2,
@@ -848,8 +952,13 @@ when-full = "exception"
         assert_eq!(config.memory.max_count, Some(100));
         let plain = CacheConfig::from_json("<json>", r#"{"segments": 8}"#).unwrap_or_default();
         assert_eq!(plain.segments, 8);
-        let error = CacheConfig::from_json("<json>", r#"{"distributed-cache":{}}"#).err();
-        assert!(error.is_some_and(|e| e.reason.contains("needs clustering")));
+        let text = r#"{"distributed-cache":{"mode":"ASYNC","owners":"3","segments":"64"}}"#;
+        let config = CacheConfig::from_json("<json>", text).unwrap_or_default();
+        assert_eq!(config.mode, CacheMode::Distributed);
+        assert_eq!(config.replication, Replication::Async);
+        assert_eq!((config.owners, config.segments), (3, 64));
+        let error = CacheConfig::from_json("<json>", r#"{"invalidation-cache":{}}"#).err();
+        assert!(error.is_some_and(|e| e.reason.contains("not supported")));
         let error = CacheConfig::from_json("<json>", "{\n\"segmentz\": 8}").err();
         assert!(error.is_some_and(|e| e.line == 2 && e.reason.contains("unknown field")));
     }

@@ -40,6 +40,9 @@ pub(crate) enum Change {
     Remove,
     /// Store this new entry (its version is assigned under the lock).
     Put(CacheEntry),
+    /// Store this entry with the version it carries (decided by another node); later local
+    /// versions continue above it.
+    PutExact(CacheEntry),
 }
 
 /// What a write did.
@@ -212,6 +215,7 @@ impl Container {
                 let expired =
                     occupied.get().is_mortal() && occupied.get().is_expired(clock.now_ms());
                 let (change, result) = decide(if expired { None } else { Some(occupied.get()) });
+                let exact = matches!(change, Change::PutExact(_));
                 match change {
                     Change::Keep if !expired => {}
                     Change::Keep | Change::Remove => {
@@ -223,8 +227,8 @@ impl Container {
                             applied.previous = Some(removed);
                         }
                     }
-                    Change::Put(mut fresh) => {
-                        fresh.set_version_unshared(self.next_version());
+                    Change::Put(fresh) | Change::PutExact(fresh) => {
+                        let fresh = self.versioned(fresh, exact);
                         let old = std::mem::replace(occupied.get_mut(), fresh.clone());
                         self.account_remove(segment, &old);
                         self.account_add(segment, &fresh);
@@ -241,10 +245,11 @@ impl Container {
             Entry::Vacant(vacant) => {
                 let loaded = fallback();
                 let (change, result) = decide(loaded.as_ref());
+                let exact = matches!(change, Change::PutExact(_));
                 match change {
-                    Change::Put(mut fresh) => {
+                    Change::Put(fresh) | Change::PutExact(fresh) => {
                         if may_add(&fresh) {
-                            fresh.set_version_unshared(self.next_version());
+                            let fresh = self.versioned(fresh, exact);
                             self.account_add(segment, &fresh);
                             vacant.insert(fresh.clone());
                             applied.stored = Some(fresh);
@@ -275,6 +280,17 @@ impl Container {
     /// Makes the next version handed out greater than `floor` (versions loaded from a store).
     pub(crate) fn raise_versions(&self, floor: u64) {
         self.versions.fetch_max(floor, Ordering::Relaxed);
+    }
+
+    /// The entry a put stores, with its version: the next one, or (`exact`) the one it
+    /// carries.
+    fn versioned(&self, mut fresh: CacheEntry, exact: bool) -> CacheEntry {
+        if exact {
+            self.raise_versions(fresh.version());
+        } else {
+            fresh.set_version_unshared(self.next_version());
+        }
+        fresh
     }
 
     fn next_version(&self) -> u64 {
@@ -343,25 +359,30 @@ impl Container {
 
     /// Removes every entry; returns how many there were.
     pub(crate) fn clear(&self) -> usize {
-        let mut cleared = 0;
-        for segment in self.segments.iter() {
-            let mut table = segment.table.write();
-            let taken = std::mem::take(&mut *table);
-            segment.len.store(0, Ordering::Relaxed);
-            segment.bytes.store(0, Ordering::Relaxed);
-            segment.mortal.store(0, Ordering::Relaxed);
-            drop(table);
-            cleared += taken.len();
-            if let Some(totals) = &self.totals {
-                let bytes: usize = taken.iter().map(entry_charge).sum();
-                totals
-                    .count
-                    .fetch_sub(taken.len() as i64, Ordering::Relaxed);
-                totals.bytes.fetch_sub(bytes as i64, Ordering::Relaxed);
-            }
-            drop(taken);
+        (0..self.segments.len())
+            .map(|segment| self.clear_segment(segment))
+            .sum()
+    }
+
+    /// Removes every entry of one segment; returns how many there were.
+    pub(crate) fn clear_segment(&self, segment_index: usize) -> usize {
+        let Some(segment) = self.segments.get(segment_index) else {
+            return 0;
+        };
+        let mut table = segment.table.write();
+        let taken = std::mem::take(&mut *table);
+        segment.len.store(0, Ordering::Relaxed);
+        segment.bytes.store(0, Ordering::Relaxed);
+        segment.mortal.store(0, Ordering::Relaxed);
+        drop(table);
+        if let Some(totals) = &self.totals {
+            let bytes: usize = taken.iter().map(entry_charge).sum();
+            totals
+                .count
+                .fetch_sub(taken.len() as i64, Ordering::Relaxed);
+            totals.bytes.fetch_sub(bytes as i64, Ordering::Relaxed);
         }
-        cleared
+        taken.len()
     }
 
     /// Removes the expired entries of one segment and returns them. Segments holding no

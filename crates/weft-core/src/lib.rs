@@ -35,13 +35,14 @@ pub mod structure;
 pub mod typed;
 
 pub use cache::{
-    Cache, CacheIter, Compute, Expiry, Lifetime, NewValue, VersionedOutcome, WriteOptions,
+    Cache, CacheIter, Compute, Expiry, Lifetime, NewValue, RemoteChange, VersionedOutcome,
+    WriteOptions,
 };
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{
     CacheConfig, CacheMode, ConfigError, DurabilityMode, EncodingConfig, ExpirationConfig,
-    MediaTypeConfig, MemoryConfig, PersistenceConfig, StoreConfig, StoreKind, WhenFull,
-    WriteBehindConfig,
+    MediaTypeConfig, MemoryConfig, OWNERS_DEFAULT, PersistenceConfig, Replication, StoreConfig,
+    StoreKind, WhenFull, WriteBehindConfig,
 };
 pub use container::{TABLE_SLOT_BYTES, entry_charge};
 pub use entry::{CacheEntry, EntryMetadata, Payload};

@@ -198,24 +198,25 @@ impl CacheManager {
         // A zero interval (possible when built in code; the parser refuses it) would make the
         // reaper spin.
         let interval = config.expiration.interval.max(REAPER_INTERVAL_MIN);
-        let stores = if config.persistence.is_empty() {
-            None
-        } else {
-            let factory =
-                self.inner
-                    .persistence
-                    .as_ref()
-                    .ok_or_else(|| ManagerError::Persistence {
+        // A clustered cache asks the factory too: a cluster puts replication in front of
+        // its stores (see `PersistenceFactory`).
+        let stores = match &self.inner.persistence {
+            Some(factory) if !config.persistence.is_empty() || config.mode.is_clustered() => {
+                factory
+                    .open(name, &config)
+                    .map_err(|reason| ManagerError::Persistence {
                         cache: name.to_owned(),
-                        reason: "it declares stores, but this cache manager has no store factory"
-                            .to_owned(),
-                    })?;
-            factory
-                .open(name, &config)
-                .map_err(|reason| ManagerError::Persistence {
+                        reason,
+                    })?
+            }
+            None if !config.persistence.is_empty() => {
+                return Err(ManagerError::Persistence {
                     cache: name.to_owned(),
-                    reason,
-                })?
+                    reason: "it declares stores, but this cache manager has no store factory"
+                        .to_owned(),
+                });
+            }
+            _ => None,
         };
         let cache = Cache::with_persistence(name, config, Arc::clone(&self.inner.clock), stores);
         // Preloading under the manager's lock keeps a half-loaded cache out of sight.

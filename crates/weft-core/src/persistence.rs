@@ -157,9 +157,11 @@ pub trait Persistence: Send + Sync + fmt::Debug + 'static {
     fn destroy(&self);
 }
 
-/// Makes a cache's stores when a cache is created (configured in `weft-store`).
+/// Makes a cache's stores when a cache is created (configured in `weft-store`). Asked for
+/// every cache that declares stores or is clustered (a cluster wraps the stores in
+/// replication).
 pub trait PersistenceFactory: Send + Sync + fmt::Debug + 'static {
-    /// The stores of cache `name`, or `None` when its configuration declares none.
+    /// The stores of cache `name`, or `None` when it needs none.
     ///
     /// # Errors
     /// A description of why the stores could not be opened.

@@ -58,7 +58,7 @@ pub(crate) async fn list(
                     json!({
                         "name": cache.name(),
                         "status": "RUNNING",
-                        "type": "local-cache",
+                        "type": json::cache_type(config),
                         "health": "HEALTHY",
                         "simple_cache": false,
                         "transactional": false,
@@ -158,7 +158,7 @@ fn details(cache: &Cache) -> Value {
         "has_remote_backup": false,
         "queryable": false,
         "statistics": config.statistics,
-        "mode": "LOCAL",
+        "mode": json::cache_mode(config),
         "storage_type": "HEAP",
         "max_size": config.memory.max_size_bytes.map_or_else(String::new, |bytes| bytes.to_string()),
         "max_size_bytes": max_size_bytes,

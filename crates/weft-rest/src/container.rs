@@ -21,11 +21,11 @@ pub(crate) async fn info(State(state): State<Shared>) -> Response {
         .map(|name| json!({ "name": name, "started": true }))
         .collect();
     let cluster = state.cluster_members();
-    // Until topologies are agreed by consensus, the coordinator is the first member by name.
+    // While no leader is known (an election), the first member by name stands in.
     let coordinator = cluster
-        .names
-        .first()
-        .cloned()
+        .coordinator
+        .clone()
+        .or_else(|| cluster.names.first().cloned())
         .unwrap_or_else(|| state.node_name().to_owned());
     json::respond(&json!({
         "version": state.server_version(),

@@ -4,7 +4,7 @@
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
-use weft_core::{CacheConfig, CacheStatistics};
+use weft_core::{CacheConfig, CacheMode, CacheStatistics};
 
 const NANOS_PER_MILLI: u64 = 1_000_000;
 
@@ -60,13 +60,55 @@ pub(crate) fn statistics_with_stores(
     value
 }
 
-/// A cache's configuration as `{"local-cache": {...}}`, in the same attribute names
+/// A cache's configuration as Infinispan writes it — `{"local-cache": {...}}`,
+/// `{"distributed-cache": {"mode": "SYNC", ...}}` — in the attribute names
 /// `CacheConfig::from_json` reads, so the output can create an identical cache. Unset
 /// options are left out rather than written as `null` (as Infinispan does).
 pub(crate) fn configuration(config: &CacheConfig) -> Value {
     let mut inner = serde_json::to_value(config).unwrap_or(Value::Null);
     drop_nulls(&mut inner);
-    json!({ "local-cache": inner })
+    if let Value::Object(map) = &mut inner {
+        map.remove("mode");
+        let replication = map.remove("replication");
+        if config.mode.is_clustered() {
+            let sync = match config.replication {
+                weft_core::Replication::Sync => "SYNC",
+                weft_core::Replication::Async => "ASYNC",
+            };
+            map.insert("mode".to_owned(), json!(sync));
+        } else {
+            drop(replication);
+            map.remove("owners");
+        }
+        if config.mode == CacheMode::Replicated {
+            map.remove("owners");
+        }
+    }
+    let mut wrapped = serde_json::Map::new();
+    wrapped.insert(cache_type(config).to_owned(), inner);
+    Value::Object(wrapped)
+}
+
+/// Infinispan's name for the kind of cache: `local-cache`, `distributed-cache` or
+/// `replicated-cache`.
+pub(crate) fn cache_type(config: &CacheConfig) -> &'static str {
+    match config.mode {
+        CacheMode::Distributed => "distributed-cache",
+        CacheMode::Replicated => "replicated-cache",
+        _ => "local-cache",
+    }
+}
+
+/// Infinispan's cache mode name (`LOCAL`, `DIST_SYNC`, `REPL_ASYNC`, ...).
+pub(crate) fn cache_mode(config: &CacheConfig) -> &'static str {
+    let sync = config.replication == weft_core::Replication::Sync;
+    match (config.mode, sync) {
+        (CacheMode::Distributed, true) => "DIST_SYNC",
+        (CacheMode::Distributed, false) => "DIST_ASYNC",
+        (CacheMode::Replicated, true) => "REPL_SYNC",
+        (CacheMode::Replicated, false) => "REPL_ASYNC",
+        _ => "LOCAL",
+    }
 }
 
 fn drop_nulls(value: &mut Value) {

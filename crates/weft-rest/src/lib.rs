@@ -95,6 +95,8 @@ pub struct ClusterMembers {
     pub names: Vec<String>,
     /// Their cluster addresses, in the same order.
     pub addresses: Vec<String>,
+    /// The member that coordinates the cluster (the consensus leader), when known.
+    pub coordinator: Option<String>,
 }
 
 /// Reads the current cluster membership (the server's membership service).
@@ -147,6 +149,7 @@ impl RestState {
             None => ClusterMembers {
                 names: vec![self.node_name.clone()],
                 addresses: Vec::new(),
+                coordinator: Some(self.node_name.clone()),
             },
         }
     }

@@ -823,9 +823,9 @@ async fn bad_configurations_name_the_line() {
         ),
         (
             "application/json",
-            r#"{"distributed-cache":{}}"#,
+            r#"{"invalidation-cache":{}}"#,
             "<json>:1:",
-            "needs clustering",
+            "not supported",
         ),
         (
             "application/toml",

@@ -197,14 +197,16 @@ impl ServerConfig {
         Ok(Self::parse(&path.display().to_string(), &text)?)
     }
 
+    /// Adds the `default` cache if absent, and maps it to RESP database 0 unless another
+    /// cache claims that database.
     fn add_default_cache(&mut self) {
-        if !self.caches.contains_key(DEFAULT_CACHE_NAME) {
-            let database_zero_taken = self.caches.values().any(|c| c.resp_database == Some(0));
-            let config = CacheConfig {
-                resp_database: (!database_zero_taken).then_some(0),
-                ..CacheConfig::default()
-            };
-            self.caches.insert(DEFAULT_CACHE_NAME.to_owned(), config);
+        let database_zero_taken = self.caches.values().any(|c| c.resp_database == Some(0));
+        let default = self
+            .caches
+            .entry(DEFAULT_CACHE_NAME.to_owned())
+            .or_default();
+        if !database_zero_taken {
+            default.resp_database = Some(0);
         }
     }
 

@@ -65,6 +65,8 @@ pub struct ServerContext {
     pub(crate) memcached: memcached::MemcachedState,
     /// The address of the dedicated memcached listener, if `memcached-listen` is set.
     pub memcached_addr: Option<SocketAddr>,
+    /// This node's cluster role, when clustered.
+    pub cluster: Option<Arc<cluster::node::Node>>,
 }
 
 impl ServerContext {
@@ -115,7 +117,17 @@ impl Server {
     /// # Errors
     /// If the caches cannot be created or the address cannot be bound.
     pub async fn start(config: ServerConfig) -> anyhow::Result<Self> {
-        let factory = Arc::new(
+        let listener = TcpListener::bind(config.server.bind)
+            .await
+            .with_context(|| format!("listen on {}", config.server.bind))?;
+        let local_addr = listener.local_addr().context("read the bound address")?;
+        let node_name = config
+            .server
+            .node_name
+            .clone()
+            .unwrap_or_else(|| local_addr.to_string());
+        let prepared = cluster::Prepared::new(&config.server, &node_name);
+        let stores: Arc<dyn weft_core::PersistenceFactory> = Arc::new(
             weft_store::StoreFactory::new(config.server.data_dir.clone()).with_opener(
                 weft_core::StoreKind::Postgres,
                 Arc::new(
@@ -129,6 +141,10 @@ impl Server {
                 ),
             ),
         );
+        let factory = match &prepared {
+            Some(prepared) => prepared.persistence(stores),
+            None => stores,
+        };
         let manager_config = config.manager_config();
         // Preloading stores reads files: off the async workers.
         let manager = tokio::task::spawn_blocking(move || {
@@ -144,10 +160,6 @@ impl Server {
         manager
             .start_reaper()
             .context("start the expiration reaper")?;
-        let listener = TcpListener::bind(config.server.bind)
-            .await
-            .with_context(|| format!("listen on {}", config.server.bind))?;
-        let local_addr = listener.local_addr().context("read the bound address")?;
         if manager.cache(&config.server.memcached_cache).is_none() {
             anyhow::bail!(
                 "memcached-cache `{}` names no cache",
@@ -172,14 +184,19 @@ impl Server {
         };
         let (shutdown, _) = watch::channel(false);
         let shutdown_for_rest = shutdown.clone();
-        let node_name = config
-            .server
-            .node_name
-            .clone()
-            .unwrap_or_else(|| local_addr.to_string());
-        let cluster =
-            cluster::Cluster::start(&config.server, node_name.clone(), shutdown.subscribe())
-                .await?;
+        let cluster = match prepared {
+            Some(prepared) => Some(
+                cluster::Cluster::start(
+                    prepared,
+                    &config.server,
+                    local_addr,
+                    manager.clone(),
+                    &shutdown,
+                )
+                .await?,
+            ),
+            None => None,
+        };
         let mut rest_state = weft_rest::RestState::new(manager.clone())
             .with_node_name(node_name)
             .with_shutdown(move || {
@@ -206,7 +223,11 @@ impl Server {
             push: resp::push::PushHub::default(),
             memcached: memcached::MemcachedState::default(),
             memcached_addr,
+            cluster: cluster.as_ref().map(|cluster| Arc::clone(cluster.node())),
         });
+        if let Some(cluster) = &cluster {
+            cluster.node().attach(Arc::clone(&context));
+        }
         let accept_task = tokio::spawn(accept_loop(
             listener,
             memcached_listener,

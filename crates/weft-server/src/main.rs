@@ -42,7 +42,8 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
-            EnvFilter::try_from_env("WEFT_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
+            EnvFilter::try_from_env("WEFT_LOG")
+                .unwrap_or_else(|_| EnvFilter::new("info,openraft=warn")),
         )
         .with_target(false)
         .init();

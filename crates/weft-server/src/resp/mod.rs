@@ -94,6 +94,9 @@ async fn serve_session(
                     let (executed, durability) =
                         collect_durability(|| session.execute(&request.args, &mut output));
                     unsettled.merge(durability);
+                    if let Some((owner, args)) = session.forward.take() {
+                        forward(&session, owner, args, &mut output).await;
+                    }
                     if let Err(exceeded) = executed {
                         // As Redis does for a client over its output-buffer limit: the
                         // replies before this one are sent, then the connection is closed.
@@ -182,6 +185,71 @@ async fn serve_session(
             () = session.mailbox.ready() => {}
         }
     }
+}
+
+/// Runs a command on the node that owns its keys and appends that node's reply.
+async fn forward(
+    session: &Session,
+    owner: SocketAddr,
+    args: Vec<bytes::Bytes>,
+    output: &mut BytesMut,
+) {
+    use weft_cluster::wire::{Protocol as Wire, Request, Response};
+    let Some(node) = &session.context.cluster else {
+        return;
+    };
+    let protocol = match session.protocol {
+        weft_resp::Protocol::Resp3 => Wire::Resp3,
+        weft_resp::Protocol::Resp2 => Wire::Resp2,
+    };
+    let request = Request::Forward {
+        protocol,
+        cache: session.cache.name().to_owned(),
+        args: args.iter().map(|arg| arg.to_vec()).collect(),
+    };
+    let answer = node
+        .transport()
+        .call(owner, request, std::time::Duration::from_secs(20))
+        .await;
+    match answer {
+        Ok(Response::Reply(reply)) => output.extend_from_slice(&reply),
+        Ok(Response::Error(reason)) => {
+            output.extend_from_slice(
+                format!("-ERR {}\r\n", reason.replace(['\r', '\n'], " ")).as_bytes(),
+            );
+        }
+        Ok(_) | Err(_) => {
+            output
+                .extend_from_slice(b"-CLUSTERDOWN the owner of this key is unreachable; retry\r\n");
+        }
+    }
+}
+
+/// Runs a command another node forwarded here and returns its reply, once the write it
+/// made (if any) is as replicated and durable as the cache promises.
+pub async fn execute_forwarded(
+    context: &Arc<ServerContext>,
+    cache: &str,
+    resp3: bool,
+    args: Vec<Vec<u8>>,
+) -> weft_cluster::wire::Response {
+    use weft_cluster::wire::Response;
+    let Some(cache) = context.manager.cache(cache) else {
+        return Response::Error(format!("no cache `{cache}`"));
+    };
+    let Some(mut session) = Session::forwarded(Arc::clone(context), cache, resp3) else {
+        return Response::Error("no RESP database".to_owned());
+    };
+    let args: Vec<bytes::Bytes> = args.into_iter().map(bytes::Bytes::from).collect();
+    let mut output = BytesMut::new();
+    let (executed, durability) = collect_durability(|| session.execute(&args, &mut output));
+    if executed.is_err() {
+        return Response::Error("reply exceeds client-output-bytes-max".to_owned());
+    }
+    if let Err(error) = durability.wait().await {
+        return Response::Error(error.to_string());
+    }
+    Response::Reply(output.to_vec())
 }
 
 /// A connection whose current command blocks (BLPOP and friends).

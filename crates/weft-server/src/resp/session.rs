@@ -67,6 +67,12 @@ pub struct Session {
     pub subscriptions: Subscriptions,
     /// CLIENT TRACKING mode.
     pub tracking: ClientTracking,
+    /// Set when the command just dispatched must run on another node (its keys' owner):
+    /// the connection loop sends it there and appends the reply.
+    pub forward: Option<(SocketAddr, Vec<Bytes>)>,
+    /// This session runs commands another node forwarded: they run here, whoever owns
+    /// their keys now (the sender routed them).
+    pub forwarded: bool,
 }
 
 /// A transaction being queued.
@@ -110,6 +116,73 @@ impl Session {
             mailbox,
             subscriptions: Subscriptions::default(),
             tracking: ClientTracking::default(),
+            forward: None,
+            forwarded: false,
+        })
+    }
+
+    /// A session that runs commands another node forwarded, on `cache`.
+    #[must_use]
+    pub fn forwarded(context: Arc<ServerContext>, cache: Cache, resp3: bool) -> Option<Self> {
+        let peer = context.local_addr;
+        let mut session = Self::new(context, peer)?;
+        session.database = cache.config().resp_database.unwrap_or(0);
+        session.cache = cache;
+        session.protocol = if resp3 {
+            Protocol::Resp3
+        } else {
+            Protocol::Resp2
+        };
+        session.forwarded = true;
+        Some(session)
+    }
+
+    /// Where a command on `args` must run when the session's cache is clustered: `Ok(None)`
+    /// here, `Ok(Some(node))` on the owner of its keys; an error when its keys live on
+    /// different nodes (Redis Cluster's CROSSSLOT).
+    fn owner(
+        &self,
+        spec: &table::CommandSpec,
+        args: &[Bytes],
+    ) -> Result<Option<SocketAddr>, &'static str> {
+        use crate::cluster::routing::Route;
+        if self.forwarded || spec.first_key <= 0 || !self.cache.config().mode.is_clustered() {
+            return Ok(None);
+        }
+        let Some(node) = &self.context.cluster else {
+            return Ok(None);
+        };
+        let routing = node.routing();
+        let write = spec.flags.contains(&"write");
+        let len = i32::try_from(args.len()).unwrap_or(i32::MAX);
+        let last = if spec.last_key < 0 {
+            len + spec.last_key
+        } else {
+            spec.last_key
+        };
+        let step = spec.step.max(1);
+        let mut target: Option<Route> = None;
+        let mut position = spec.first_key;
+        while position <= last {
+            let Some(key) = usize::try_from(position).ok().and_then(|i| args.get(i)) else {
+                break;
+            };
+            let segment = self.cache.segment_of(key);
+            let route = if write {
+                routing.write_route(self.cache.name(), segment)
+            } else {
+                routing.read_route(self.cache.name(), segment)
+            };
+            match &target {
+                None => target = Some(route),
+                Some(found) if *found == route => {}
+                Some(_) => return Err("CROSSSLOT Keys in request don't hash to the same slot"),
+            }
+            position += step;
+        }
+        Ok(match target {
+            Some(Route::Remote(_, addr)) => Some(addr),
+            _ => None,
         })
     }
 
@@ -205,6 +278,24 @@ impl Session {
         if !self.authenticated && !spec.allowed_unauthenticated() {
             reply.error("NOAUTH Authentication required.");
             return;
+        }
+        match self.owner(spec, args) {
+            Ok(None) => {}
+            Ok(Some(owner)) => {
+                if self.executing {
+                    reply.error(
+                        "CROSSSLOT a transaction's keys must be owned by the node it runs on",
+                    );
+                } else {
+                    self.forward = Some((owner, args.to_vec()));
+                }
+                return;
+            }
+            Err(error) => {
+                reply.error(error);
+                self.flag_transaction();
+                return;
+            }
         }
         self.last_command = spec.name;
         (spec.handler)(self, args, reply);

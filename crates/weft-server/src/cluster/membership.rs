@@ -1,7 +1,7 @@
 //! The cluster membership service: `weft_cluster::membership` driven by a UDP socket and the
 //! tokio clock. It finds the nodes named by `join` (resolving names at start), keeps the live
-//! member list that REST, `/metrics` and later the topology read, and says goodbye on a
-//! graceful shutdown so the others need not wait for failure detection.
+//! member list that the node's coordination reads (notified on every change), and says
+//! goodbye on a graceful shutdown so the others need not wait for failure detection.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
@@ -12,13 +12,12 @@ use std::time::Duration;
 use anyhow::Context;
 use parking_lot::RwLock;
 use tokio::net::UdpSocket;
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 use weft_cluster::Location;
 use weft_cluster::membership::{
     MemberEvent, Membership, MembershipConfig, MembershipTimer, NodeIdentity, Output,
 };
-use weft_rest::ClusterMembers;
 
 use crate::config::ServerSection;
 
@@ -27,26 +26,23 @@ const DATAGRAM_BYTES_MAX: usize = 64 * 1024;
 
 /// A running membership service.
 #[derive(Debug)]
-pub struct Cluster {
-    identity: NodeIdentity,
+pub struct MembershipService {
     peers: Arc<RwLock<Vec<NodeIdentity>>>,
+    changed: Arc<Notify>,
     task: tokio::task::JoinHandle<()>,
 }
 
-impl Cluster {
-    /// Binds the cluster socket and starts joining the seeds as `name`, if `settings` make
-    /// this node clustered; `None` for a node on its own.
+impl MembershipService {
+    /// Binds the cluster socket at `address` and starts joining the seeds as `name`.
     ///
     /// # Errors
     /// If the socket cannot be bound or a seed name cannot be resolved.
     pub async fn start(
         settings: &ServerSection,
+        address: SocketAddr,
         name: String,
         shutdown: watch::Receiver<bool>,
-    ) -> anyhow::Result<Option<Self>> {
-        let Some(address) = settings.cluster_address() else {
-            return Ok(None);
-        };
+    ) -> anyhow::Result<Self> {
         let socket = UdpSocket::bind(address)
             .await
             .with_context(|| format!("listen on {address} (cluster-listen)"))?;
@@ -67,7 +63,9 @@ impl Cluster {
         let membership =
             Membership::new(identity.clone(), &MembershipConfig::default(), rand_seed());
         let peers = Arc::new(RwLock::new(Vec::new()));
+        let changed = Arc::new(Notify::new());
         let driver = Driver {
+            changed: Arc::clone(&changed),
             socket,
             membership,
             timers: BinaryHeap::new(),
@@ -77,38 +75,28 @@ impl Cluster {
         };
         tracing::info!(node = %identity.name, %address, ?seeds, "cluster membership starting");
         let task = tokio::spawn(driver.run(seeds, shutdown));
-        Ok(Some(Self {
-            identity,
+        Ok(Self {
             peers,
+            changed,
             task,
-        }))
+        })
     }
 
-    /// Every live member, this node included, sorted by name.
+    /// The live peers (this node excluded), shared.
     #[must_use]
-    pub fn members(&self) -> ClusterMembers {
-        members(&self.identity, &self.peers.read())
+    pub fn peers(&self) -> Arc<RwLock<Vec<NodeIdentity>>> {
+        Arc::clone(&self.peers)
     }
 
-    /// A reader of the membership for REST and metrics.
-    pub fn view(&self) -> impl Fn() -> ClusterMembers + Send + Sync + 'static {
-        let identity = self.identity.clone();
-        let peers = Arc::clone(&self.peers);
-        move || members(&identity, &peers.read())
+    /// Notified whenever the peers change.
+    #[must_use]
+    pub fn changed(&self) -> Arc<Notify> {
+        Arc::clone(&self.changed)
     }
 
     /// Waits for the service to have said goodbye (after the shutdown signal).
     pub async fn stopped(self) {
         let _ = tokio::time::timeout(Duration::from_secs(2), self.task).await;
-    }
-}
-
-fn members(identity: &NodeIdentity, peers: &[NodeIdentity]) -> ClusterMembers {
-    let mut all: Vec<&NodeIdentity> = peers.iter().chain(std::iter::once(identity)).collect();
-    all.sort_by(|a, b| a.name.cmp(&b.name));
-    ClusterMembers {
-        names: all.iter().map(|node| node.name.clone()).collect(),
-        addresses: all.iter().map(|node| node.addr.to_string()).collect(),
     }
 }
 
@@ -132,6 +120,7 @@ struct Driver {
     pending: BTreeMap<u64, MembershipTimer>,
     sequence: u64,
     peers: Arc<RwLock<Vec<NodeIdentity>>>,
+    changed: Arc<Notify>,
 }
 
 impl Driver {
@@ -215,6 +204,7 @@ impl Driver {
             }
         }
         *self.peers.write() = self.membership.peers();
+        self.changed.notify_one();
     }
 }
 

@@ -1,0 +1,232 @@
+//! The cluster's metadata — its members, its caches and each cache's topology — as a
+//! deterministic state machine over [`Command`]s.
+//!
+//! Every node applies the same commands in the same order (the server agrees on that order
+//! through Raft), so every node sees the same sequence of topologies. Nothing here does I/O
+//! or reads a clock: the same commands always give the same state.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::consistent_hash::{ConsistentHash, HashError, Mode};
+use crate::member::{Location, Member, MemberId};
+use crate::topology::CacheTopology;
+
+/// A node as the cluster metadata knows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeRecord {
+    /// Its unique name (the member id).
+    pub name: String,
+    /// Its id in the consensus group: new for every start of the process, so that a node
+    /// that lost its state never speaks with an old voice.
+    pub raft_id: u64,
+    /// Where it listens for cluster traffic.
+    pub cluster_addr: SocketAddr,
+    /// Where clients reach it (the address Hot Rod topologies and CLUSTER SLOTS announce).
+    pub endpoint: SocketAddr,
+    /// Site, rack and machine.
+    pub location: Location,
+}
+
+impl NodeRecord {
+    /// The node as a member of consistent hashes.
+    #[must_use]
+    pub fn member(&self) -> Member {
+        Member {
+            id: MemberId(self.name.clone()),
+            location: self.location.clone(),
+        }
+    }
+}
+
+/// A clustered cache: its definition and its topology.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CacheRecord {
+    /// The cache's configuration, as JSON (parsed by each node).
+    pub config: String,
+    /// Where its segments live.
+    pub topology: CacheTopology,
+}
+
+/// A change to the cluster metadata.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Command {
+    /// The live members are now these (sent by the coordinator when failure detection says
+    /// someone joined or left). Every cache's topology starts moving to them.
+    Members(Vec<NodeRecord>),
+    /// Defines a clustered cache on every node. Defining it again with the same
+    /// configuration does nothing; with another, it is refused.
+    DefineCache {
+        /// Its name.
+        name: String,
+        /// Its configuration, as JSON.
+        config: String,
+        /// Copies per segment.
+        mode: Mode,
+        /// Segment count.
+        segments: u32,
+    },
+    /// Removes a cache from every node.
+    RemoveCache {
+        /// Its name.
+        name: String,
+    },
+    /// A member finished the current phase of a cache's rebalance.
+    Confirm {
+        /// The cache.
+        cache: String,
+        /// The member.
+        member: MemberId,
+        /// The rebalance it confirms (older ones are ignored).
+        rebalance_id: u32,
+    },
+}
+
+/// Why a command was refused (every node refuses it alike).
+#[derive(Debug, Clone, PartialEq, Eq, Error, Serialize, Deserialize)]
+pub enum StateError {
+    /// The cache exists with another configuration.
+    #[error("cache `{0}` already exists with another configuration")]
+    Conflict(String),
+    /// The cache's hash cannot be built.
+    #[error("cache `{cache}`: {reason}")]
+    Hash {
+        /// The cache.
+        cache: String,
+        /// Why.
+        reason: String,
+    },
+    /// No such cache.
+    #[error("cache `{0}` does not exist")]
+    NoCache(String),
+}
+
+/// The cluster metadata.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterState {
+    nodes: BTreeMap<String, NodeRecord>,
+    caches: BTreeMap<String, CacheRecord>,
+    /// Commands applied, for logs and metrics.
+    applied: u64,
+}
+
+impl ClusterState {
+    /// The members, by name.
+    #[must_use]
+    pub fn nodes(&self) -> &BTreeMap<String, NodeRecord> {
+        &self.nodes
+    }
+
+    /// The clustered caches, by name.
+    #[must_use]
+    pub fn caches(&self) -> &BTreeMap<String, CacheRecord> {
+        &self.caches
+    }
+
+    /// One cache.
+    #[must_use]
+    pub fn cache(&self, name: &str) -> Option<&CacheRecord> {
+        self.caches.get(name)
+    }
+
+    /// The node named `name`.
+    #[must_use]
+    pub fn node(&self, name: &str) -> Option<&NodeRecord> {
+        self.nodes.get(name)
+    }
+
+    /// How many commands were applied.
+    #[must_use]
+    pub fn applied(&self) -> u64 {
+        self.applied
+    }
+
+    /// Applies `command`. Returns whether the state changed.
+    ///
+    /// # Errors
+    /// [`StateError`] when the command is refused; the state is then unchanged.
+    pub fn apply(&mut self, command: Command) -> Result<bool, StateError> {
+        self.applied += 1;
+        match command {
+            Command::Members(nodes) => Ok(self.set_members(nodes)),
+            Command::DefineCache {
+                name,
+                config,
+                mode,
+                segments,
+            } => self.define(name, config, mode, segments),
+            Command::RemoveCache { name } => match self.caches.remove(&name) {
+                Some(_) => Ok(true),
+                None => Err(StateError::NoCache(name)),
+            },
+            Command::Confirm {
+                cache,
+                member,
+                rebalance_id,
+            } => match self.caches.get_mut(&cache) {
+                Some(record) => Ok(record.topology.confirm(&member, rebalance_id)),
+                None => Err(StateError::NoCache(cache)),
+            },
+        }
+    }
+
+    fn live_members(&self) -> Vec<Member> {
+        self.nodes.values().map(NodeRecord::member).collect()
+    }
+
+    fn set_members(&mut self, nodes: Vec<NodeRecord>) -> bool {
+        if nodes.is_empty() {
+            // Nobody left to own anything: keep the last topology (a node that comes back
+            // restarts from it).
+            return false;
+        }
+        let nodes: BTreeMap<String, NodeRecord> = nodes
+            .into_iter()
+            .map(|node| (node.name.clone(), node))
+            .collect();
+        if nodes == self.nodes {
+            return false;
+        }
+        self.nodes = nodes;
+        let live = self.live_members();
+        for record in self.caches.values_mut() {
+            // Cannot fail: `live` is not empty.
+            let _ = record.topology.members_changed(&live);
+        }
+        true
+    }
+
+    fn define(
+        &mut self,
+        name: String,
+        config: String,
+        mode: Mode,
+        segments: u32,
+    ) -> Result<bool, StateError> {
+        if let Some(existing) = self.caches.get(&name) {
+            let same = existing.config == config && existing.topology.current().mode() == mode;
+            return if same {
+                Ok(false)
+            } else {
+                Err(StateError::Conflict(name))
+            };
+        }
+        let hash = ConsistentHash::new(self.live_members(), segments as usize, mode).map_err(
+            |error: HashError| StateError::Hash {
+                cache: name.clone(),
+                reason: error.to_string(),
+            },
+        )?;
+        self.caches.insert(
+            name,
+            CacheRecord {
+                config,
+                topology: CacheTopology::new(hash),
+            },
+        );
+        Ok(true)
+    }
+}

@@ -1,0 +1,356 @@
+//! What nodes say to each other over their TCP connections, and how it is framed.
+//!
+//! A frame is `length (u32 BE) | body`, the body a postcard-encoded [`Envelope`]: a request
+//! with the id its response will carry, or that response. Entries travel as
+//! [`EntryImage`]s, which keep everything a node needs to hold the same entry: version,
+//! expiration, last use, client flags, or a data structure's encoding.
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+use weft_core::entry::StoredExpiration;
+use weft_core::{CacheEntry, Payload, Structure, StructureCell};
+
+use crate::member::MemberId;
+use crate::state::NodeRecord;
+
+/// The largest frame a node accepts (a batch of replicated changes or a chunk of a segment
+/// stays well below it; entries are at most 1 GiB + keys).
+pub const FRAME_BYTES_MAX: usize = (1 << 30) + (16 << 20);
+
+/// Bytes of the length prefix.
+pub const FRAME_HEADER_BYTES: usize = 4;
+
+/// One frame's body.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Envelope {
+    /// A request; the response carries the same id.
+    Request(u64, Request),
+    /// The response to request `id`.
+    Response(u64, Response),
+}
+
+/// Which Raft message a [`Request::Raft`] carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RaftRpc {
+    /// Log replication and heartbeats.
+    AppendEntries,
+    /// Elections.
+    Vote,
+    /// A snapshot for a member far behind.
+    InstallSnapshot,
+}
+
+/// The protocol a forwarded request is written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Protocol {
+    /// A RESP command (its arguments), answered in RESP2.
+    Resp2,
+    /// A RESP command, answered in RESP3.
+    Resp3,
+}
+
+/// Something one node asks another.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Request {
+    /// Who are you, and do you belong to a cluster already?
+    Hello(NodeRecord),
+    /// A Raft message, JSON-encoded (openraft's types).
+    Raft(RaftRpc, Vec<u8>),
+    /// Asks the consensus leader to propose a metadata command (JSON-encoded).
+    Propose(Vec<u8>),
+    /// Asks the consensus leader to let a node go: out of the members (its segments move
+    /// to the others) and out of the consensus group (which keeps its quorum).
+    Leave {
+        /// The node's name.
+        name: String,
+        /// Its consensus id.
+        raft_id: u64,
+    },
+    /// Changes the primary owner applied, for the receiver to apply in order.
+    Replicate(Vec<Replica>),
+    /// A client request for keys this node's sender does not own, to execute here.
+    Forward {
+        /// The request's protocol.
+        protocol: Protocol,
+        /// The cache it addresses.
+        cache: String,
+        /// The request (for RESP: its arguments).
+        args: Vec<Vec<u8>>,
+    },
+    /// The entries of one segment, for state transfer, from position `from` on.
+    Fetch {
+        /// The cache.
+        cache: String,
+        /// The segment.
+        segment: u32,
+        /// Entries already received (a resumed transfer continues after them).
+        from: u32,
+        /// At most this many entries.
+        limit: u32,
+    },
+    /// How many entries of the cache this node holds in the segments it is primary of.
+    Size {
+        /// The cache.
+        cache: String,
+    },
+    /// Remove every entry of the cache this node holds.
+    Clear {
+        /// The cache.
+        cache: String,
+    },
+    /// The keys of the given segments this node holds (for KEYS and iteration).
+    Keys {
+        /// The cache.
+        cache: String,
+        /// The segments.
+        segments: Vec<u32>,
+    },
+}
+
+/// The answer to a [`Request`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Response {
+    /// Answers [`Request::Hello`].
+    Hello {
+        /// The node.
+        node: NodeRecord,
+        /// Whether it belongs to an initialized consensus group.
+        initialized: bool,
+    },
+    /// A Raft response, JSON-encoded.
+    Raft(Vec<u8>),
+    /// Done.
+    Ok,
+    /// The replicated changes were applied.
+    Applied,
+    /// A forwarded request's reply, in its protocol's encoding.
+    Reply(Vec<u8>),
+    /// A chunk of a segment; `done` when it was the last.
+    Entries {
+        /// The entries.
+        entries: Vec<EntryImage>,
+        /// No entries follow.
+        done: bool,
+    },
+    /// A count.
+    Count(u64),
+    /// Keys.
+    Keys(Vec<Vec<u8>>),
+    /// The request failed; the reason.
+    Error(String),
+    /// This node is not (or no longer) the owner the request needs: retry after a topology
+    /// update.
+    NotOwner {
+        /// Who this node thinks is.
+        owner: Option<MemberId>,
+    },
+}
+
+/// One change a primary owner applied to a key.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Replica {
+    /// The cache.
+    pub cache: String,
+    /// The key's segment.
+    pub segment: u32,
+    /// The key.
+    pub key: Vec<u8>,
+    /// The entry the key now holds, or `None` when it was removed.
+    pub entry: Option<EntryImage>,
+}
+
+/// What an entry's value bytes hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Form {
+    /// Bytes.
+    Bytes,
+    /// Bytes edited in place (Redis' `raw` encoding).
+    EditedBytes,
+    /// A data structure's encoding.
+    Structure,
+}
+
+/// An entry as it travels between nodes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EntryImage {
+    /// The key.
+    pub key: Vec<u8>,
+    /// What `value` holds.
+    pub form: Form,
+    /// The value, or the structure's encoding.
+    pub value: Vec<u8>,
+    /// Client flags (memcached's).
+    pub flags: u32,
+    /// The version its primary owner gave it.
+    pub version: u64,
+    /// When it was written, if mortal (ms since the epoch).
+    pub created_ms: Option<u64>,
+    /// Lifespan.
+    pub lifespan_ms: Option<u64>,
+    /// Maximum idle time.
+    pub max_idle_ms: Option<u64>,
+    /// Last use (ms since the epoch), for max-idle.
+    pub last_used_ms: u64,
+}
+
+/// Bytes that are not an entry.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("malformed entry: {0}")]
+pub struct EntryError(&'static str);
+
+impl EntryImage {
+    /// The image of `entry`.
+    #[must_use]
+    pub fn of(entry: &CacheEntry) -> Self {
+        let expiration = entry.expiration();
+        let (form, value, flags) = match entry.payload() {
+            Payload::Bytes(value, flags) => (Form::Bytes, value.to_vec(), flags),
+            Payload::EditedBytes(value, flags) => (Form::EditedBytes, value.to_vec(), flags),
+            Payload::Structure(cell, _) => (Form::Structure, cell.lock().encode(), 0),
+        };
+        Self {
+            key: entry.key().to_vec(),
+            form,
+            value,
+            flags,
+            version: entry.version(),
+            created_ms: expiration.created_ms,
+            lifespan_ms: expiration.lifespan_ms,
+            max_idle_ms: expiration.max_idle_ms,
+            last_used_ms: entry.last_used_ms().unwrap_or(0),
+        }
+    }
+
+    /// The entry this image holds.
+    ///
+    /// # Errors
+    /// A structure encoding that does not decode.
+    pub fn to_entry(&self) -> Result<CacheEntry, EntryError> {
+        let expiration = StoredExpiration {
+            created_ms: self.created_ms,
+            lifespan_ms: self.lifespan_ms,
+            max_idle_ms: self.max_idle_ms,
+        };
+        let cell;
+        let payload = match self.form {
+            Form::Bytes => Payload::Bytes(&self.value, self.flags),
+            Form::EditedBytes => Payload::EditedBytes(&self.value, self.flags),
+            Form::Structure => {
+                let structure =
+                    Structure::decode(&self.value).map_err(|_| EntryError("structure encoding"))?;
+                let charge = structure.heap_bytes();
+                cell = StructureCell::new(structure);
+                Payload::Structure(&cell, charge)
+            }
+        };
+        Ok(CacheEntry::restored_payload(
+            &self.key,
+            payload,
+            expiration,
+            self.last_used_ms,
+            self.version,
+        ))
+    }
+}
+
+/// Why a frame could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum FrameError {
+    /// The length prefix exceeds [`FRAME_BYTES_MAX`].
+    #[error("frame of {0} bytes exceeds the limit")]
+    TooLarge(usize),
+    /// The body is not an envelope.
+    #[error("malformed frame: {0}")]
+    Malformed(String),
+}
+
+/// Appends the frame of `envelope` to `out`.
+pub fn encode(envelope: &Envelope, out: &mut Vec<u8>) {
+    let start = out.len();
+    out.extend_from_slice(&[0; FRAME_HEADER_BYTES]);
+    // Writing into a Vec cannot fail; a serializer error would mean a bug in the types.
+    if let Ok(body) = postcard::to_extend(envelope, std::mem::take(out)) {
+        *out = body;
+    }
+    let len = u32::try_from(out.len() - start - FRAME_HEADER_BYTES).unwrap_or(u32::MAX);
+    out[start..start + FRAME_HEADER_BYTES].copy_from_slice(&len.to_be_bytes());
+}
+
+/// The body length a frame announces, once its header is in `buffer`.
+///
+/// # Errors
+/// [`FrameError::TooLarge`] past [`FRAME_BYTES_MAX`].
+pub fn body_len(buffer: &[u8]) -> Result<Option<usize>, FrameError> {
+    let Some(header) = buffer.first_chunk::<FRAME_HEADER_BYTES>() else {
+        return Ok(None);
+    };
+    let len = u32::from_be_bytes(*header) as usize;
+    if len > FRAME_BYTES_MAX {
+        return Err(FrameError::TooLarge(len));
+    }
+    Ok(Some(len))
+}
+
+/// Decodes one frame's body.
+///
+/// # Errors
+/// [`FrameError::Malformed`] when it is not an envelope.
+pub fn decode(body: &[u8]) -> Result<Envelope, FrameError> {
+    postcard::from_bytes(body).map_err(|error| FrameError::Malformed(error.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves a frame reads back as what was written, and bad frames are refused.
+    #[test]
+    fn frames_round_trip_and_bad_ones_are_refused() {
+        let envelope = Envelope::Request(
+            7,
+            Request::Forward {
+                protocol: Protocol::Resp2,
+                cache: "c".into(),
+                args: vec![b"SET".to_vec(), b"k".to_vec(), b"v".to_vec()],
+            },
+        );
+        let mut out = Vec::new();
+        encode(&envelope, &mut out);
+        let len = body_len(&out).ok().flatten().unwrap_or(0);
+        assert_eq!(len + FRAME_HEADER_BYTES, out.len());
+        assert_eq!(decode(&out[FRAME_HEADER_BYTES..]), Ok(envelope));
+        assert!(decode(&[0xff, 0xff, 0xff]).is_err());
+        assert!(body_len(&[0xff, 0xff, 0xff, 0xff]).is_err());
+        assert_eq!(body_len(&[0, 0]), Ok(None));
+    }
+
+    // Proves an entry keeps its version, expiration, flags and structure across the wire.
+    #[test]
+    fn entries_keep_what_they_hold() {
+        let expiration = StoredExpiration {
+            created_ms: Some(1_000),
+            lifespan_ms: Some(5_000),
+            max_idle_ms: None,
+        };
+        let entry = CacheEntry::restored_payload(
+            b"key",
+            Payload::Bytes(b"value", 7),
+            expiration,
+            1_500,
+            42,
+        );
+        let image = EntryImage::of(&entry);
+        let back = image.to_entry().ok();
+        assert!(back.as_ref().is_some_and(|back| back.key() == b"key"
+            && back.value() == b"value"
+            && back.user_flags() == 7
+            && back.version() == 42
+            && back.expiration() == expiration));
+        let bad = EntryImage {
+            form: Form::Structure,
+            value: vec![0xff],
+            ..image
+        };
+        assert!(bad.to_entry().is_err());
+    }
+}

@@ -1,0 +1,945 @@
+//! This node's part in the cluster: it joins the consensus group, keeps the agreed member
+//! list in step with failure detection (when it leads), defines its clustered caches,
+//! installs every topology the group agrees on, moves segments when a topology says so,
+//! and answers the other nodes' requests.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::net::SocketAddr;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use openraft::{BasicNode, ChangeMembers, ServerState};
+use parking_lot::{Mutex, RwLock};
+use tokio::sync::{Notify, watch};
+use weft_cluster::membership::NodeIdentity;
+use weft_cluster::state::{ClusterState, Command, NodeRecord};
+use weft_cluster::topology::Phase;
+use weft_cluster::wire::{EntryImage, Protocol, Replica, Request, Response};
+use weft_cluster::{MemberId, Mode};
+use weft_core::persistence::BoxFuture;
+use weft_core::{CacheConfig, CacheManager, RemoteChange};
+
+use super::raft::{self, NodeId, Outcome, Raft};
+use super::replication::{Replication, applying_remote};
+use super::routing::{CacheRoute, Routing};
+use super::transport::{Handler, Transport};
+use crate::ServerContext;
+
+/// How long a node waits for the others before founding a cluster of its own.
+const BOOTSTRAP_DELAY: Duration = Duration::from_millis(1_500);
+/// How often the node reconciles membership and definitions (also on every change).
+const TICK: Duration = Duration::from_millis(300);
+/// Entries per state-transfer chunk.
+const CHUNK_ENTRIES: u32 = 1_000;
+/// How long a request to another node may take.
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+/// Consensus voters wanted (the others are learners).
+const VOTERS: usize = 3;
+
+/// Progress of state transfer, per cache.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TransferProgress {
+    /// Segments to fetch in the current rebalance.
+    pub segments_total: u64,
+    /// Segments fetched.
+    pub segments_done: u64,
+    /// Entries received.
+    pub entries: u64,
+}
+
+/// Keys of one segment changed by replication during its transfer.
+type TouchedKeys = HashSet<Vec<u8>>;
+
+/// This node's cluster role.
+pub struct Node {
+    me: NodeRecord,
+    raft: Raft,
+    state: watch::Receiver<Arc<ClusterState>>,
+    transport: Transport,
+    routing: Arc<Routing>,
+    replication: Arc<Replication>,
+    manager: CacheManager,
+    /// The clustered caches this node's configuration defines.
+    configured: Vec<(String, CacheConfig)>,
+    /// Live members according to failure detection.
+    view: Arc<RwLock<Vec<NodeIdentity>>>,
+    view_changed: Arc<Notify>,
+    /// What other nodes said about themselves, by cluster address.
+    hellos: Mutex<HashMap<SocketAddr, (NodeRecord, bool)>>,
+    /// Keys changed by replication while their segment is being fetched: the fetched copy
+    /// of such a key is older and must not overwrite (or resurrect) it.
+    touched: Mutex<HashMap<(String, u32), TouchedKeys>>,
+    /// Phases confirmed: (cache, rebalance id, phase).
+    confirmed: Mutex<HashSet<(String, u32, Phase)>>,
+    progress: Mutex<BTreeMap<String, TransferProgress>>,
+    /// Nodes that left gracefully: not added back while failure detection still lists them.
+    departed: Mutex<HashSet<NodeId>>,
+    /// The server, for executing forwarded requests (set once it exists).
+    server: OnceLock<Arc<ServerContext>>,
+    started: Instant,
+}
+
+impl std::fmt::Debug for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Node").field("me", &self.me.name).finish()
+    }
+}
+
+impl Node {
+    /// Starts consensus for this node (not yet part of any group).
+    ///
+    /// # Errors
+    /// If Raft cannot start.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn start(
+        me: NodeRecord,
+        transport: Transport,
+        routing: Arc<Routing>,
+        replication: Arc<Replication>,
+        manager: CacheManager,
+        configured: Vec<(String, CacheConfig)>,
+        view: Arc<RwLock<Vec<NodeIdentity>>>,
+        view_changed: Arc<Notify>,
+    ) -> anyhow::Result<Arc<Self>> {
+        let (machine, state) = raft::StateMachine::new();
+        let raft = Raft::new(
+            me.raft_id,
+            raft::config("weft")?,
+            raft::Network::new(transport.clone()),
+            raft::LogStore::default(),
+            machine,
+        )
+        .await?;
+        Ok(Arc::new(Self {
+            me,
+            raft,
+            state,
+            transport,
+            routing,
+            replication,
+            manager,
+            configured,
+            view,
+            view_changed,
+            hellos: Mutex::new(HashMap::new()),
+            touched: Mutex::new(HashMap::new()),
+            confirmed: Mutex::new(HashSet::new()),
+            progress: Mutex::new(BTreeMap::new()),
+            departed: Mutex::new(HashSet::new()),
+            server: OnceLock::new(),
+            started: Instant::now(),
+        }))
+    }
+
+    /// Gives the node the server it forwards requests into.
+    pub fn attach(&self, server: Arc<ServerContext>) {
+        let _ = self.server.set(server);
+    }
+
+    /// This node's record.
+    #[must_use]
+    pub fn me(&self) -> &NodeRecord {
+        &self.me
+    }
+
+    /// The transport.
+    #[must_use]
+    pub fn transport(&self) -> &Transport {
+        &self.transport
+    }
+
+    /// The routing table.
+    #[must_use]
+    pub fn routing(&self) -> &Arc<Routing> {
+        &self.routing
+    }
+
+    /// The agreed metadata.
+    #[must_use]
+    pub fn state(&self) -> Arc<ClusterState> {
+        Arc::clone(&self.state.borrow())
+    }
+
+    /// The consensus leader's name, if known.
+    #[must_use]
+    pub fn coordinator(&self) -> Option<String> {
+        let metrics = self.raft.metrics().borrow().clone();
+        let leader = metrics.current_leader?;
+        let state = self.state();
+        state
+            .nodes()
+            .values()
+            .find(|node| node.raft_id == leader)
+            .map(|node| node.name.clone())
+    }
+
+    /// State-transfer progress per cache.
+    #[must_use]
+    pub fn transfer_progress(&self) -> BTreeMap<String, TransferProgress> {
+        self.progress.lock().clone()
+    }
+
+    /// Runs the node's loops until shutdown.
+    pub fn run(self: &Arc<Self>, shutdown: watch::Receiver<bool>) {
+        tokio::spawn(Arc::clone(self).coordinate(shutdown.clone()));
+        tokio::spawn(Arc::clone(self).react(shutdown));
+    }
+
+    /// Leaves the cluster gracefully: asks the leader to take this node out of the members
+    /// and the consensus group, so that the others neither wait for failure detection nor
+    /// lose their quorum. Bounded: a node that cannot reach the leader just stops.
+    pub async fn leave(&self) {
+        let request = Request::Leave {
+            name: self.me.name.clone(),
+            raft_id: self.me.raft_id,
+        };
+        let left = tokio::time::timeout(Duration::from_secs(3), async {
+            for _ in 0..10 {
+                let metrics = self.raft.metrics().borrow().clone();
+                let others = metrics
+                    .membership_config
+                    .membership()
+                    .nodes()
+                    .any(|(id, _)| *id != self.me.raft_id);
+                if !others {
+                    return;
+                }
+                if metrics.current_leader == Some(self.me.raft_id) {
+                    if self.release(&self.me.name, self.me.raft_id).await.is_ok() {
+                        return;
+                    }
+                } else if let Some(leader) = self.leader_addr()
+                    && let Ok(Response::Ok) = self
+                        .transport
+                        .call(leader, request.clone(), Duration::from_secs(2))
+                        .await
+                {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+        .await;
+        if left.is_err() {
+            tracing::warn!("could not leave the cluster gracefully; the others will detect it");
+        }
+    }
+
+    /// Takes a node out of the members, then out of the consensus group (as leader).
+    async fn release(&self, name: &str, raft_id: NodeId) -> anyhow::Result<()> {
+        self.departed.lock().insert(raft_id);
+        let state = self.state();
+        if state.node(name).is_some() {
+            let remaining: Vec<NodeRecord> = state
+                .nodes()
+                .values()
+                .filter(|node| node.name != name)
+                .cloned()
+                .collect();
+            self.propose(Command::Members(remaining)).await?;
+        }
+        let metrics = self.raft.metrics().borrow().clone();
+        let membership = metrics.membership_config.membership().clone();
+        if membership.voter_ids().any(|id| id == raft_id) {
+            self.raft
+                .change_membership(
+                    ChangeMembers::RemoveVoters(BTreeSet::from([raft_id])),
+                    false,
+                )
+                .await?;
+        } else if membership.nodes().any(|(id, _)| *id == raft_id) {
+            self.raft
+                .change_membership(ChangeMembers::RemoveNodes(BTreeSet::from([raft_id])), false)
+                .await?;
+        }
+        tracing::info!(node = name, "left the cluster");
+        Ok(())
+    }
+
+    /// The consensus leader's cluster address, when known.
+    fn leader_addr(&self) -> Option<SocketAddr> {
+        let metrics = self.raft.metrics().borrow().clone();
+        let leader = metrics.current_leader?;
+        metrics
+            .membership_config
+            .membership()
+            .get_node(&leader)
+            .and_then(|node| node.addr.parse().ok())
+    }
+
+    /// Stops consensus (the others elect a new leader if this one led).
+    pub async fn stop(&self) {
+        let _ = self.raft.shutdown().await;
+    }
+
+    // ---- coordination -------------------------------------------------------------------
+
+    async fn coordinate(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(TICK) => {}
+                () = self.view_changed.notified() => {}
+                _ = shutdown.changed() => return,
+            }
+            if let Err(error) = self.tick().await {
+                tracing::debug!(%error, "cluster coordination");
+            }
+        }
+    }
+
+    async fn tick(&self) -> anyhow::Result<()> {
+        let peers: Vec<SocketAddr> = self.view.read().iter().map(|peer| peer.addr).collect();
+        self.greet(&peers).await;
+        let metrics = self.raft.metrics().borrow().clone();
+        let membership = metrics.membership_config.membership().clone();
+        if membership.voter_ids().next().is_none() {
+            return self.bootstrap(&peers).await;
+        }
+        if metrics.state == ServerState::Leader {
+            self.lead(&peers).await?;
+        }
+        self.define_caches().await;
+        Ok(())
+    }
+
+    /// Asks every live peer not yet known who it is.
+    async fn greet(&self, peers: &[SocketAddr]) {
+        for &peer in peers {
+            let known = self
+                .hellos
+                .lock()
+                .get(&peer)
+                .is_some_and(|(_, initialized)| *initialized);
+            if known {
+                continue;
+            }
+            let answer = self
+                .transport
+                .call(
+                    peer,
+                    Request::Hello(self.me.clone()),
+                    Duration::from_secs(1),
+                )
+                .await;
+            if let Ok(Response::Hello { node, initialized }) = answer {
+                self.hellos.lock().insert(peer, (node, initialized));
+            }
+        }
+        let live: HashSet<SocketAddr> = peers.iter().copied().collect();
+        self.hellos.lock().retain(|addr, _| live.contains(addr));
+    }
+
+    /// No consensus group yet: found one if nobody else has and this node's name comes
+    /// first among the live ones, after giving the others time to show up.
+    async fn bootstrap(&self, peers: &[SocketAddr]) -> anyhow::Result<()> {
+        if self.started.elapsed() < BOOTSTRAP_DELAY {
+            return Ok(());
+        }
+        let hellos = self.hellos.lock().clone();
+        if hellos.values().any(|(_, initialized)| *initialized) {
+            // A group exists: its leader adds this node.
+            return Ok(());
+        }
+        if hellos.len() < peers.len() {
+            // Not everyone answered yet.
+            return Ok(());
+        }
+        if hellos.values().any(|(node, _)| node.name < self.me.name) {
+            return Ok(());
+        }
+        let members = BTreeMap::from([(self.me.raft_id, basic(&self.me))]);
+        match self.raft.initialize(members).await {
+            Ok(()) => tracing::info!(node = %self.me.name, "founded the cluster"),
+            Err(error) => tracing::debug!(%error, "initialize"),
+        }
+        Ok(())
+    }
+
+    /// The leader's duties: consensus membership follows failure detection, and the agreed
+    /// member list follows consensus membership.
+    async fn lead(&self, peers: &[SocketAddr]) -> anyhow::Result<()> {
+        let live: Vec<NodeRecord> = {
+            let hellos = self.hellos.lock();
+            let departed = self.departed.lock();
+            let mut live: Vec<NodeRecord> = peers
+                .iter()
+                .filter_map(|peer| hellos.get(peer).map(|(node, _)| node.clone()))
+                .filter(|node| !departed.contains(&node.raft_id))
+                .collect();
+            live.push(self.me.clone());
+            live
+        };
+        let live_ids: BTreeSet<NodeId> = live.iter().map(|node| node.raft_id).collect();
+        let metrics = self.raft.metrics().borrow().clone();
+        let membership = metrics.membership_config.membership().clone();
+        let voters: BTreeSet<NodeId> = membership.voter_ids().collect();
+        let known: BTreeSet<NodeId> = membership.nodes().map(|(id, _)| *id).collect();
+        // New nodes become learners first.
+        for node in &live {
+            if !known.contains(&node.raft_id) {
+                tracing::info!(node = %node.name, "adding to the cluster");
+                self.raft
+                    .add_learner(node.raft_id, basic(node), false)
+                    .await?;
+                return Ok(());
+            }
+        }
+        // Gone nodes leave the group.
+        let dead_voters: BTreeSet<NodeId> = voters.difference(&live_ids).copied().collect();
+        if !dead_voters.is_empty() && voters.len() > dead_voters.len() {
+            self.raft
+                .change_membership(ChangeMembers::RemoveVoters(dead_voters), false)
+                .await?;
+            return Ok(());
+        }
+        let dead: BTreeSet<NodeId> = known
+            .difference(&live_ids)
+            .filter(|id| !voters.contains(id))
+            .copied()
+            .collect();
+        if !dead.is_empty() {
+            self.raft
+                .change_membership(ChangeMembers::RemoveNodes(dead), false)
+                .await?;
+            return Ok(());
+        }
+        // Up to three voters, from learners that caught up.
+        let last = metrics.last_log_index.unwrap_or(0);
+        let caught_up: BTreeSet<NodeId> = metrics
+            .replication
+            .as_ref()
+            .map(|replication| {
+                replication
+                    .iter()
+                    .filter(|(id, matched)| {
+                        !voters.contains(id)
+                            && live_ids.contains(id)
+                            && matched.is_some_and(|m| m.index + 10 >= last)
+                    })
+                    .map(|(id, _)| *id)
+                    .collect()
+            })
+            .unwrap_or_default();
+        if voters.len() < VOTERS
+            && let Some(&promote) = caught_up.iter().next()
+        {
+            self.raft
+                .change_membership(ChangeMembers::AddVoterIds(BTreeSet::from([promote])), false)
+                .await?;
+            return Ok(());
+        }
+        // The agreed members: the live nodes the group replicates to.
+        let state = self.state();
+        let agreed: Vec<NodeRecord> = live
+            .into_iter()
+            .filter(|node| known.contains(&node.raft_id))
+            .collect();
+        let same = agreed.len() == state.nodes().len()
+            && agreed
+                .iter()
+                .all(|node| state.node(&node.name) == Some(node));
+        if !same {
+            tracing::info!(members = ?agreed.iter().map(|n| &n.name).collect::<Vec<_>>(), "cluster members changed");
+            self.propose(Command::Members(agreed)).await?;
+        }
+        Ok(())
+    }
+
+    /// Proposes this node's clustered caches that the cluster does not define yet.
+    async fn define_caches(&self) {
+        let state = self.state();
+        if !state.nodes().contains_key(&self.me.name) {
+            return;
+        }
+        for (name, config) in &self.configured {
+            if state.cache(name).is_some() {
+                continue;
+            }
+            if let Err(error) = self.define(name, config).await {
+                tracing::warn!(cache = %name, %error, "could not define the clustered cache");
+            }
+        }
+    }
+
+    /// Defines a clustered cache on every node.
+    ///
+    /// # Errors
+    /// If the cluster refused it (another definition) or could not be reached.
+    pub async fn define(&self, name: &str, config: &CacheConfig) -> anyhow::Result<()> {
+        let mode = match config.mode {
+            weft_core::CacheMode::Replicated => Mode::Replicated,
+            _ => Mode::Distributed {
+                owners: config.owners as usize,
+            },
+        };
+        let outcome = self
+            .propose(Command::DefineCache {
+                name: name.to_owned(),
+                config: serde_json::to_string(config)?,
+                mode,
+                segments: config.segments,
+            })
+            .await?;
+        match outcome.refused {
+            Some(reason) => anyhow::bail!(reason),
+            None => Ok(()),
+        }
+    }
+
+    /// Has the group apply `command`, through the leader wherever it is.
+    ///
+    /// # Errors
+    /// If no leader could take it.
+    pub async fn propose(&self, command: Command) -> anyhow::Result<Outcome> {
+        for _ in 0..50 {
+            match self.raft.client_write(command.clone()).await {
+                Ok(written) => return Ok(written.data),
+                Err(error) => {
+                    let leader = error
+                        .forward_to_leader::<BasicNode>()
+                        .and_then(|forward| forward.leader_node.clone())
+                        .and_then(|node| node.addr.parse::<SocketAddr>().ok());
+                    let Some(leader) = leader else {
+                        if error.forward_to_leader::<BasicNode>().is_none() {
+                            anyhow::bail!("consensus refused the change: {error}");
+                        }
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                        continue;
+                    };
+                    let body = serde_json::to_vec(&command)?;
+                    match self
+                        .transport
+                        .call(leader, Request::Propose(body), CALL_TIMEOUT)
+                        .await
+                    {
+                        Ok(Response::Raft(outcome)) => {
+                            return Ok(serde_json::from_slice(&outcome)?);
+                        }
+                        Ok(_) | Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+                    }
+                }
+            }
+        }
+        anyhow::bail!("no consensus leader accepted the change")
+    }
+
+    // ---- reacting to the agreed state ---------------------------------------------------
+
+    async fn react(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+        let mut state = self.state.clone();
+        let mut installed: HashMap<String, (u32, Phase)> = HashMap::new();
+        loop {
+            let current = Arc::clone(&state.borrow_and_update());
+            self.install(&current, &mut installed);
+            tokio::select! {
+                changed = state.changed() => if changed.is_err() { return },
+                _ = shutdown.changed() => return,
+            }
+        }
+    }
+
+    fn install(
+        self: &Arc<Self>,
+        state: &ClusterState,
+        installed: &mut HashMap<String, (u32, Phase)>,
+    ) {
+        self.routing.set_nodes(state.nodes().values().cloned());
+        let names: Vec<MemberId> = state
+            .nodes()
+            .keys()
+            .map(|name| MemberId(name.clone()))
+            .collect();
+        self.replication.members_changed(&names);
+        let me = MemberId(self.me.name.clone());
+        for (name, record) in state.caches() {
+            if self.manager.cache(name).is_none() {
+                match CacheConfig::from_json(name, &record.config)
+                    .map_err(|e| e.to_string())
+                    .and_then(|config| {
+                        self.manager
+                            .create_cache(name, config)
+                            .map_err(|e| e.to_string())
+                    }) {
+                    Ok(_) => tracing::info!(cache = %name, "created clustered cache"),
+                    Err(error) => {
+                        tracing::warn!(cache = %name, %error, "cannot create clustered cache");
+                        continue;
+                    }
+                }
+            }
+            let topology = &record.topology;
+            let key = (topology.id(), topology.phase());
+            if installed.get(name) == Some(&key) {
+                continue;
+            }
+            let previous = installed.insert(name.clone(), key);
+            self.routing
+                .install(name, Arc::new(CacheRoute::new(topology.clone())));
+            tracing::info!(cache = %name, topology = topology.id(), phase = ?topology.phase(), "installed topology");
+            if !topology.members().contains(&me) {
+                continue;
+            }
+            match topology.phase() {
+                Phase::Stable => {
+                    if previous.is_some() {
+                        self.drop_unowned(name, topology.current());
+                    }
+                }
+                Phase::ReadOldWriteAll => {
+                    let segments = topology.to_fetch(&me);
+                    let node = Arc::clone(self);
+                    let cache = name.clone();
+                    let rebalance = topology.rebalance_id();
+                    let sources = topology.clone();
+                    tokio::spawn(async move {
+                        node.transfer(&cache, rebalance, &sources, segments).await;
+                    });
+                }
+                Phase::ReadAllWriteAll | Phase::ReadNewWriteAll => {
+                    self.confirm(name, topology.rebalance_id(), topology.phase());
+                }
+            }
+        }
+        installed.retain(|name, _| state.cache(name).is_some());
+    }
+
+    fn confirm(self: &Arc<Self>, cache: &str, rebalance_id: u32, phase: Phase) {
+        if !self
+            .confirmed
+            .lock()
+            .insert((cache.to_owned(), rebalance_id, phase))
+        {
+            return;
+        }
+        let node = Arc::clone(self);
+        let command = Command::Confirm {
+            cache: cache.to_owned(),
+            member: MemberId(self.me.name.clone()),
+            rebalance_id,
+        };
+        tokio::spawn(async move {
+            if let Err(error) = node.propose(command).await {
+                tracing::warn!(%error, "could not confirm a rebalance phase");
+            }
+        });
+    }
+
+    /// Drops the segments this node no longer owns.
+    fn drop_unowned(&self, cache: &str, hash: &weft_cluster::ConsistentHash) {
+        let Some(local) = self.manager.cache(cache) else {
+            return;
+        };
+        let me = MemberId(self.me.name.clone());
+        let unowned: Vec<u32> = (0..hash.segment_count())
+            .filter(|&s| !hash.owner_ids(s).contains(&&me))
+            .filter_map(|s| u32::try_from(s).ok())
+            .collect();
+        let dropped = local.drop_segments(&unowned);
+        if dropped > 0 {
+            tracing::info!(
+                cache,
+                dropped,
+                "dropped entries of segments no longer owned"
+            );
+        }
+    }
+
+    /// Fetches `segments` of `cache` from their current owners, then confirms the phase.
+    async fn transfer(
+        self: &Arc<Self>,
+        cache: &str,
+        rebalance_id: u32,
+        topology: &weft_cluster::topology::CacheTopology,
+        segments: Vec<usize>,
+    ) {
+        let Some(local) = self.manager.cache(cache) else {
+            return;
+        };
+        let me = MemberId(self.me.name.clone());
+        self.progress.lock().insert(
+            cache.to_owned(),
+            TransferProgress {
+                segments_total: segments.len() as u64,
+                ..TransferProgress::default()
+            },
+        );
+        if !segments.is_empty() {
+            tracing::info!(cache, segments = segments.len(), "state transfer starting");
+        }
+        for segment in segments {
+            let Ok(segment) = u32::try_from(segment) else {
+                continue;
+            };
+            self.touched
+                .lock()
+                .insert((cache.to_owned(), segment), HashSet::new());
+            let sources: Vec<MemberId> = topology
+                .current()
+                .owner_ids(segment as usize)
+                .into_iter()
+                .filter(|id| **id != me)
+                .cloned()
+                .collect();
+            let mut done = false;
+            for source in sources {
+                if self.routing_stale(cache, rebalance_id) {
+                    self.touched.lock().remove(&(cache.to_owned(), segment));
+                    return;
+                }
+                match self.fetch(cache, segment, &source, &local).await {
+                    Ok(()) => {
+                        done = true;
+                        break;
+                    }
+                    Err(error) => {
+                        tracing::warn!(cache, segment, source = %source, %error, "segment fetch failed; trying another owner");
+                    }
+                }
+            }
+            self.touched.lock().remove(&(cache.to_owned(), segment));
+            if !done {
+                // Every owner is gone: the membership change restarts the rebalance.
+                tracing::warn!(cache, segment, "no owner could send the segment");
+                return;
+            }
+            if let Some(progress) = self.progress.lock().get_mut(cache) {
+                progress.segments_done += 1;
+            }
+        }
+        self.confirm(cache, rebalance_id, Phase::ReadOldWriteAll);
+    }
+
+    /// Whether a newer rebalance replaced `rebalance_id`.
+    fn routing_stale(&self, cache: &str, rebalance_id: u32) -> bool {
+        self.routing
+            .cache(cache)
+            .is_none_or(|route| route.topology.rebalance_id() != rebalance_id)
+    }
+
+    async fn fetch(
+        &self,
+        cache: &str,
+        segment: u32,
+        source: &MemberId,
+        local: &weft_core::Cache,
+    ) -> anyhow::Result<()> {
+        let node = self
+            .routing
+            .node(source)
+            .ok_or_else(|| anyhow::anyhow!("{source} is not a member"))?;
+        let mut from = 0u32;
+        loop {
+            let answer = self
+                .transport
+                .call(
+                    node.cluster_addr,
+                    Request::Fetch {
+                        cache: cache.to_owned(),
+                        segment,
+                        from,
+                        limit: CHUNK_ENTRIES,
+                    },
+                    CALL_TIMEOUT,
+                )
+                .await?;
+            let (entries, done) = match answer {
+                Response::Entries { entries, done } => (entries, done),
+                Response::Error(reason) => anyhow::bail!(reason),
+                other => anyhow::bail!("unexpected answer {other:?}"),
+            };
+            from = from.saturating_add(u32::try_from(entries.len()).unwrap_or(u32::MAX));
+            let count = entries.len() as u64;
+            for image in entries {
+                let touched = self
+                    .touched
+                    .lock()
+                    .get(&(cache.to_owned(), segment))
+                    .is_some_and(|keys| keys.contains(&image.key));
+                if touched {
+                    continue;
+                }
+                let entry = image.to_entry()?;
+                applying_remote(|| {
+                    local.apply_remote(&image.key, RemoteChange::PutIfNewer(entry))
+                })?;
+            }
+            if let Some(progress) = self.progress.lock().get_mut(cache) {
+                progress.entries += count;
+            }
+            if done {
+                return Ok(());
+            }
+        }
+    }
+
+    // ---- answering ----------------------------------------------------------------------
+
+    fn answer_fetch(&self, cache: &str, segment: u32, from: u32, limit: u32) -> Response {
+        let Some(local) = self.manager.cache(cache) else {
+            return Response::Error(format!("no cache `{cache}`"));
+        };
+        let entries: Vec<EntryImage> = local
+            .iter_segments(vec![segment])
+            .skip(from as usize)
+            .take(limit as usize)
+            .map(|entry| EntryImage::of(&entry))
+            .collect();
+        let done = entries.len() < limit as usize;
+        Response::Entries { entries, done }
+    }
+
+    async fn answer_forward(
+        &self,
+        protocol: Protocol,
+        cache: String,
+        args: Vec<Vec<u8>>,
+    ) -> Response {
+        let Some(server) = self.server.get() else {
+            return Response::Error("node starting".to_owned());
+        };
+        match protocol {
+            Protocol::Resp2 | Protocol::Resp3 => {
+                crate::resp::execute_forwarded(server, &cache, protocol == Protocol::Resp3, args)
+                    .await
+            }
+        }
+    }
+}
+
+fn basic(node: &NodeRecord) -> BasicNode {
+    BasicNode::new(node.cluster_addr.to_string())
+}
+
+/// The requests other nodes send, answered by this node.
+#[derive(Debug)]
+pub struct NodeHandler {
+    node: OnceLock<Arc<Node>>,
+}
+
+impl NodeHandler {
+    /// A handler that answers once [`NodeHandler::attach`] gave it the node.
+    #[must_use]
+    pub fn new() -> Self {
+        Self {
+            node: OnceLock::new(),
+        }
+    }
+
+    /// The node requests are for.
+    pub fn attach(&self, node: Arc<Node>) {
+        let _ = self.node.set(node);
+    }
+}
+
+impl Default for NodeHandler {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Handler for NodeHandler {
+    fn handle(&self, _from: SocketAddr, request: Request) -> BoxFuture<Response> {
+        let Some(node) = self.node.get().cloned() else {
+            return Box::pin(async { Response::Error("node starting".to_owned()) });
+        };
+        Box::pin(async move {
+            match request {
+                Request::Hello(_) => {
+                    let initialized = node
+                        .raft
+                        .metrics()
+                        .borrow()
+                        .membership_config
+                        .membership()
+                        .voter_ids()
+                        .next()
+                        .is_some();
+                    Response::Hello {
+                        node: node.me.clone(),
+                        initialized,
+                    }
+                }
+                Request::Raft(kind, body) => raft::answer(&node.raft, kind, &body).await,
+                Request::Leave { name, raft_id } => match node.release(&name, raft_id).await {
+                    Ok(()) => Response::Ok,
+                    Err(error) => Response::Error(error.to_string()),
+                },
+                Request::Propose(body) => match serde_json::from_slice::<Command>(&body) {
+                    Ok(command) => match node.raft.client_write(command).await {
+                        Ok(written) => match serde_json::to_vec(&written.data) {
+                            Ok(body) => Response::Raft(body),
+                            Err(error) => Response::Error(error.to_string()),
+                        },
+                        Err(error) => Response::Error(error.to_string()),
+                    },
+                    Err(error) => Response::Error(error.to_string()),
+                },
+                Request::Replicate(replicas) => apply(&node, replicas),
+                Request::Forward {
+                    protocol,
+                    cache,
+                    args,
+                } => node.answer_forward(protocol, cache, args).await,
+                Request::Fetch {
+                    cache,
+                    segment,
+                    from,
+                    limit,
+                } => node.answer_fetch(&cache, segment, from, limit),
+                Request::Size { cache } => match node.manager.cache(&cache) {
+                    Some(local) => Response::Count(local.size() as u64),
+                    None => Response::Error(format!("no cache `{cache}`")),
+                },
+                Request::Clear { cache } => match node.manager.cache(&cache) {
+                    Some(local) => match local.clear() {
+                        Ok(()) => Response::Ok,
+                        Err(error) => Response::Error(error.to_string()),
+                    },
+                    None => Response::Error(format!("no cache `{cache}`")),
+                },
+                Request::Keys { cache, segments } => match node.manager.cache(&cache) {
+                    Some(local) => Response::Keys(
+                        local
+                            .iter_segments(segments)
+                            .map(|entry| entry.key().to_vec())
+                            .collect(),
+                    ),
+                    None => Response::Error(format!("no cache `{cache}`")),
+                },
+            }
+        })
+    }
+
+    fn apply(&self, replicas: Vec<Replica>) -> Response {
+        match self.node.get() {
+            Some(node) => apply(node, replicas),
+            None => Response::Error("node starting".to_owned()),
+        }
+    }
+}
+
+/// Applies changes a primary replicated here, in order.
+fn apply(node: &Node, replicas: Vec<Replica>) -> Response {
+    for replica in replicas {
+        let Some(cache) = node.manager.cache(&replica.cache) else {
+            continue;
+        };
+        {
+            let mut touched = node.touched.lock();
+            if let Some(keys) = touched.get_mut(&(replica.cache.clone(), replica.segment)) {
+                keys.insert(replica.key.clone());
+            }
+        }
+        let change = match replica.entry {
+            Some(image) => match image.to_entry() {
+                Ok(entry) => RemoteChange::Put(entry),
+                Err(error) => return Response::Error(error.to_string()),
+            },
+            None => RemoteChange::Remove,
+        };
+        if let Err(error) = applying_remote(|| cache.apply_remote(&replica.key, change)) {
+            return Response::Error(error.to_string());
+        }
+    }
+    Response::Applied
+}

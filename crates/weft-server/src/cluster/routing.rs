@@ -1,0 +1,170 @@
+//! Where each clustered cache's keys live right now: the topology this node installed,
+//! precomputed per segment, and the members' addresses. Read on every request to a
+//! clustered cache; replaced whole when the cluster metadata changes.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+use weft_cluster::MemberId;
+use weft_cluster::state::NodeRecord;
+use weft_cluster::topology::{CacheTopology, Phase};
+
+/// One segment's owners in the installed topology.
+#[derive(Debug, Clone, Default)]
+pub struct SegmentRoute {
+    /// Members reads may go to, primary first.
+    pub read: Vec<MemberId>,
+    /// Members every write must reach; the first orders them.
+    pub write: Vec<MemberId>,
+}
+
+/// A clustered cache's installed topology.
+#[derive(Debug)]
+pub struct CacheRoute {
+    /// The topology.
+    pub topology: CacheTopology,
+    /// Per segment.
+    pub segments: Vec<SegmentRoute>,
+}
+
+impl CacheRoute {
+    /// Precomputes the owners of every segment of `topology`.
+    #[must_use]
+    pub fn new(topology: CacheTopology) -> Self {
+        let count = topology.current().segment_count();
+        let segments = (0..count)
+            .map(|segment| SegmentRoute {
+                read: topology.read_owners(segment),
+                write: topology.write_owners(segment),
+            })
+            .collect();
+        Self { topology, segments }
+    }
+
+    /// The route of `segment`.
+    #[must_use]
+    pub fn segment(&self, segment: u32) -> Option<&SegmentRoute> {
+        self.segments.get(segment as usize)
+    }
+
+    /// Whether a rebalance is under way.
+    #[must_use]
+    pub fn is_stable(&self) -> bool {
+        self.topology.phase() == Phase::Stable
+    }
+}
+
+/// Where to run a keyed request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    /// Here.
+    Local,
+    /// On this member, at this cluster address.
+    Remote(MemberId, SocketAddr),
+}
+
+/// The routing table of this node.
+#[derive(Debug)]
+pub struct Routing {
+    local: MemberId,
+    caches: RwLock<HashMap<String, Arc<CacheRoute>>>,
+    nodes: RwLock<HashMap<MemberId, NodeRecord>>,
+}
+
+impl Routing {
+    /// An empty table for the node named `local`.
+    #[must_use]
+    pub fn new(local: &str) -> Self {
+        Self {
+            local: MemberId(local.to_owned()),
+            caches: RwLock::new(HashMap::new()),
+            nodes: RwLock::new(HashMap::new()),
+        }
+    }
+
+    /// This node's member id.
+    #[must_use]
+    pub fn local(&self) -> &MemberId {
+        &self.local
+    }
+
+    /// The installed route of `cache`, if it is clustered and has a topology.
+    #[must_use]
+    pub fn cache(&self, cache: &str) -> Option<Arc<CacheRoute>> {
+        self.caches.read().get(cache).cloned()
+    }
+
+    /// Installs `route` for `cache`.
+    pub fn install(&self, cache: &str, route: Arc<CacheRoute>) {
+        self.caches.write().insert(cache.to_owned(), route);
+    }
+
+    /// Forgets `cache`.
+    pub fn uninstall(&self, cache: &str) {
+        self.caches.write().remove(cache);
+    }
+
+    /// Replaces the member list.
+    pub fn set_nodes(&self, nodes: impl IntoIterator<Item = NodeRecord>) {
+        *self.nodes.write() = nodes
+            .into_iter()
+            .map(|node| (MemberId(node.name.clone()), node))
+            .collect();
+    }
+
+    /// A member's record.
+    #[must_use]
+    pub fn node(&self, id: &MemberId) -> Option<NodeRecord> {
+        self.nodes.read().get(id).cloned()
+    }
+
+    /// Every member's record.
+    #[must_use]
+    pub fn nodes(&self) -> Vec<NodeRecord> {
+        let mut nodes: Vec<NodeRecord> = self.nodes.read().values().cloned().collect();
+        nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        nodes
+    }
+
+    /// Where a read of `segment` of `cache` runs: here when this node may serve it (or the
+    /// cache is not clustered), else on its first read owner.
+    #[must_use]
+    pub fn read_route(&self, cache: &str, segment: u32) -> Route {
+        self.route(cache, segment, |route| &route.read, true)
+    }
+
+    /// Where a write of `segment` of `cache` runs: on the member that orders its writes.
+    #[must_use]
+    pub fn write_route(&self, cache: &str, segment: u32) -> Route {
+        self.route(cache, segment, |route| &route.write, false)
+    }
+
+    fn route(
+        &self,
+        cache: &str,
+        segment: u32,
+        owners: impl Fn(&SegmentRoute) -> &Vec<MemberId>,
+        any_owner: bool,
+    ) -> Route {
+        let Some(route) = self.cache(cache) else {
+            return Route::Local;
+        };
+        let Some(segment) = route.segment(segment) else {
+            return Route::Local;
+        };
+        let owners = owners(segment);
+        if any_owner && owners.contains(&self.local) {
+            return Route::Local;
+        }
+        match owners.first() {
+            None => Route::Local,
+            Some(first) if *first == self.local => Route::Local,
+            Some(first) => match self.node(first) {
+                Some(node) => Route::Remote(first.clone(), node.cluster_addr),
+                None => Route::Local,
+            },
+        }
+    }
+}
