@@ -190,10 +190,29 @@ impl ClusterState {
         if nodes == self.nodes {
             return false;
         }
+        // A node that restarted (same name, new consensus id) lost what it held: it leaves
+        // every topology, then joins again like a new node.
+        let restarted: Vec<String> = nodes
+            .values()
+            .filter(|node| {
+                self.nodes
+                    .get(&node.name)
+                    .is_some_and(|old| old.raft_id != node.raft_id)
+            })
+            .map(|node| node.name.clone())
+            .collect();
         self.nodes = nodes;
         let live = self.live_members();
+        let staying: Vec<Member> = live
+            .iter()
+            .filter(|member| !restarted.contains(&member.id.0))
+            .cloned()
+            .collect();
         for record in self.caches.values_mut() {
-            // Cannot fail: `live` is not empty.
+            // Cannot fail: `live` is not empty, nor is `staying` when it is used.
+            if !restarted.is_empty() && !staying.is_empty() {
+                let _ = record.topology.members_changed(&staying);
+            }
             let _ = record.topology.members_changed(&live);
         }
         true
@@ -228,5 +247,99 @@ impl ClusterState {
             },
         );
         Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(name: &str, raft_id: u64) -> NodeRecord {
+        NodeRecord {
+            name: name.to_owned(),
+            raft_id,
+            cluster_addr: SocketAddr::from(([127, 0, 0, 1], 7800)),
+            endpoint: SocketAddr::from(([127, 0, 0, 1], 11222)),
+            location: Location::default(),
+        }
+    }
+
+    fn define(state: &mut ClusterState) {
+        let defined = state.apply(Command::DefineCache {
+            name: "c".into(),
+            config: "{}".into(),
+            mode: Mode::Distributed { owners: 2 },
+            segments: 16,
+        });
+        assert_eq!(defined, Ok(true));
+    }
+
+    // Proves a cache is defined once, a conflicting definition is refused, and members
+    // joining start a rebalance that confirmations finish.
+    #[test]
+    fn definitions_and_rebalances() {
+        let mut state = ClusterState::default();
+        assert_eq!(state.apply(Command::Members(vec![node("a", 1)])), Ok(true));
+        define(&mut state);
+        define_again_is_a_no_op(&mut state);
+        let conflict = state.apply(Command::DefineCache {
+            name: "c".into(),
+            config: "{\"owners\":3}".into(),
+            mode: Mode::Distributed { owners: 3 },
+            segments: 16,
+        });
+        assert!(matches!(conflict, Err(StateError::Conflict(_))));
+        assert_eq!(
+            state.apply(Command::Members(vec![node("a", 1), node("b", 2)])),
+            Ok(true)
+        );
+        let topology = &state.cache("c").map(|c| c.topology.clone());
+        let Some(topology) = topology else {
+            panic!("cache c is defined");
+        };
+        assert_eq!(topology.phase(), crate::topology::Phase::ReadOldWriteAll);
+        let rebalance_id = topology.rebalance_id();
+        for _ in 0..3 {
+            for member in ["a", "b"] {
+                let _ = state.apply(Command::Confirm {
+                    cache: "c".into(),
+                    member: MemberId(member.into()),
+                    rebalance_id,
+                });
+            }
+        }
+        let topology = state.cache("c").map(|c| c.topology.clone());
+        assert!(
+            topology.is_some_and(|t| t.phase() == crate::topology::Phase::Stable
+                && (0..16).all(|s| t.current().owner_ids(s).len() == 2))
+        );
+    }
+
+    fn define_again_is_a_no_op(state: &mut ClusterState) {
+        let again = state.apply(Command::DefineCache {
+            name: "c".into(),
+            config: "{}".into(),
+            mode: Mode::Distributed { owners: 2 },
+            segments: 16,
+        });
+        assert_eq!(again, Ok(false));
+    }
+
+    // Proves a node that restarted (new consensus id) is not trusted with the copies it had:
+    // the rebalance that follows makes it fetch its segments again.
+    #[test]
+    fn a_restarted_node_fetches_again() {
+        let mut state = ClusterState::default();
+        let _ = state.apply(Command::Members(vec![node("a", 1), node("b", 2)]));
+        define(&mut state);
+        let _ = state.apply(Command::Members(vec![node("a", 1), node("b", 3)]));
+        let topology = state.cache("c").map(|c| c.topology.clone());
+        let Some(topology) = topology else {
+            panic!("cache c is defined");
+        };
+        let b = MemberId("b".into());
+        assert_eq!(topology.phase(), crate::topology::Phase::ReadOldWriteAll);
+        assert!((0..16).all(|s| !topology.current().owner_ids(s).contains(&&b)));
+        assert_eq!(topology.to_fetch(&b).len(), 16);
     }
 }

@@ -47,6 +47,19 @@ pub struct TransferProgress {
     pub entries: u64,
 }
 
+/// What a node said about itself: its record, whether it belongs to a consensus group, and
+/// when it said so.
+#[derive(Debug, Clone)]
+struct Hello {
+    node: NodeRecord,
+    initialized: bool,
+    at: Instant,
+}
+
+/// How long a node's answer to Hello is trusted (a process restarted on the same address
+/// is a new node).
+const HELLO_TTL: Duration = Duration::from_secs(3);
+
 /// Keys of one segment changed by replication during its transfer.
 type TouchedKeys = HashSet<Vec<u8>>;
 
@@ -64,8 +77,8 @@ pub struct Node {
     /// Live members according to failure detection.
     view: Arc<RwLock<Vec<NodeIdentity>>>,
     view_changed: Arc<Notify>,
-    /// What other nodes said about themselves, by cluster address.
-    hellos: Mutex<HashMap<SocketAddr, (NodeRecord, bool)>>,
+    /// What other nodes said about themselves, by cluster address, and when.
+    hellos: Mutex<HashMap<SocketAddr, Hello>>,
     /// Keys changed by replication while their segment is being fetched: the fetched copy
     /// of such a key is older and must not overwrite (or resurrect) it.
     touched: Mutex<HashMap<(String, u32), TouchedKeys>>,
@@ -309,7 +322,7 @@ impl Node {
                 .hellos
                 .lock()
                 .get(&peer)
-                .is_some_and(|(_, initialized)| *initialized);
+                .is_some_and(|hello| hello.initialized && hello.at.elapsed() < HELLO_TTL);
             if known {
                 continue;
             }
@@ -322,7 +335,14 @@ impl Node {
                 )
                 .await;
             if let Ok(Response::Hello { node, initialized }) = answer {
-                self.hellos.lock().insert(peer, (node, initialized));
+                self.hellos.lock().insert(
+                    peer,
+                    Hello {
+                        node,
+                        initialized,
+                        at: Instant::now(),
+                    },
+                );
             }
         }
         let live: HashSet<SocketAddr> = peers.iter().copied().collect();
@@ -336,7 +356,7 @@ impl Node {
             return Ok(());
         }
         let hellos = self.hellos.lock().clone();
-        if hellos.values().any(|(_, initialized)| *initialized) {
+        if hellos.values().any(|hello| hello.initialized) {
             // A group exists: its leader adds this node.
             return Ok(());
         }
@@ -344,7 +364,7 @@ impl Node {
             // Not everyone answered yet.
             return Ok(());
         }
-        if hellos.values().any(|(node, _)| node.name < self.me.name) {
+        if hellos.values().any(|hello| hello.node.name < self.me.name) {
             return Ok(());
         }
         let members = BTreeMap::from([(self.me.raft_id, basic(&self.me))]);
@@ -363,7 +383,7 @@ impl Node {
             let departed = self.departed.lock();
             let mut live: Vec<NodeRecord> = peers
                 .iter()
-                .filter_map(|peer| hellos.get(peer).map(|(node, _)| node.clone()))
+                .filter_map(|peer| hellos.get(peer).map(|hello| hello.node.clone()))
                 .filter(|node| !departed.contains(&node.raft_id))
                 .collect();
             live.push(self.me.clone());
