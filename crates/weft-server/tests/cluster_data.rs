@@ -151,9 +151,9 @@ impl Resp {
         self.reader.read_line(&mut line)?;
         let line = line.trim_end();
         match line.as_bytes().first() {
-            Some(b'+') => Ok(Some(line[1..].as_bytes().to_vec())),
+            Some(b'+') => Ok(Some(line.as_bytes()[1..].to_vec())),
             Some(b'-') => Err(std::io::Error::other(line.to_owned())),
-            Some(b':') => Ok(Some(line[1..].as_bytes().to_vec())),
+            Some(b':') => Ok(Some(line.as_bytes()[1..].to_vec())),
             Some(b'$') => {
                 let len: i64 = line[1..].parse().map_err(std::io::Error::other)?;
                 if len < 0 {
