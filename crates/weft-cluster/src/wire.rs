@@ -47,6 +47,8 @@ pub enum Protocol {
     Resp2,
     /// A RESP command, answered in RESP3.
     Resp3,
+    /// A Hot Rod request frame (the one argument), answered with its response frame.
+    HotRod,
 }
 
 /// Something one node asks another.

@@ -134,3 +134,28 @@ pub(crate) async fn server_action(
         other => Err(unknown_action(other)),
     }
 }
+
+/// `GET /rest/v2/cluster/topology`: the members, the coordinator and every clustered
+/// cache's topology as this node installed it: segment owners, rebalance phase,
+/// state-transfer progress.
+pub(crate) async fn topology(State(state): State<Shared>) -> Response {
+    let cluster = state.cluster_members();
+    let members: Vec<Value> = cluster
+        .names
+        .iter()
+        .zip(
+            cluster
+                .addresses
+                .iter()
+                .map(Some)
+                .chain(std::iter::repeat(None)),
+        )
+        .map(|(name, address)| json!({ "name": name, "address": address }))
+        .collect();
+    json::respond(&json!({
+        "node_name": state.node_name(),
+        "coordinator": cluster.coordinator,
+        "members": members,
+        "caches": cluster.caches,
+    }))
+}

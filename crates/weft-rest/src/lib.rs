@@ -97,6 +97,48 @@ pub struct ClusterMembers {
     pub addresses: Vec<String>,
     /// The member that coordinates the cluster (the consensus leader), when known.
     pub coordinator: Option<String>,
+    /// The clustered caches' topologies as this node installed them.
+    pub caches: Vec<CacheTopologyView>,
+    /// Requests this node sent on to the owner of their keys, per protocol.
+    pub forwarded: Vec<(&'static str, u64)>,
+    /// Bytes sent and received over cluster connections.
+    pub bytes: (u64, u64),
+}
+
+/// A clustered cache's topology, for REST and `/metrics`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct CacheTopologyView {
+    /// The cache.
+    pub cache: String,
+    /// Agreed topology id (increases with every change).
+    pub topology_id: u32,
+    /// The rebalance it belongs to.
+    pub rebalance_id: u32,
+    /// `stable`, or the phase of the rebalance under way.
+    pub phase: String,
+    /// Members of the topology.
+    pub members: Vec<String>,
+    /// Each segment's owners, the one that orders its writes first.
+    pub owners: Vec<Vec<String>>,
+    /// Segments this node is the primary of.
+    pub primary_segments: u64,
+    /// Segments this node holds a copy of.
+    pub owned_segments: u64,
+    /// State transfer of the current rebalance on this node.
+    pub transfer: TransferView,
+    /// Whether the cache refuses operations after losing too many members.
+    pub degraded: bool,
+}
+
+/// State-transfer progress on one node.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct TransferView {
+    /// Segments to fetch.
+    pub segments_total: u64,
+    /// Segments fetched.
+    pub segments_done: u64,
+    /// Entries received.
+    pub entries: u64,
 }
 
 /// Reads the current cluster membership (the server's membership service).
@@ -150,6 +192,7 @@ impl RestState {
                 names: vec![self.node_name.clone()],
                 addresses: Vec::new(),
                 coordinator: Some(self.node_name.clone()),
+                ..ClusterMembers::default()
             },
         }
     }
@@ -282,6 +325,7 @@ pub fn router(state: RestState) -> Router {
                 .layer(DefaultBodyLimit::max(CONFIG_BODY_BYTES_MAX)),
         )
         .route("/metrics", get(metrics::metrics))
+        .route("/rest/v2/cluster/topology", get(container::topology))
         .fallback(error::no_route)
         .method_not_allowed_fallback(error::method_not_allowed)
         .with_state(Arc::new(state))

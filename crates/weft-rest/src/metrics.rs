@@ -471,6 +471,7 @@ fn render(state: &Shared, open_metrics: bool) -> String {
         &[],
         Number::Whole(u64::try_from(state.cluster_members().names.len()).unwrap_or(u64::MAX)),
     );
+    cluster_families(&mut exposition, state);
     let build = Family {
         name: "weft_build_info",
         kind: Kind::Gauge,
@@ -486,6 +487,120 @@ fn render(state: &Shared, open_metrics: bool) -> String {
         Number::Whole(1),
     );
     exposition.finish()
+}
+
+/// Topologies, state transfer and forwarding of a clustered node.
+fn cluster_families(exposition: &mut Exposition, state: &Shared) {
+    let cluster = state.cluster_members();
+    let whole = |n: u64| Number::Whole(n);
+    let coordinator = Family {
+        name: "weft_cluster_coordinator",
+        kind: Kind::Gauge,
+        help: "1 when this node coordinates the cluster (leads consensus).",
+    };
+    exposition.header(&coordinator);
+    exposition.sample(
+        &coordinator,
+        &[],
+        whole(u64::from(
+            cluster.coordinator.as_deref() == Some(state.node_name()),
+        )),
+    );
+    let forwarded = Family {
+        name: "weft_cluster_forwarded",
+        kind: Kind::Counter,
+        help: "Requests sent on to the node that owns their key.",
+    };
+    exposition.header(&forwarded);
+    for (protocol, count) in &cluster.forwarded {
+        exposition.sample(&forwarded, &[("protocol", protocol)], whole(*count));
+    }
+    let bytes = Family {
+        name: "weft_cluster_bytes",
+        kind: Kind::Counter,
+        help: "Bytes sent and received over cluster connections.",
+    };
+    exposition.header(&bytes);
+    exposition.sample(&bytes, &[("direction", "sent")], whole(cluster.bytes.0));
+    exposition.sample(&bytes, &[("direction", "received")], whole(cluster.bytes.1));
+    type Read = fn(&crate::CacheTopologyView) -> u64;
+    let families: [(Family, Read); 7] = [
+        (
+            Family {
+                name: "weft_cache_topology_id",
+                kind: Kind::Gauge,
+                help: "The agreed topology id of a clustered cache.",
+            },
+            |c| u64::from(c.topology_id),
+        ),
+        (
+            Family {
+                name: "weft_cache_rebalancing",
+                kind: Kind::Gauge,
+                help: "1 while segments of the cache move between nodes.",
+            },
+            |c| u64::from(c.phase != "stable"),
+        ),
+        (
+            Family {
+                name: "weft_cache_degraded",
+                kind: Kind::Gauge,
+                help: "1 while the cache refuses operations after losing members.",
+            },
+            |c| u64::from(c.degraded),
+        ),
+        (
+            Family {
+                name: "weft_cache_primary_segments",
+                kind: Kind::Gauge,
+                help: "Segments of the cache this node is the primary owner of.",
+            },
+            |c| c.primary_segments,
+        ),
+        (
+            Family {
+                name: "weft_cache_owned_segments",
+                kind: Kind::Gauge,
+                help: "Segments of the cache this node holds a copy of.",
+            },
+            |c| c.owned_segments,
+        ),
+        (
+            Family {
+                name: "weft_state_transfer_segments_done",
+                kind: Kind::Gauge,
+                help: "Segments this node fetched in the cache's current rebalance.",
+            },
+            |c| c.transfer.segments_done,
+        ),
+        (
+            Family {
+                name: "weft_state_transfer_segments",
+                kind: Kind::Gauge,
+                help: "Segments this node must fetch in the cache's current rebalance.",
+            },
+            |c| c.transfer.segments_total,
+        ),
+    ];
+    for (family, read) in &families {
+        exposition.header(family);
+        for cache in &cluster.caches {
+            exposition.sample(family, &[("cache", &cache.cache)], whole(read(cache)));
+        }
+    }
+    let entries = Family {
+        name: "weft_state_transfer_entries",
+        kind: Kind::Counter,
+        help: "Entries this node received by state transfer in the cache's current rebalance.",
+    };
+    exposition.header(&entries);
+    for cache in &cluster.caches {
+        exposition.sample(
+            &entries,
+            &[("cache", &cache.cache)],
+            whole(cache.transfer.entries),
+        );
+    }
 }
 
 /// `GET /metrics`.

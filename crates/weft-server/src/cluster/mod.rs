@@ -20,7 +20,7 @@ use tokio::sync::watch;
 use weft_cluster::Location;
 use weft_cluster::state::NodeRecord;
 use weft_core::{CacheConfig, CacheManager, Persistence, PersistenceFactory};
-use weft_rest::ClusterMembers;
+use weft_rest::{CacheTopologyView, ClusterMembers, TransferView};
 
 use crate::config::ServerSection;
 use membership::MembershipService;
@@ -202,10 +202,68 @@ fn members(node: &Node) -> ClusterMembers {
         nodes.push(node.me().clone());
     }
     nodes.sort_by(|a, b| a.name.cmp(&b.name));
+    let me = weft_cluster::MemberId(node.me().name.clone());
+    let progress = node.transfer_progress();
+    let caches = state
+        .caches()
+        .keys()
+        .filter_map(|name| {
+            let route = node.routing().cache(name)?;
+            let topology = &route.topology;
+            let owners: Vec<Vec<String>> = route
+                .segments
+                .iter()
+                .map(|segment| segment.write.iter().map(|id| id.0.clone()).collect())
+                .collect();
+            let current = topology.current();
+            let count = |primary: bool| {
+                (0..current.segment_count())
+                    .filter(|&s| {
+                        let ids = current.owner_ids(s);
+                        if primary {
+                            ids.first() == Some(&&me)
+                        } else {
+                            ids.contains(&&me)
+                        }
+                    })
+                    .count() as u64
+            };
+            let transfer = progress.get(name).cloned().unwrap_or_default();
+            Some(CacheTopologyView {
+                cache: name.clone(),
+                topology_id: topology.id(),
+                rebalance_id: topology.rebalance_id(),
+                phase: phase_name(topology.phase()).to_owned(),
+                members: topology.members().into_iter().map(|id| id.0).collect(),
+                owners,
+                primary_segments: count(true),
+                owned_segments: count(false),
+                transfer: TransferView {
+                    segments_total: transfer.segments_total,
+                    segments_done: transfer.segments_done,
+                    entries: transfer.entries,
+                },
+                degraded: false,
+            })
+        })
+        .collect();
     ClusterMembers {
         names: nodes.iter().map(|n| n.name.clone()).collect(),
         addresses: nodes.iter().map(|n| n.cluster_addr.to_string()).collect(),
         coordinator: node.coordinator(),
+        caches,
+        forwarded: node.forwarded(),
+        bytes: node.transport().bytes(),
+    }
+}
+
+fn phase_name(phase: weft_cluster::topology::Phase) -> &'static str {
+    use weft_cluster::topology::Phase;
+    match phase {
+        Phase::Stable => "stable",
+        Phase::ReadOldWriteAll => "read-old-write-all",
+        Phase::ReadAllWriteAll => "read-all-write-all",
+        Phase::ReadNewWriteAll => "read-new-write-all",
     }
 }
 

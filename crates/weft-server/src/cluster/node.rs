@@ -87,6 +87,8 @@ pub struct Node {
     progress: Mutex<BTreeMap<String, TransferProgress>>,
     /// Nodes that left gracefully: not added back while failure detection still lists them.
     departed: Mutex<HashSet<NodeId>>,
+    /// Requests sent on to their keys' owner: RESP, Hot Rod.
+    forwarded: [std::sync::atomic::AtomicU64; 2],
     /// The server, for executing forwarded requests (set once it exists).
     server: OnceLock<Arc<ServerContext>>,
     started: Instant,
@@ -139,6 +141,7 @@ impl Node {
             confirmed: Mutex::new(HashSet::new()),
             progress: Mutex::new(BTreeMap::new()),
             departed: Mutex::new(HashSet::new()),
+            forwarded: Default::default(),
             server: OnceLock::new(),
             started: Instant::now(),
         }))
@@ -184,6 +187,19 @@ impl Node {
             .values()
             .find(|node| node.raft_id == leader)
             .map(|node| node.name.clone())
+    }
+
+    /// Counts a request sent on to its key's owner.
+    pub fn counted_forward(&self, protocol: Protocol) {
+        let slot = usize::from(protocol == Protocol::HotRod);
+        self.forwarded[slot].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Requests sent on to their keys' owner, per protocol.
+    #[must_use]
+    pub fn forwarded(&self) -> Vec<(&'static str, u64)> {
+        let read = |slot: usize| self.forwarded[slot].load(std::sync::atomic::Ordering::Relaxed);
+        vec![("resp", read(0)), ("hotrod", read(1))]
     }
 
     /// State-transfer progress per cache.
@@ -808,20 +824,23 @@ impl Node {
         Response::Entries { entries, done }
     }
 
-    async fn answer_forward(
+    /// Runs a forwarded request now (in arrival order) and returns the future of its answer.
+    fn forward_now(
         &self,
         protocol: Protocol,
-        cache: String,
+        cache: &str,
         args: Vec<Vec<u8>>,
-    ) -> Response {
+    ) -> BoxFuture<Response> {
         let Some(server) = self.server.get() else {
-            return Response::Error("node starting".to_owned());
+            return Box::pin(std::future::ready(Response::Error(
+                "node starting".to_owned(),
+            )));
         };
         match protocol {
             Protocol::Resp2 | Protocol::Resp3 => {
-                crate::resp::execute_forwarded(server, &cache, protocol == Protocol::Resp3, args)
-                    .await
+                crate::resp::execute_forwarded(server, cache, protocol == Protocol::Resp3, args)
             }
+            Protocol::HotRod => crate::hotrod::execute_forwarded(server, args),
         }
     }
 }
@@ -862,6 +881,14 @@ impl Handler for NodeHandler {
         let Some(node) = self.node.get().cloned() else {
             return Box::pin(async { Response::Error("node starting".to_owned()) });
         };
+        let request = match request {
+            Request::Forward {
+                protocol,
+                cache,
+                args,
+            } => return node.forward_now(protocol, &cache, args),
+            other => other,
+        };
         Box::pin(async move {
             match request {
                 Request::Hello(_) => {
@@ -895,11 +922,7 @@ impl Handler for NodeHandler {
                     Err(error) => Response::Error(error.to_string()),
                 },
                 Request::Replicate(replicas) => apply(&node, replicas),
-                Request::Forward {
-                    protocol,
-                    cache,
-                    args,
-                } => node.answer_forward(protocol, cache, args).await,
+                Request::Forward { .. } => Response::Error("forwarded twice".to_owned()),
                 Request::Fetch {
                     cache,
                     segment,

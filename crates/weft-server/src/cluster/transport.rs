@@ -39,7 +39,8 @@ pub enum TransportError {
 
 /// What a node does with the requests it receives.
 pub trait Handler: Send + Sync + 'static {
-    /// Answers a request (concurrently with others).
+    /// Answers a request. Called in the order requests arrive on a connection; what it does
+    /// before returning its future happens in that order, the rest concurrently.
     fn handle(&self, from: SocketAddr, request: Request) -> BoxFuture<Response>;
 
     /// Applies replicated changes, in the order they arrive (called on the connection's

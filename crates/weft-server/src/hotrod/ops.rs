@@ -141,12 +141,17 @@ pub(super) fn process(connection: &Arc<Connection>, frame: &Frame, out: &mut Byt
 
 /// The topology to send with a response, if the client's view is out of date.
 ///
-/// Today every cache lives on this one node: the topology lists this server (at the
-/// address the client reached) as the owner of every segment. Clustering fills in more.
+/// A clustered cache's is the agreed one: every member's Hot Rod endpoint, and each
+/// segment's owners with the one that orders its writes first, so that a client sends each
+/// key where it runs without a hop. Any other cache lives on this node alone: the topology
+/// lists this server (at the address the client reached) as the owner of every segment.
 fn topology(connection: &Connection, frame: &Frame, cache: &Cache) -> Option<(Topology, u8)> {
     let intelligence = frame.header.intelligence;
     if intelligence < 2 {
         return None;
+    }
+    if let Some(topology) = clustered_topology(connection, frame, cache) {
+        return topology.map(|topology| (topology, intelligence));
     }
     let segments = cache.segment_count();
     let (host, port) = &connection.advertised;
@@ -162,6 +167,86 @@ fn topology(connection: &Connection, frame: &Frame, cache: &Cache) -> Option<(To
         },
         intelligence,
     ))
+}
+
+/// The agreed topology of a clustered cache (`Some(None)` when the client has it already),
+/// or `None` when the cache is not clustered here.
+fn clustered_topology(
+    connection: &Connection,
+    frame: &Frame,
+    cache: &Cache,
+) -> Option<Option<Topology>> {
+    if !cache.config().mode.is_clustered() {
+        return None;
+    }
+    let node = connection.context.cluster.as_ref()?;
+    let routing = node.routing();
+    let route = routing.cache(cache.name())?;
+    // The agreed ids count up from 1; clients reserve -1 and -2.
+    let id = i32::try_from(route.topology.id()).unwrap_or(i32::MAX);
+    if frame.header.topology_id == id {
+        return Some(None);
+    }
+    let members = route.topology.members();
+    let mut servers = Vec::with_capacity(members.len());
+    for member in &members {
+        let endpoint = routing.node(member)?.endpoint;
+        servers.push((endpoint.ip().to_string(), endpoint.port()));
+    }
+    let index = |id: &weft_cluster::MemberId| {
+        members
+            .iter()
+            .position(|member| member == id)
+            .and_then(|i| u32::try_from(i).ok())
+    };
+    let owners = route
+        .segments
+        .iter()
+        .map(|segment| segment.write.iter().filter_map(index).collect())
+        .collect();
+    Some(Some(Topology {
+        id,
+        servers,
+        segment_owners: Some(owners),
+    }))
+}
+
+/// Where a keyed request on a clustered cache runs: `Some(node)` when another node owns the
+/// key (a client without the topology, or one a change overtook), `None` here.
+pub(super) fn owner(connection: &Connection, frame: &Frame) -> Option<std::net::SocketAddr> {
+    use crate::cluster::routing::Route;
+    let node = connection.context.cluster.as_ref()?;
+    let (key, write) = match &frame.request {
+        Request::Get { key }
+        | Request::GetWithVersion { key }
+        | Request::GetWithMetadata { key }
+        | Request::GetStream { key, .. }
+        | Request::ContainsKey { key } => (*key, false),
+        Request::Put { key, .. }
+        | Request::PutIfAbsent { key, .. }
+        | Request::Replace { key, .. }
+        | Request::ReplaceIfUnmodified { key, .. }
+        | Request::Remove { key }
+        | Request::RemoveIfUnmodified { key, .. } => (*key, true),
+        _ => return None,
+    };
+    let cache = lookup(connection, frame.cache_name())?;
+    if !cache.config().mode.is_clustered() {
+        return None;
+    }
+    let target = Target::new(cache, frame);
+    let key = target.key_in(frame.slice(key)).ok()?;
+    let segment = target.cache.segment_of(&key);
+    let routing = node.routing();
+    let route = if write {
+        routing.write_route(target.cache.name(), segment)
+    } else {
+        routing.read_route(target.cache.name(), segment)
+    };
+    match route {
+        Route::Local => None,
+        Route::Remote(_, addr) => Some(addr),
+    }
 }
 
 /// A stable id for a membership: never −1 or −2, which clients use as "none" and "switch".

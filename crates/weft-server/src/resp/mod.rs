@@ -202,6 +202,7 @@ async fn forward(
         weft_resp::Protocol::Resp3 => Wire::Resp3,
         weft_resp::Protocol::Resp2 => Wire::Resp2,
     };
+    node.counted_forward(protocol);
     let request = Request::Forward {
         protocol,
         cache: session.cache.name().to_owned(),
@@ -225,31 +226,40 @@ async fn forward(
     }
 }
 
-/// Runs a command another node forwarded here and returns its reply, once the write it
-/// made (if any) is as replicated and durable as the cache promises.
-pub async fn execute_forwarded(
+/// Runs a command another node forwarded here, now (so that commands forwarded over one
+/// connection apply in the order sent), and returns the future of its reply: ready once the
+/// write it made (if any) is as replicated and durable as the cache promises.
+pub fn execute_forwarded(
     context: &Arc<ServerContext>,
     cache: &str,
     resp3: bool,
     args: Vec<Vec<u8>>,
-) -> weft_cluster::wire::Response {
+) -> weft_core::persistence::BoxFuture<weft_cluster::wire::Response> {
     use weft_cluster::wire::Response;
+    let ready = |response: Response| -> weft_core::persistence::BoxFuture<Response> {
+        Box::pin(std::future::ready(response))
+    };
     let Some(cache) = context.manager.cache(cache) else {
-        return Response::Error(format!("no cache `{cache}`"));
+        return ready(Response::Error(format!("no cache `{cache}`")));
     };
     let Some(mut session) = Session::forwarded(Arc::clone(context), cache, resp3) else {
-        return Response::Error("no RESP database".to_owned());
+        return ready(Response::Error("no RESP database".to_owned()));
     };
     let args: Vec<bytes::Bytes> = args.into_iter().map(bytes::Bytes::from).collect();
     let mut output = BytesMut::new();
     let (executed, durability) = collect_durability(|| session.execute(&args, &mut output));
+    drop(session);
     if executed.is_err() {
-        return Response::Error("reply exceeds client-output-bytes-max".to_owned());
+        return ready(Response::Error(
+            "reply exceeds client-output-bytes-max".to_owned(),
+        ));
     }
-    if let Err(error) = durability.wait().await {
-        return Response::Error(error.to_string());
-    }
-    Response::Reply(output.to_vec())
+    Box::pin(async move {
+        if let Err(error) = durability.wait().await {
+            return Response::Error(error.to_string());
+        }
+        Response::Reply(output.to_vec())
+    })
 }
 
 /// A connection whose current command blocks (BLPOP and friends).

@@ -1,0 +1,162 @@
+//! Three servers in one process forming a cluster over loopback sockets, checked through
+//! the protocols: a Hot Rod client that knows no topology reaches every key from every node
+//! (requests for keys a node does not own are forwarded), a hash-aware one gets the agreed
+//! topology and, sending each key to the primary it names, is never forwarded; RESP sees
+//! the same data from every node.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::time::{Duration, Instant};
+
+use common::TestServer;
+use common::hotrod::{HotRod, b, get, put};
+use weft_hotrod::{Request, Status};
+
+fn free_port() -> u16 {
+    for _ in 0..100 {
+        let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let port = udp.local_addr().unwrap().port();
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no port free for both UDP and TCP");
+}
+
+fn http_get(addr: SocketAddr, path: &str) -> String {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: weft\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+        .unwrap_or_default()
+}
+
+fn forwarded(addr: SocketAddr, protocol: &str) -> u64 {
+    let metrics = http_get(addr, "/metrics");
+    let prefix = format!("weft_cluster_forwarded_total{{protocol=\"{protocol}\"}} ");
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Starts three clustered servers and waits until each has installed a stable topology of
+/// the default cache with all three members.
+fn cluster() -> Vec<TestServer> {
+    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let seeds: Vec<String> = ports.iter().map(|p| format!("\"127.0.0.1:{p}\"")).collect();
+    let servers: Vec<TestServer> = (0..3)
+        .map(|i| {
+            TestServer::start_with(
+                &format!(
+                    "node-name = \"node-{i}\"\ncluster-listen = \"127.0.0.1:{}\"\njoin = [{}]\n",
+                    ports[i],
+                    seeds.join(", ")
+                ),
+                "[caches.default]\nmode = \"distributed\"\nsegments = 32\n",
+            )
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let ready = servers.iter().all(|server| {
+            let body = http_get(server.addr, "/rest/v2/cluster/topology");
+            let report: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+            report["caches"].as_array().is_some_and(|caches| {
+                caches.iter().any(|cache| {
+                    cache["cache"] == "default"
+                        && cache["phase"] == "stable"
+                        && cache["members"].as_array().is_some_and(|m| m.len() == 3)
+                })
+            })
+        });
+        if ready {
+            return servers;
+        }
+        assert!(Instant::now() < deadline, "the cluster did not form");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+// Proves every node answers for every key (forwarding what it does not own), a hash-aware
+// client gets the agreed topology and is never forwarded when it follows it, and RESP sees
+// what Hot Rod wrote from every node.
+#[test]
+fn every_node_serves_every_key_and_hash_aware_clients_go_straight_to_the_primary() {
+    let servers = cluster();
+    let keys: Vec<String> = (0..200).map(|i| format!("key-{i}")).collect();
+
+    // A client without the topology writes everything through node 0 ...
+    let mut first = HotRod::connect(servers[0].addr, 40);
+    for key in &keys {
+        let response = first.call(put(key, format!("value-of-{key}")));
+        assert_eq!(response.status(), Status::Success, "{response:?}");
+    }
+    // ... and reads it back through every node.
+    for server in &servers {
+        let mut client = HotRod::connect(server.addr, 40);
+        for key in &keys {
+            assert_eq!(
+                client.call(get(key)).value(),
+                format!("value-of-{key}").into_bytes()
+            );
+        }
+    }
+    let forwarded_before: Vec<u64> = servers
+        .iter()
+        .map(|s| forwarded(s.addr, "hotrod"))
+        .collect();
+    assert!(
+        forwarded_before.iter().sum::<u64>() > 0,
+        "nothing was forwarded"
+    );
+
+    // A hash-aware client learns the topology from a PING ...
+    let mut aware = HotRod::connect(servers[0].addr, 40);
+    let mut header = aware.header();
+    header.intelligence = 3;
+    let id = aware.send(&header, &Request::Ping);
+    let pong = aware.response_to(id);
+    let topology = pong.header.topology.expect("a topology update");
+    assert_eq!(topology.servers.len(), 3);
+    let owners = topology.segment_owners.expect("segment owners");
+    assert_eq!(owners.len(), 32);
+    assert!(owners.iter().all(|segment| segment.len() == 2));
+    // ... and sends each key to the primary it names: no node forwards anything.
+    let mut by_port: Vec<HotRod> = topology
+        .servers
+        .iter()
+        .map(|(host, port)| HotRod::connect(format!("{host}:{port}").parse().unwrap(), 40))
+        .collect();
+    for key in &keys {
+        let segment = weft_core::hash::segment_of(key.as_bytes(), 32) as usize;
+        let primary = owners[segment][0] as usize;
+        let response = by_port[primary].call(put(key, b("again")));
+        assert_eq!(response.status(), Status::Success);
+    }
+    let forwarded_after: Vec<u64> = servers
+        .iter()
+        .map(|s| forwarded(s.addr, "hotrod"))
+        .collect();
+    assert_eq!(forwarded_before, forwarded_after);
+
+    // RESP reads what Hot Rod wrote, from every node.
+    for server in &servers {
+        let mut resp = common::Client::connect(server.addr);
+        for key in keys.iter().take(20) {
+            assert_eq!(resp.call(&[b"GET", key.as_bytes()]).bytes(), b"again");
+        }
+    }
+}
