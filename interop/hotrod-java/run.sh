@@ -28,3 +28,15 @@ PY
     exit "$status"
   fi
 done
+
+# The official client against a three-node cluster: primary-owner routing, and a node killed
+# with SIGKILL mid-run (ClusterTest; skipped by the single-server runs above).
+echo "=== Hot Rod Java interop against a 3-node cluster, profile client-15.2"
+status=0
+python3 "$here/../with_weft_cluster.py" --nodes 3 --config "$here/cluster.toml" -- \
+  mvn -q -B -Dstyle.color=never -Pclient-15.2 -Dtest=ClusterTest -Dsurefire.failIfNoSpecifiedTests=false \
+  clean test 2>&1 | sed -u 's/\x1b\[[0-9;]*m//g' || status=$?
+if [ "$status" -ne 0 ]; then
+  echo "Hot Rod Java cluster interop failed (exit $status)"
+  exit "$status"
+fi

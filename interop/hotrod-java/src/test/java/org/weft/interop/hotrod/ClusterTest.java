@@ -1,0 +1,157 @@
+package org.weft.interop.hotrod;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicBoolean;
+
+import org.infinispan.client.hotrod.RemoteCache;
+import org.infinispan.client.hotrod.RemoteCacheManager;
+import org.infinispan.client.hotrod.configuration.ConfigurationBuilder;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.MethodOrderer;
+import org.junit.jupiter.api.Order;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestInstance;
+import org.junit.jupiter.api.TestMethodOrder;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.condition.EnabledIfEnvironmentVariable;
+
+/**
+ * The official client against a cluster of Weft nodes (interop/with_weft_cluster.py sets
+ * WEFT_SERVERS and WEFT_PIDS): it must send each keyed operation to the key's primary owner,
+ * measured by what the nodes forwarded, and lose no acknowledged write when a node is killed
+ * with SIGKILL in the middle of a run.
+ */
+@EnabledIfEnvironmentVariable(named = "WEFT_SERVERS", matches = ".+")
+@TestInstance(TestInstance.Lifecycle.PER_CLASS)
+@TestMethodOrder(MethodOrderer.OrderAnnotation.class)
+class ClusterTest {
+   /** The distributed cache declared in cluster.toml (ProtoStream keys: the client's hash). */
+   static final String DIST = "dist";
+
+   private final HttpClient http = HttpClient.newHttpClient();
+   private List<String> servers;
+   private RemoteCacheManager rcm;
+   private RemoteCache<String, String> cache;
+
+   @BeforeAll
+   void open() {
+      servers = List.of(System.getenv("WEFT_SERVERS").split(";"));
+      ConfigurationBuilder builder = new ConfigurationBuilder();
+      builder.addServers(String.join(";", servers));
+      builder.socketTimeout(20_000).connectionTimeout(5_000).maxRetries(10);
+      rcm = new RemoteCacheManager(builder.build());
+      cache = rcm.getCache(DIST);
+   }
+
+   @AfterAll
+   void close() {
+      if (rcm != null) {
+         rcm.close();
+      }
+   }
+
+   /** Requests the nodes still up forwarded to another node, summed. */
+   private long forwarded() {
+      long total = 0;
+      for (String server : servers) {
+         try {
+            HttpResponse<String> metrics = http.send(
+                  HttpRequest.newBuilder(URI.create("http://" + server + "/metrics")).timeout(Duration.ofSeconds(5)).build(),
+                  HttpResponse.BodyHandlers.ofString());
+            for (String line : metrics.body().split("\n")) {
+               if (line.startsWith("weft_cluster_forwarded_total{protocol=\"hotrod\"}")) {
+                  total += Long.parseLong(line.substring(line.lastIndexOf(' ') + 1).trim());
+               }
+            }
+         } catch (Exception down) {
+            // A node killed by the other test: it forwards nothing any more.
+         }
+      }
+      return total;
+   }
+
+   @Test
+   @Order(1)
+   void keyedOperationsGoToThePrimaryOwner() {
+      // The first responses bring the topology; from then on the client hashes keys itself
+      // (it connects to the other servers as it needs them).
+      for (int i = 0; i < 50; i++) {
+         cache.put("warm-up-" + i, "x");
+      }
+      int keys = 5_000;
+      long before = forwarded();
+      for (int i = 0; i < keys; i++) {
+         cache.put("primary-" + i, "value-" + i);
+      }
+      for (int i = 0; i < keys; i++) {
+         assertEquals("value-" + i, cache.get("primary-" + i));
+      }
+      long hops = forwarded() - before;
+      double ratio = 1.0 - hops / (2.0 * keys);
+      System.out.printf("cluster: %d keyed operations, %d forwarded, %.4f went straight to the primary owner%n",
+            2 * keys, hops, ratio);
+      assertTrue(ratio >= 0.99, "only " + ratio + " of keyed operations reached the primary owner");
+   }
+
+   @Test
+   @Order(2)
+   @Timeout(180)
+   void noAcknowledgedWriteIsLostWhenANodeIsKilled() throws Exception {
+      String[] pids = System.getenv("WEFT_PIDS").split(";");
+      Map<String, String> acknowledged = new ConcurrentHashMap<>();
+      Set<String> unknown = ConcurrentHashMap.newKeySet();
+      AtomicBoolean stop = new AtomicBoolean();
+      List<Thread> writers = new ArrayList<>();
+      for (int w = 0; w < 2; w++) {
+         int writer = w;
+         Thread thread = new Thread(() -> {
+            for (int i = 0; !stop.get(); i++) {
+               String key = "kill-" + writer + "-" + i;
+               String value = "v" + i;
+               try {
+                  cache.put(key, value);
+                  acknowledged.put(key, value);
+               } catch (RuntimeException failed) {
+                  unknown.add(key);
+               }
+            }
+         });
+         thread.start();
+         writers.add(thread);
+      }
+      Weft.sleep(2_000);
+      // SIGKILL the last node: no goodbye, its connections just break.
+      long victim = Long.parseLong(pids[pids.length - 1].trim());
+      ProcessHandle.of(victim).ifPresent(ProcessHandle::destroyForcibly);
+      Weft.sleep(10_000);
+      stop.set(true);
+      for (Thread thread : writers) {
+         thread.join(60_000);
+      }
+      System.out.printf("cluster: %d writes acknowledged, %d unanswered across the kill%n",
+            acknowledged.size(), unknown.size());
+      assertTrue(acknowledged.size() > 100, "too few writes acknowledged: " + acknowledged.size());
+      Set<String> lost = new HashSet<>();
+      for (Map.Entry<String, String> write : acknowledged.entrySet()) {
+         String read = cache.get(write.getKey());
+         if (!write.getValue().equals(read)) {
+            lost.add(write.getKey() + "=" + read);
+         }
+      }
+      assertTrue(lost.isEmpty(), lost.size() + " acknowledged writes lost, e.g. " + lost.stream().limit(5).toList());
+   }
+}
