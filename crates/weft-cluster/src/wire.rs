@@ -49,6 +49,36 @@ pub enum Protocol {
     Resp3,
     /// A Hot Rod request frame (the one argument), answered with its response frame.
     HotRod,
+    /// An HTTP request (method, URI, body, then header names and values), answered with
+    /// [`HttpReply`].
+    Http,
+}
+
+/// The response to a forwarded HTTP request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HttpReply {
+    /// Status code.
+    pub status: u16,
+    /// Header names and values.
+    pub headers: Vec<(String, Vec<u8>)>,
+    /// Body.
+    pub body: Vec<u8>,
+}
+
+impl HttpReply {
+    /// Its encoding, as [`Response::Reply`] carries it.
+    #[must_use]
+    pub fn encode(&self) -> Vec<u8> {
+        postcard::to_stdvec(self).unwrap_or_default()
+    }
+
+    /// Reads an encoded reply.
+    ///
+    /// # Errors
+    /// When the bytes are not a reply.
+    pub fn decode(bytes: &[u8]) -> Result<Self, FrameError> {
+        postcard::from_bytes(bytes).map_err(|error| FrameError::Malformed(error.to_string()))
+    }
 }
 
 /// Something one node asks another.
@@ -90,10 +120,12 @@ pub enum Request {
         /// At most this many entries.
         limit: u32,
     },
-    /// How many entries of the cache this node holds in the segments it is primary of.
+    /// How many entries of the cache this node holds in the given segments.
     Size {
         /// The cache.
         cache: String,
+        /// The segments.
+        segments: Vec<u32>,
     },
     /// Remove every entry of the cache this node holds.
     Clear {

@@ -103,7 +103,13 @@ pub(crate) async fn get(
     let cache = existing(&state, &name)?;
     match params.get("action").map(String::as_str) {
         None => Ok(json::respond(&details(&cache))),
-        Some("size") => Ok(json::respond(&json!(cache.size()))),
+        Some("size") => match state.forwarder() {
+            Some(cluster) if cache.config().mode.is_clustered() => {
+                let size = cluster.size(cache).await.map_err(RestError::unavailable)?;
+                Ok(json::respond(&json!(size)))
+            }
+            _ => Ok(json::respond(&json!(cache.size()))),
+        },
         Some("stats") => Ok(json::respond(&json::statistics_with_stores(
             &cache.statistics(),
             cache.persistence_stats(),
@@ -327,11 +333,30 @@ pub(crate) async fn post(
     match params.get("action").map(String::as_str) {
         None => {
             let config = parse_config(&headers, &body)?.unwrap_or_default();
-            state.manager().create_cache(&name, config)?;
+            match state.forwarder() {
+                Some(cluster) if config.mode.is_clustered() => {
+                    if state.manager().cache(&name).is_some() {
+                        return Err(weft_core::ManagerError::AlreadyExists(name).into());
+                    }
+                    cluster
+                        .define(name, config)
+                        .await
+                        .map_err(RestError::unavailable)?;
+                }
+                _ => {
+                    state.manager().create_cache(&name, config)?;
+                }
+            }
             Ok(StatusCode::OK.into_response())
         }
         Some("clear") => {
-            existing(&state, &name)?.clear()?;
+            let cache = existing(&state, &name)?;
+            match state.forwarder() {
+                Some(cluster) if cache.config().mode.is_clustered() => {
+                    cluster.clear(cache).await.map_err(RestError::unavailable)?;
+                }
+                _ => cache.clear()?,
+            }
             Ok(StatusCode::NO_CONTENT.into_response())
         }
         Some("stats-reset") => {

@@ -121,14 +121,50 @@ fn caching_headers(entry: &CacheEntry, now_ms: u64, headers: &mut HeaderMap) {
     }
 }
 
+/// Runs an entry request on the node that owns its key, when that is another node; `None`
+/// when it runs here (not clustered, owned here, or already forwarded).
+async fn forwarded(
+    state: &Shared,
+    method: axum::http::Method,
+    uri: &Uri,
+    request_headers: &HeaderMap,
+    body: Bytes,
+    write: bool,
+) -> Option<Result<Response, RestError>> {
+    if request_headers.contains_key(crate::FORWARDED_HEADER) {
+        return None;
+    }
+    let forwarder = state.forwarder()?;
+    let target = target(state, uri, request_headers).ok()?;
+    let node = forwarder.route(&target.cache, &target.key, write)?;
+    let mut request = axum::http::Request::new(body);
+    *request.method_mut() = method;
+    *request.uri_mut() = uri.clone();
+    *request.headers_mut() = request_headers.clone();
+    request.headers_mut().insert(
+        crate::FORWARDED_HEADER,
+        axum::http::HeaderValue::from_static("1"),
+    );
+    Some(match forwarder.forward(node, request).await {
+        Ok(response) => Ok(response.map(Body::from).into_response()),
+        Err(reason) => Err(RestError::new(StatusCode::SERVICE_UNAVAILABLE, reason)),
+    })
+}
+
 /// GET and HEAD (axum routes HEAD here and drops the body).
 pub(crate) async fn get(
     State(state): State<Shared>,
+    method: axum::http::Method,
     uri: Uri,
     request_headers: HeaderMap,
     query: QueryParams,
 ) -> Result<Response, RestError> {
     refuse_actions(query)?;
+    if let Some(answer) =
+        forwarded(&state, method, &uri, &request_headers, Bytes::new(), false).await
+    {
+        return answer;
+    }
     let target = target(&state, &uri, &request_headers)?;
     let preconditions = Preconditions::from_headers(&request_headers)?;
     let min_fresh = headers::min_fresh_seconds(&request_headers)?;
@@ -308,6 +344,18 @@ pub(crate) async fn put(
     query: QueryParams,
     value: Bytes,
 ) -> Result<Response, RestError> {
+    if let Some(answer) = forwarded(
+        &state,
+        axum::http::Method::PUT,
+        &uri,
+        &request_headers,
+        value.clone(),
+        true,
+    )
+    .await
+    {
+        return answer;
+    }
     durable(|| put_now(state, uri, request_headers, query, value)).await
 }
 
@@ -319,6 +367,18 @@ pub(crate) async fn post(
     query: QueryParams,
     value: Bytes,
 ) -> Result<Response, RestError> {
+    if let Some(answer) = forwarded(
+        &state,
+        axum::http::Method::POST,
+        &uri,
+        &request_headers,
+        value.clone(),
+        true,
+    )
+    .await
+    {
+        return answer;
+    }
     durable(|| post_now(state, uri, request_headers, query, value)).await
 }
 
@@ -329,5 +389,17 @@ pub(crate) async fn delete(
     request_headers: HeaderMap,
     query: QueryParams,
 ) -> Result<Response, RestError> {
+    if let Some(answer) = forwarded(
+        &state,
+        axum::http::Method::DELETE,
+        &uri,
+        &request_headers,
+        Bytes::new(),
+        true,
+    )
+    .await
+    {
+        return answer;
+    }
     durable(|| delete_now(state, uri, request_headers, query)).await
 }

@@ -27,6 +27,11 @@ impl RestError {
         Self::new(StatusCode::BAD_REQUEST, message)
     }
 
+    /// 503: the cluster could not do it now (a member unreachable, no consensus leader).
+    pub(crate) fn unavailable(message: String) -> Self {
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, message)
+    }
+
     /// 404 for a cache that does not exist.
     pub(crate) fn no_cache(name: &str) -> Self {
         Self::new(

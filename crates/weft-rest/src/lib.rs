@@ -85,6 +85,44 @@ pub struct RestState {
     started: Instant,
     shutdown: Option<ShutdownHook>,
     cluster: Option<ClusterView>,
+    forwarder: Option<Arc<dyn Forwarder>>,
+}
+
+/// The header a forwarded request carries, so that the node it reaches runs it.
+pub const FORWARDED_HEADER: &str = "x-weft-forwarded";
+
+/// Sends entry requests for keys another node owns to that node (a clustered server sets
+/// one; see [`RestState::with_forwarder`]).
+pub trait Forwarder: Send + Sync + 'static {
+    /// The node a request on `key` (as stored) of `cache` must run on, or `None` for this
+    /// one. `write` tells reads (any owner) from writes (the primary).
+    fn route(&self, cache: &weft_core::Cache, key: &[u8], write: bool) -> Option<String>;
+
+    /// Runs `request` on `node` and returns its response.
+    fn forward(
+        &self,
+        node: String,
+        request: axum::http::Request<bytes::Bytes>,
+    ) -> weft_core::persistence::BoxFuture<Result<axum::http::Response<bytes::Bytes>, String>>;
+
+    /// Entries of a clustered cache across the cluster, each counted once.
+    fn size(
+        &self,
+        cache: weft_core::Cache,
+    ) -> weft_core::persistence::BoxFuture<Result<u64, String>>;
+
+    /// Clears a clustered cache on every node.
+    fn clear(
+        &self,
+        cache: weft_core::Cache,
+    ) -> weft_core::persistence::BoxFuture<Result<(), String>>;
+
+    /// Defines a clustered cache on every node; done once this node has it.
+    fn define(
+        &self,
+        name: String,
+        config: weft_core::CacheConfig,
+    ) -> weft_core::persistence::BoxFuture<Result<(), String>>;
 }
 
 /// Who is in the cluster, as this node sees it: names and cluster addresses, this node
@@ -169,6 +207,7 @@ impl RestState {
             started: Instant::now(),
             shutdown: None,
             cluster: None,
+            forwarder: None,
         }
     }
 
@@ -181,6 +220,18 @@ impl RestState {
     ) -> Self {
         self.cluster = Some(Arc::new(view));
         self
+    }
+
+    /// Forwards entry requests for keys another node owns.
+    #[must_use]
+    pub fn with_forwarder(mut self, forwarder: Arc<dyn Forwarder>) -> Self {
+        self.forwarder = Some(forwarder);
+        self
+    }
+
+    /// The forwarder, when clustered.
+    pub(crate) fn forwarder(&self) -> Option<&Arc<dyn Forwarder>> {
+        self.forwarder.as_ref()
     }
 
     /// The cluster's members as this node sees them (just this node when not clustered).

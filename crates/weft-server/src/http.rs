@@ -43,3 +43,59 @@ pub(crate) async fn serve(stream: TcpStream, prefix: BytesMut, context: Arc<Serv
         }
     }
 }
+
+/// Runs an HTTP request another node forwarded here (see `weft_rest::Forwarder`) through
+/// this node's REST routes and returns its response.
+pub fn execute_forwarded(
+    context: &Arc<ServerContext>,
+    args: Vec<Vec<u8>>,
+) -> weft_core::persistence::BoxFuture<weft_cluster::wire::Response> {
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+    use weft_cluster::wire::{HttpReply, Response};
+    let router = context.rest_router.clone();
+    Box::pin(async move {
+        let mut args = args.into_iter();
+        let (Some(method), Some(uri), Some(body)) = (args.next(), args.next(), args.next()) else {
+            return Response::Error("malformed forwarded HTTP request".to_owned());
+        };
+        let mut request = axum::http::Request::new(axum::body::Body::from(body));
+        match (
+            axum::http::Method::from_bytes(&method),
+            axum::http::Uri::try_from(uri),
+        ) {
+            (Ok(method), Ok(uri)) => {
+                *request.method_mut() = method;
+                *request.uri_mut() = uri;
+            }
+            _ => return Response::Error("malformed forwarded HTTP request".to_owned()),
+        }
+        while let (Some(name), Some(value)) = (args.next(), args.next()) {
+            if let (Ok(name), Ok(value)) = (
+                axum::http::HeaderName::from_bytes(&name),
+                axum::http::HeaderValue::from_bytes(&value),
+            ) {
+                request.headers_mut().append(name, value);
+            }
+        }
+        let response = match router.oneshot(request).await {
+            Ok(response) => response,
+            Err(never) => match never {},
+        };
+        let (parts, body) = response.into_parts();
+        let body = match body.collect().await {
+            Ok(collected) => collected.to_bytes().to_vec(),
+            Err(error) => return Response::Error(error.to_string()),
+        };
+        let reply = HttpReply {
+            status: parts.status.as_u16(),
+            headers: parts
+                .headers
+                .iter()
+                .map(|(name, value)| (name.as_str().to_owned(), value.as_bytes().to_vec()))
+                .collect(),
+            body,
+        };
+        Response::Reply(reply.encode())
+    })
+}

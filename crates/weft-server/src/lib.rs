@@ -203,7 +203,11 @@ impl Server {
                 let _ = shutdown_for_rest.send(true);
             });
         if let Some(cluster) = &cluster {
-            rest_state = rest_state.with_cluster_view(cluster.view());
+            rest_state = rest_state
+                .with_cluster_view(cluster.view())
+                .with_forwarder(Arc::new(cluster::node::RestForwarder::new(Arc::clone(
+                    cluster.node(),
+                ))));
         }
         let rest_router = weft_rest::router(rest_state);
         let context = Arc::new(ServerContext {

@@ -42,6 +42,35 @@ fn http_get(addr: SocketAddr, path: &str) -> String {
         .unwrap_or_default()
 }
 
+fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> (u16, String) {
+    let content_type = if body.starts_with('{') {
+        "application/json"
+    } else {
+        "text/plain"
+    };
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: weft\r\nConnection: close\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status = response
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or(0);
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
 fn forwarded(addr: SocketAddr, protocol: &str) -> u64 {
     let metrics = http_get(addr, "/metrics");
     let prefix = format!("weft_cluster_forwarded_total{{protocol=\"{protocol}\"}} ");
@@ -158,5 +187,83 @@ fn every_node_serves_every_key_and_hash_aware_clients_go_straight_to_the_primary
         for key in keys.iter().take(20) {
             assert_eq!(resp.call(&[b"GET", key.as_bytes()]).bytes(), b"again");
         }
+    }
+
+    // Counting, listing and clearing span the cluster: every node counts each key once.
+    for server in &servers {
+        let mut resp = common::Client::connect(server.addr);
+        assert_eq!(resp.call(&[b"DBSIZE"]).int(), 200);
+        assert_eq!(
+            http(
+                server.addr,
+                "GET",
+                "/rest/v2/caches/default?action=size",
+                ""
+            )
+            .1,
+            "200"
+        );
+        let keys = resp.call(&[&b"KEYS"[..], &b"key-1*"[..]]).items();
+        assert_eq!(keys.len(), 111, "key-1, key-10..19, key-100..199");
+        let mut hotrod = HotRod::connect(server.addr, 40);
+        let size = hotrod.call(Request::Size);
+        assert_eq!(size.status(), Status::Success);
+        assert_eq!(size.reader().vlong().unwrap(), 200);
+    }
+
+    // REST entry requests work on every node, whoever owns the key.
+    for (i, server) in servers.iter().enumerate() {
+        let path = format!("/rest/v2/caches/default/rest-{i}");
+        assert_eq!(http(server.addr, "PUT", &path, &format!("via-{i}")).0, 204);
+    }
+    for server in &servers {
+        for i in 0..servers.len() {
+            let (status, body) = http(
+                server.addr,
+                "GET",
+                &format!("/rest/v2/caches/default/rest-{i}"),
+                "",
+            );
+            assert_eq!((status, body), (200, format!("via-{i}")));
+        }
+    }
+    assert!(
+        servers
+            .iter()
+            .map(|s| forwarded(s.addr, "rest"))
+            .sum::<u64>()
+            > 0
+    );
+
+    // A clustered cache created through one node exists on all.
+    let (status, body) = http(
+        servers[1].addr,
+        "POST",
+        "/rest/v2/caches/made-later",
+        "{\"distributed-cache\":{\"mode\":\"SYNC\",\"owners\":\"2\"}}",
+    );
+    assert_eq!(status, 200, "{body}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !servers
+        .iter()
+        .all(|s| s.manager().cache("made-later").is_some())
+    {
+        assert!(
+            Instant::now() < deadline,
+            "made-later was not created everywhere"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // FLUSHDB through one node empties the cache everywhere.
+    let mut resp = common::Client::connect(servers[2].addr);
+    assert_eq!(resp.call(&[b"FLUSHDB"]).text(), "OK");
+    for server in &servers {
+        assert_eq!(
+            common::Client::connect(server.addr)
+                .call(&[b"DBSIZE"])
+                .int(),
+            0
+        );
     }
 }

@@ -88,7 +88,7 @@ pub struct Node {
     /// Nodes that left gracefully: not added back while failure detection still lists them.
     departed: Mutex<HashSet<NodeId>>,
     /// Requests sent on to their keys' owner: RESP, Hot Rod.
-    forwarded: [std::sync::atomic::AtomicU64; 2],
+    forwarded: [std::sync::atomic::AtomicU64; 3],
     /// The server, for executing forwarded requests (set once it exists).
     server: OnceLock<Arc<ServerContext>>,
     started: Instant,
@@ -189,9 +189,151 @@ impl Node {
             .map(|node| node.name.clone())
     }
 
+    /// The segments of `cache` grouped by the member that serves their reads (this node for
+    /// those it holds a copy of), or `None` when the cache has no installed topology.
+    fn segments_by_reader(&self, cache: &str) -> Option<HashMap<MemberId, Vec<u32>>> {
+        let route = self.routing.cache(cache)?;
+        let me = MemberId(self.me.name.clone());
+        let mut groups: HashMap<MemberId, Vec<u32>> = HashMap::new();
+        for (segment, owners) in route.segments.iter().enumerate() {
+            let reader = if owners.read.contains(&me) {
+                me.clone()
+            } else {
+                owners.read.first().cloned().unwrap_or_else(|| me.clone())
+            };
+            groups
+                .entry(reader)
+                .or_default()
+                .extend(u32::try_from(segment).ok());
+        }
+        Some(groups)
+    }
+
+    /// Asks every reader of `cache` for its part, concurrently.
+    async fn gather(
+        &self,
+        cache: &str,
+        ask: impl Fn(Vec<u32>) -> Request,
+    ) -> anyhow::Result<Vec<(Vec<u32>, Option<Response>)>> {
+        let groups = self
+            .segments_by_reader(cache)
+            .ok_or_else(|| anyhow::anyhow!("cache `{cache}` has no topology yet"))?;
+        let me = MemberId(self.me.name.clone());
+        let mut calls = Vec::new();
+        let mut parts = Vec::new();
+        for (member, segments) in groups {
+            if member == me {
+                parts.push((segments, None));
+                continue;
+            }
+            let node = self
+                .routing
+                .node(&member)
+                .ok_or_else(|| anyhow::anyhow!("{member} left the cluster; retry"))?;
+            let request = ask(segments.clone());
+            let transport = self.transport.clone();
+            calls.push(async move {
+                let answer = transport
+                    .call(node.cluster_addr, request, CALL_TIMEOUT)
+                    .await;
+                (segments, member, answer)
+            });
+        }
+        for (segments, member, answer) in futures_join(calls).await {
+            match answer {
+                Ok(Response::Error(reason)) => anyhow::bail!("{member}: {reason}"),
+                Ok(answer) => parts.push((segments, Some(answer))),
+                Err(error) => anyhow::bail!("{member}: {error}"),
+            }
+        }
+        Ok(parts)
+    }
+
+    /// Entries in the whole cluster's copy of `cache`, each counted once.
+    ///
+    /// # Errors
+    /// If a member could not be asked.
+    pub async fn cluster_size(&self, cache: &weft_core::Cache) -> anyhow::Result<u64> {
+        let name = cache.name().to_owned();
+        let parts = self
+            .gather(&name, |segments| Request::Size {
+                cache: name.clone(),
+                segments,
+            })
+            .await?;
+        let mut total = 0;
+        for (segments, answer) in parts {
+            total += match answer {
+                None => segments.iter().map(|&s| cache.segment_size(s) as u64).sum(),
+                Some(Response::Count(count)) => count,
+                Some(other) => anyhow::bail!("unexpected answer {other:?}"),
+            };
+        }
+        Ok(total)
+    }
+
+    /// Every key of `cache` in the cluster, each once.
+    ///
+    /// # Errors
+    /// If a member could not be asked.
+    pub async fn cluster_keys(&self, cache: &weft_core::Cache) -> anyhow::Result<Vec<Vec<u8>>> {
+        let name = cache.name().to_owned();
+        let parts = self
+            .gather(&name, |segments| Request::Keys {
+                cache: name.clone(),
+                segments,
+            })
+            .await?;
+        let mut keys = Vec::new();
+        for (segments, answer) in parts {
+            match answer {
+                None => keys.extend(cache.iter_segments(segments).map(|e| e.key().to_vec())),
+                Some(Response::Keys(found)) => keys.extend(found),
+                Some(other) => anyhow::bail!("unexpected answer {other:?}"),
+            }
+        }
+        Ok(keys)
+    }
+
+    /// Removes every entry of `cache` on every member.
+    ///
+    /// # Errors
+    /// If a member could not be reached.
+    pub async fn cluster_clear(&self, cache: &weft_core::Cache) -> anyhow::Result<()> {
+        cache.clear()?;
+        let mut calls = Vec::new();
+        for node in self.routing.nodes() {
+            if node.name == self.me.name {
+                continue;
+            }
+            let request = Request::Clear {
+                cache: cache.name().to_owned(),
+            };
+            let transport = self.transport.clone();
+            calls.push(async move {
+                let answer = transport
+                    .call(node.cluster_addr, request, CALL_TIMEOUT)
+                    .await;
+                (node.name, answer)
+            });
+        }
+        for (name, answer) in futures_join(calls).await {
+            match answer {
+                Ok(Response::Ok) => {}
+                Ok(other) => anyhow::bail!("{name}: {other:?}"),
+                Err(error) => anyhow::bail!("{name}: {error}"),
+            }
+        }
+        Ok(())
+    }
+
     /// Counts a request sent on to its key's owner.
     pub fn counted_forward(&self, protocol: Protocol) {
-        let slot = usize::from(protocol == Protocol::HotRod);
+        let slot = match protocol {
+            Protocol::Resp2 | Protocol::Resp3 => 0,
+            Protocol::HotRod => 1,
+            Protocol::Http => 2,
+        };
         self.forwarded[slot].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
@@ -199,7 +341,7 @@ impl Node {
     #[must_use]
     pub fn forwarded(&self) -> Vec<(&'static str, u64)> {
         let read = |slot: usize| self.forwarded[slot].load(std::sync::atomic::Ordering::Relaxed);
-        vec![("resp", read(0)), ("hotrod", read(1))]
+        vec![("resp", read(0)), ("hotrod", read(1)), ("rest", read(2))]
     }
 
     /// State-transfer progress per cache.
@@ -841,8 +983,148 @@ impl Node {
                 crate::resp::execute_forwarded(server, cache, protocol == Protocol::Resp3, args)
             }
             Protocol::HotRod => crate::hotrod::execute_forwarded(server, args),
+            Protocol::Http => crate::http::execute_forwarded(server, args),
         }
     }
+}
+
+/// Sends REST entry requests for keys another node owns to that node.
+#[derive(Debug)]
+pub struct RestForwarder {
+    node: Arc<Node>,
+}
+
+impl RestForwarder {
+    /// Forwarding through `node`.
+    #[must_use]
+    pub fn new(node: Arc<Node>) -> Self {
+        Self { node }
+    }
+}
+
+impl weft_rest::Forwarder for RestForwarder {
+    fn route(&self, cache: &weft_core::Cache, key: &[u8], write: bool) -> Option<String> {
+        use super::routing::Route;
+        if !cache.config().mode.is_clustered() {
+            return None;
+        }
+        let routing = self.node.routing();
+        let segment = cache.segment_of(key);
+        let route = if write {
+            routing.write_route(cache.name(), segment)
+        } else {
+            routing.read_route(cache.name(), segment)
+        };
+        match route {
+            Route::Local => None,
+            Route::Remote(member, _) => Some(member.0),
+        }
+    }
+
+    fn forward(
+        &self,
+        node: String,
+        request: axum::http::Request<bytes::Bytes>,
+    ) -> BoxFuture<Result<axum::http::Response<bytes::Bytes>, String>> {
+        let owner = self.node.routing().node(&MemberId(node));
+        let transport = self.node.transport().clone();
+        self.node.counted_forward(Protocol::Http);
+        Box::pin(async move {
+            let owner =
+                owner.ok_or_else(|| "the key's owner left the cluster; retry".to_owned())?;
+            let (parts, body) = request.into_parts();
+            let mut args = vec![
+                parts.method.as_str().as_bytes().to_vec(),
+                parts.uri.to_string().into_bytes(),
+                body.to_vec(),
+            ];
+            for (name, value) in &parts.headers {
+                args.push(name.as_str().as_bytes().to_vec());
+                args.push(value.as_bytes().to_vec());
+            }
+            let request = Request::Forward {
+                protocol: Protocol::Http,
+                cache: String::new(),
+                args,
+            };
+            let answer = transport
+                .call(owner.cluster_addr, request, CALL_TIMEOUT)
+                .await
+                .map_err(|error| format!("the key's owner is unreachable: {error}"))?;
+            let reply = match answer {
+                Response::Reply(bytes) => weft_cluster::wire::HttpReply::decode(&bytes)
+                    .map_err(|error| error.to_string())?,
+                Response::Error(reason) => return Err(reason),
+                other => return Err(format!("unexpected answer {other:?}")),
+            };
+            let mut response = axum::http::Response::new(bytes::Bytes::from(reply.body));
+            *response.status_mut() = axum::http::StatusCode::from_u16(reply.status)
+                .unwrap_or(axum::http::StatusCode::BAD_GATEWAY);
+            for (name, value) in reply.headers {
+                if let (Ok(name), Ok(value)) = (
+                    axum::http::HeaderName::from_bytes(name.as_bytes()),
+                    axum::http::HeaderValue::from_bytes(&value),
+                ) {
+                    response.headers_mut().append(name, value);
+                }
+            }
+            Ok(response)
+        })
+    }
+
+    fn size(&self, cache: weft_core::Cache) -> BoxFuture<Result<u64, String>> {
+        let node = Arc::clone(&self.node);
+        Box::pin(async move {
+            node.cluster_size(&cache)
+                .await
+                .map_err(|error| format!("{error:#}"))
+        })
+    }
+
+    fn clear(&self, cache: weft_core::Cache) -> BoxFuture<Result<(), String>> {
+        let node = Arc::clone(&self.node);
+        Box::pin(async move {
+            node.cluster_clear(&cache)
+                .await
+                .map_err(|error| format!("{error:#}"))
+        })
+    }
+
+    fn define(&self, name: String, config: CacheConfig) -> BoxFuture<Result<(), String>> {
+        let node = Arc::clone(&self.node);
+        Box::pin(async move {
+            node.define(&name, &config)
+                .await
+                .map_err(|error| format!("{error:#}"))?;
+            // The definition is agreed; this node creates the cache when it applies it.
+            for _ in 0..100 {
+                if node.manager.cache(&name).is_some() {
+                    return Ok(());
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(format!(
+                "cache `{name}` was defined but not created here in time"
+            ))
+        })
+    }
+}
+
+/// Runs every future concurrently; their outputs in order (a future that panicked is left
+/// out).
+async fn futures_join<F>(futures: Vec<F>) -> Vec<F::Output>
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let handles: Vec<_> = futures.into_iter().map(tokio::spawn).collect();
+    let mut outputs = Vec::with_capacity(handles.len());
+    for handle in handles {
+        if let Ok(output) = handle.await {
+            outputs.push(output);
+        }
+    }
+    outputs
 }
 
 fn basic(node: &NodeRecord) -> BasicNode {
@@ -929,8 +1211,13 @@ impl Handler for NodeHandler {
                     from,
                     limit,
                 } => node.answer_fetch(&cache, segment, from, limit),
-                Request::Size { cache } => match node.manager.cache(&cache) {
-                    Some(local) => Response::Count(local.size() as u64),
+                Request::Size { cache, segments } => match node.manager.cache(&cache) {
+                    Some(local) => Response::Count(
+                        segments
+                            .iter()
+                            .map(|&segment| local.segment_size(segment) as u64)
+                            .sum(),
+                    ),
                     None => Response::Error(format!("no cache `{cache}`")),
                 },
                 Request::Clear { cache } => match node.manager.cache(&cache) {

@@ -137,6 +137,11 @@ pub async fn serve(
                     offload(&connection, frame, permit);
                 }
                 Ok(Some(frame))
+                    if context.cluster.is_some() && ops::cluster_wide(&connection, &frame) =>
+                {
+                    context.total_commands.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(Some(frame))
                     if context.cluster.is_some()
                         && let Some(owner) = ops::owner(&connection, &frame) =>
                 {

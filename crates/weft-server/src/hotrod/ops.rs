@@ -211,6 +211,52 @@ fn clustered_topology(
     }))
 }
 
+/// Answers SIZE and CLEAR on a clustered cache across the cluster, through the connection's
+/// outbound queue; returns false for any other request (served as usual).
+pub(super) fn cluster_wide(connection: &Arc<Connection>, frame: &Frame) -> bool {
+    if !matches!(frame.request, Request::Size | Request::Clear) {
+        return false;
+    }
+    let Some(node) = connection.context.cluster.clone() else {
+        return false;
+    };
+    let Some(cache) = lookup(connection, frame.cache_name()) else {
+        return false;
+    };
+    if !cache.config().mode.is_clustered() {
+        return false;
+    }
+    let connection = Arc::clone(connection);
+    let frame = frame.clone();
+    tokio::spawn(async move {
+        let mut out = BytesMut::new();
+        let outcome = match frame.request {
+            Request::Size => node.cluster_size(&cache).await.map(Some),
+            _ => node.cluster_clear(&cache).await.map(|()| None),
+        };
+        match outcome {
+            Ok(size) => {
+                header(&mut out, &connection, &frame, &cache, Status::Success);
+                if let Some(size) = size {
+                    put_vlong(&mut out, size);
+                }
+            }
+            Err(error) => write_error(
+                &mut out,
+                frame.header.message_id,
+                Status::ServerError,
+                &format!("{error:#}"),
+            ),
+        }
+        let message = super::Outbound {
+            bytes: out.freeze(),
+            _permit: None,
+        };
+        let _ = connection.outbound.send(message).await;
+    });
+    true
+}
+
 /// Where a keyed request on a clustered cache runs: `Some(node)` when another node owns the
 /// key (a client without the topology, or one a change overtook), `None` here.
 pub(super) fn owner(connection: &Connection, frame: &Frame) -> Option<std::net::SocketAddr> {

@@ -97,6 +97,9 @@ async fn serve_session(
                     if let Some((owner, args)) = session.forward.take() {
                         forward(&session, owner, args, &mut output).await;
                     }
+                    if let Some(args) = session.cluster_wide.take() {
+                        cluster_wide(&session, &args, &mut output).await;
+                    }
                     if let Err(exceeded) = executed {
                         // As Redis does for a client over its output-buffer limit: the
                         // replies before this one are sent, then the connection is closed.
@@ -184,6 +187,80 @@ async fn serve_session(
             },
             () = session.mailbox.ready() => {}
         }
+    }
+}
+
+/// Runs DBSIZE, KEYS, FLUSHDB or FLUSHALL across the cluster and appends the reply.
+async fn cluster_wide(session: &Session, args: &[bytes::Bytes], output: &mut BytesMut) {
+    let Some(node) = &session.context.cluster else {
+        return;
+    };
+    let mut reply = Reply::new(output, session.protocol);
+    let name = args
+        .first()
+        .map(|name| name.to_ascii_lowercase())
+        .unwrap_or_default();
+    let failed = |reply: &mut Reply<'_>, error: anyhow::Error| {
+        reply.error(&format!(
+            "CLUSTERDOWN {}",
+            format!("{error:#}").replace(['\r', '\n'], " ")
+        ));
+    };
+    match name.as_slice() {
+        b"dbsize" => match node.cluster_size(&session.cache).await {
+            Ok(size) => reply.integer(i64::try_from(size).unwrap_or(i64::MAX)),
+            Err(error) => failed(&mut reply, error),
+        },
+        b"keys" => {
+            let pattern = args.get(1).map_or(&b"*"[..], |p| &p[..]);
+            match node.cluster_keys(&session.cache).await {
+                Ok(keys) => {
+                    let matching: Vec<Vec<u8>> = keys
+                        .into_iter()
+                        .filter(|key| commands::glob::matches(pattern, key))
+                        .collect();
+                    reply.array(matching.len());
+                    for key in &matching {
+                        reply.bulk(key);
+                    }
+                }
+                Err(error) => failed(&mut reply, error),
+            }
+        }
+        b"flushdb" | b"flushall" => {
+            if !commands::server::flush_mode_ok(args) {
+                reply.error(commands::errors::SYNTAX);
+                return;
+            }
+            let caches: Vec<weft_core::Cache> = if name.as_slice() == b"flushdb" {
+                vec![session.cache.clone()]
+            } else {
+                session
+                    .context
+                    .manager
+                    .caches()
+                    .into_iter()
+                    .filter(|cache| cache.config().resp_database.is_some())
+                    .collect()
+            };
+            let mut outcome = Ok(());
+            for cache in caches {
+                outcome = if cache.config().mode.is_clustered() {
+                    node.cluster_clear(&cache).await
+                } else {
+                    cache.clear().map_err(anyhow::Error::from)
+                };
+                if outcome.is_err() {
+                    break;
+                }
+            }
+            session.context.push.tracking.flushed();
+            match outcome {
+                Ok(()) => reply.ok(),
+                Err(error) => failed(&mut reply, error),
+            }
+        }
+        _ => reply.error("ERR unknown cluster-wide command"),
     }
 }
 

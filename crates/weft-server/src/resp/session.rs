@@ -73,6 +73,9 @@ pub struct Session {
     /// This session runs commands another node forwarded: they run here, whoever owns
     /// their keys now (the sender routed them).
     pub forwarded: bool,
+    /// Set when the command just dispatched spans the cluster (DBSIZE, KEYS, FLUSHDB,
+    /// FLUSHALL on a clustered cache): the connection loop asks the other nodes.
+    pub cluster_wide: Option<Vec<Bytes>>,
 }
 
 /// A transaction being queued.
@@ -118,6 +121,7 @@ impl Session {
             tracking: ClientTracking::default(),
             forward: None,
             forwarded: false,
+            cluster_wide: None,
         })
     }
 
@@ -296,6 +300,16 @@ impl Session {
                 self.flag_transaction();
                 return;
             }
+        }
+        if !self.forwarded
+            && !self.executing
+            && matches!(spec.name, "dbsize" | "keys" | "flushdb" | "flushall")
+            && self.context.cluster.is_some()
+            && self.cache.config().mode.is_clustered()
+        {
+            self.last_command = spec.name;
+            self.cluster_wide = Some(args.to_vec());
+            return;
         }
         self.last_command = spec.name;
         (spec.handler)(self, args, reply);

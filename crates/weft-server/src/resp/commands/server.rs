@@ -190,7 +190,7 @@ pub fn dbsize(session: &mut Session, _args: &[Bytes], reply: &mut Reply<'_>) {
     reply.integer(i64::try_from(session.cache.size()).unwrap_or(i64::MAX));
 }
 
-fn flush_mode_ok(args: &[Bytes]) -> bool {
+pub(crate) fn flush_mode_ok(args: &[Bytes]) -> bool {
     match args {
         [_] => true,
         [_, mode] => is(mode, "ASYNC") || is(mode, "SYNC"),
