@@ -255,6 +255,51 @@ fn every_node_serves_every_key_and_hash_aware_clients_go_straight_to_the_primary
         std::thread::sleep(Duration::from_millis(50));
     }
 
+    // memcached too: what one node stores, every node reads, one key or many.
+    let memcached = |addr: SocketAddr, request: &str, until: &str| -> String {
+        let mut stream = TcpStream::connect(addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut reply = Vec::new();
+        let mut chunk = [0u8; 4096];
+        while !String::from_utf8_lossy(&reply).ends_with(until) {
+            let n = stream.read(&mut chunk).unwrap();
+            assert!(n > 0, "closed after {:?}", String::from_utf8_lossy(&reply));
+            reply.extend_from_slice(&chunk[..n]);
+        }
+        String::from_utf8(reply).unwrap()
+    };
+    for i in 0..10 {
+        let reply = memcached(
+            servers[i % 3].addr,
+            &format!("set mc-{i} 7 0 4\r\nv-{i:02}\r\n"),
+            "\r\n",
+        );
+        assert_eq!(reply, "STORED\r\n");
+    }
+    let all: Vec<String> = (0..10).map(|i| format!("mc-{i}")).collect();
+    let expected: String = (0..10)
+        .map(|i| format!("VALUE mc-{i} 7 4\r\nv-{i:02}\r\n"))
+        .collect::<String>()
+        + "END\r\n";
+    for server in &servers {
+        let reply = memcached(
+            server.addr,
+            &format!("get {}\r\n", all.join(" ")),
+            "END\r\n",
+        );
+        assert_eq!(reply, expected);
+    }
+    assert!(
+        servers
+            .iter()
+            .map(|s| forwarded(s.addr, "memcached"))
+            .sum::<u64>()
+            > 0
+    );
+
     // FLUSHDB through one node empties the cache everywhere.
     let mut resp = common::Client::connect(servers[2].addr);
     assert_eq!(resp.call(&[b"FLUSHDB"]).text(), "OK");

@@ -88,7 +88,7 @@ pub struct Node {
     /// Nodes that left gracefully: not added back while failure detection still lists them.
     departed: Mutex<HashSet<NodeId>>,
     /// Requests sent on to their keys' owner: RESP, Hot Rod.
-    forwarded: [std::sync::atomic::AtomicU64; 3],
+    forwarded: [std::sync::atomic::AtomicU64; 4],
     /// The server, for executing forwarded requests (set once it exists).
     server: OnceLock<Arc<ServerContext>>,
     started: Instant,
@@ -301,6 +301,14 @@ impl Node {
     /// If a member could not be reached.
     pub async fn cluster_clear(&self, cache: &weft_core::Cache) -> anyhow::Result<()> {
         cache.clear()?;
+        self.clear_others(cache).await
+    }
+
+    /// Removes every entry of `cache` on every other member.
+    ///
+    /// # Errors
+    /// If a member could not be reached.
+    pub async fn clear_others(&self, cache: &weft_core::Cache) -> anyhow::Result<()> {
         let mut calls = Vec::new();
         for node in self.routing.nodes() {
             if node.name == self.me.name {
@@ -333,6 +341,7 @@ impl Node {
             Protocol::Resp2 | Protocol::Resp3 => 0,
             Protocol::HotRod => 1,
             Protocol::Http => 2,
+            Protocol::MemcachedText | Protocol::MemcachedBinary => 3,
         };
         self.forwarded[slot].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
@@ -341,7 +350,12 @@ impl Node {
     #[must_use]
     pub fn forwarded(&self) -> Vec<(&'static str, u64)> {
         let read = |slot: usize| self.forwarded[slot].load(std::sync::atomic::Ordering::Relaxed);
-        vec![("resp", read(0)), ("hotrod", read(1)), ("rest", read(2))]
+        vec![
+            ("resp", read(0)),
+            ("hotrod", read(1)),
+            ("rest", read(2)),
+            ("memcached", read(3)),
+        ]
     }
 
     /// State-transfer progress per cache.
@@ -984,6 +998,14 @@ impl Node {
             }
             Protocol::HotRod => crate::hotrod::execute_forwarded(server, args),
             Protocol::Http => crate::http::execute_forwarded(server, args),
+            Protocol::MemcachedText | Protocol::MemcachedBinary => {
+                crate::memcached::execute_forwarded(
+                    server,
+                    cache,
+                    protocol == Protocol::MemcachedBinary,
+                    args,
+                )
+            }
         }
     }
 }

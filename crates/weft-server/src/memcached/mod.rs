@@ -305,6 +305,28 @@ async fn serve_connection(
                 }
             };
             processed += 1;
+            if let Some(node) = &context.cluster
+                && connection.cache.config().mode.is_clustered()
+                && flushes_now(&request)
+                && let Err(error) = node.clear_others(&connection.cache).await
+            {
+                tracing::warn!(%error, "flush_all did not reach every node");
+            }
+            if context.cluster.is_some() {
+                match plan(&connection, &request) {
+                    Plan::Local => {}
+                    Plan::Remote(owner) => {
+                        forward(&connection, owner, &request, &mut output).await;
+                        continue;
+                    }
+                    Plan::Split => {
+                        if let Request::Text(request) = &request {
+                            split_get(&mut connection, request, &mut output).await;
+                        }
+                        continue;
+                    }
+                }
+            }
             let mut resume = 0;
             loop {
                 let (progress, durability) = collect_durability(|| {
@@ -369,4 +391,227 @@ async fn serve_connection(
             },
         }
     }
+}
+
+/// Where a request on a clustered memcached cache runs.
+enum Plan {
+    /// Here.
+    Local,
+    /// On this node (it owns every key of the request).
+    Remote(SocketAddr),
+    /// A retrieval of keys owned by different nodes: key by key.
+    Split,
+}
+
+/// The keys a request names, and whether it writes.
+fn keys_of(request: &Request) -> (Vec<bytes::Bytes>, bool) {
+    use weft_memcached::BinaryCommand as B;
+    use weft_memcached::TextCommand as T;
+    match request {
+        Request::Text(request) => match &request.command {
+            T::Get { kind, keys } => (keys.iter_bytes().collect(), kind.touch().is_some()),
+            T::Store { key, .. }
+            | T::TooLarge { key, .. }
+            | T::Delete { key }
+            | T::Arithmetic { key, .. }
+            | T::Touch { key, .. } => (vec![key.clone()], true),
+            _ => (Vec::new(), false),
+        },
+        Request::Binary(request) => match &request.command {
+            B::Get { key, .. } => (vec![key.clone()], false),
+            B::Touch { key, .. }
+            | B::GetAndTouch { key, .. }
+            | B::Store { key, .. }
+            | B::Concat { key, .. }
+            | B::Delete { key, .. }
+            | B::Arithmetic { key, .. }
+            | B::TooLarge { key, .. } => (vec![key.clone()], true),
+            _ => (Vec::new(), false),
+        },
+    }
+}
+
+fn plan(connection: &Connection, request: &Request) -> Plan {
+    use crate::cluster::routing::Route;
+    let Some(node) = &connection.context.cluster else {
+        return Plan::Local;
+    };
+    if !connection.cache.config().mode.is_clustered() {
+        return Plan::Local;
+    }
+    let (keys, write) = keys_of(request);
+    let routing = node.routing();
+    let mut target: Option<Route> = None;
+    for key in &keys {
+        let segment = connection.cache.segment_of(key);
+        let route = if write {
+            routing.write_route(connection.cache.name(), segment)
+        } else {
+            routing.read_route(connection.cache.name(), segment)
+        };
+        match &target {
+            None => target = Some(route),
+            Some(found) if *found == route => {}
+            Some(_) => return Plan::Split,
+        }
+    }
+    match target {
+        Some(Route::Remote(_, addr)) => Plan::Remote(addr),
+        _ => Plan::Local,
+    }
+}
+
+/// Whether the request is a `flush_all` that clears at once (a delayed one clears only
+/// this node when its time comes).
+fn flushes_now(request: &Request) -> bool {
+    match request {
+        Request::Text(request) => {
+            matches!(request.command, weft_memcached::TextCommand::FlushAll { delay } if delay <= 0)
+        }
+        Request::Binary(request) => matches!(
+            request.command,
+            weft_memcached::BinaryCommand::Flush { exptime, .. } if exptime.is_none_or(|at| at == 0)
+        ),
+    }
+}
+
+/// The request as its client sent it.
+fn encode(request: &Request) -> Option<Vec<u8>> {
+    let mut out = BytesMut::new();
+    match request {
+        Request::Text(request) => weft_memcached::text::write_request(&mut out, request).ok()?,
+        Request::Binary(request) => {
+            weft_memcached::binary::write_request(&mut out, request).ok()?;
+        }
+    }
+    Some(out.to_vec())
+}
+
+/// Runs `request` on `owner` and appends its reply.
+async fn forward(
+    connection: &Connection,
+    owner: SocketAddr,
+    request: &Request,
+    out: &mut BytesMut,
+) {
+    use weft_cluster::wire::{Protocol, Request as Wire, Response};
+    let Some(node) = &connection.context.cluster else {
+        return;
+    };
+    let (protocol, binary) = match request {
+        Request::Text(_) => (Protocol::MemcachedText, false),
+        Request::Binary(_) => (Protocol::MemcachedBinary, true),
+    };
+    let Some(bytes) = encode(request) else {
+        weft_memcached::text::write_server_error(out, "request cannot be forwarded");
+        return;
+    };
+    node.counted_forward(protocol);
+    let ask = Wire::Forward {
+        protocol,
+        cache: connection.cache.name().to_owned(),
+        args: vec![bytes],
+    };
+    let answer = node
+        .transport()
+        .call(owner, ask, std::time::Duration::from_secs(20))
+        .await;
+    match answer {
+        Ok(Response::Reply(reply)) => out.extend_from_slice(&reply),
+        Ok(_) | Err(_) if !binary => {
+            weft_memcached::text::write_server_error(out, "the owner of this key is unreachable");
+        }
+        // A binary client matches responses by opaque; with none, it times out and retries.
+        Ok(_) | Err(_) => {}
+    }
+}
+
+/// A text retrieval of keys owned by different nodes: each key where it lives, the values
+/// in the order asked, then one `END`.
+async fn split_get(connection: &mut Connection, request: &TextRequest, out: &mut BytesMut) {
+    let weft_memcached::TextCommand::Get { kind, keys } = &request.command else {
+        return;
+    };
+    let kind = *kind;
+    let keys: Vec<bytes::Bytes> = keys.iter_bytes().collect();
+    for key in keys {
+        let single = TextRequest {
+            command: weft_memcached::TextCommand::Get {
+                kind,
+                keys: weft_memcached::text::Keys::from_keys(&[&key[..]]),
+            },
+            noreply: false,
+        };
+        let single = Request::Text(single);
+        let mut part = BytesMut::new();
+        match plan(connection, &single) {
+            Plan::Remote(owner) => forward(connection, owner, &single, &mut part).await,
+            Plan::Local | Plan::Split => {
+                if let Request::Text(single) = &single {
+                    let _ = text::execute(connection, single, 0, &mut part);
+                }
+            }
+        }
+        let body = part.strip_suffix(b"END\r\n").unwrap_or(&part[..]);
+        out.extend_from_slice(body);
+    }
+    weft_memcached::text::write_end(out);
+}
+
+/// Runs a request another node forwarded here, now (in arrival order), and returns the
+/// future of its reply: ready once its write is as replicated and durable as promised.
+pub fn execute_forwarded(
+    context: &Arc<ServerContext>,
+    cache: &str,
+    binary: bool,
+    args: Vec<Vec<u8>>,
+) -> weft_core::persistence::BoxFuture<weft_cluster::wire::Response> {
+    use weft_cluster::wire::Response;
+    let ready = |response: Response| -> weft_core::persistence::BoxFuture<Response> {
+        Box::pin(std::future::ready(response))
+    };
+    let (Some(cache), Some(bytes)) = (context.manager.cache(cache), args.into_iter().next()) else {
+        return ready(Response::Error("no such cache or request".to_owned()));
+    };
+    let limits = Limits {
+        item_bytes_max: context.settings.memcached_item_bytes_max,
+        ..Limits::default()
+    };
+    let mut decoder = if binary {
+        Decoder::Binary(BinaryDecoder::new(limits))
+    } else {
+        Decoder::Text(TextDecoder::new(limits))
+    };
+    let mut input = BytesMut::from(&bytes[..]);
+    let Ok(Some(request)) = decoder.decode(&mut input) else {
+        return ready(Response::Error("malformed forwarded request".to_owned()));
+    };
+    let mut connection = Connection {
+        context: Arc::clone(context),
+        cache,
+        limits,
+        quit: false,
+        written_cas: AtomicU64::new(0),
+    };
+    let mut out = BytesMut::new();
+    let ((), durability) = collect_durability(|| {
+        let _shared = context.transaction_gate.read();
+        match &request {
+            Request::Text(request) => {
+                let mut resume = 0;
+                while let Progress::More(next) =
+                    text::execute(&mut connection, request, resume, &mut out)
+                {
+                    resume = next;
+                }
+            }
+            Request::Binary(request) => binary::execute(&mut connection, request, &mut out),
+        }
+    });
+    Box::pin(async move {
+        if let Err(error) = durability.wait().await {
+            return Response::Error(error.to_string());
+        }
+        Response::Reply(out.to_vec())
+    })
 }
