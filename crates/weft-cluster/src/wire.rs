@@ -131,6 +131,27 @@ pub enum Request {
         /// The segments.
         segments: Vec<u32>,
     },
+    /// The topology id of the cache this node installed (a node back from a partition
+    /// compares it with its own to know whether it missed changes).
+    TopologyId {
+        /// The cache.
+        cache: String,
+    },
+    /// Remove `key` as its primary owner (a merge removing a conflicting entry).
+    Remove {
+        /// The cache.
+        cache: String,
+        /// The key, as stored.
+        key: Vec<u8>,
+    },
+    /// Store an entry as the key's primary unless the key has a value (a merge keeping
+    /// what only the returning side had).
+    Restore {
+        /// The cache.
+        cache: String,
+        /// The entry.
+        entry: EntryImage,
+    },
     /// Remove every entry of the cache this node holds.
     Clear {
         /// The cache.

@@ -588,6 +588,14 @@ impl Cache {
         }
     }
 
+    /// Before a read: a clustered cache split from its majority may refuse it.
+    fn admit_read(&self) -> Result<(), CacheError> {
+        match &self.inner.persistence {
+            Some(persistence) => Ok(persistence.admit_read()?),
+            None => Ok(()),
+        }
+    }
+
     /// Before a write: the stores may refuse it, or hold it back while write-behind is full.
     fn admit(&self) -> Result<(), CacheError> {
         match &self.inner.persistence {
@@ -764,6 +772,7 @@ impl Cache {
     /// If the cache was removed.
     pub fn get_entry(&self, key: &[u8]) -> Result<Option<CacheEntry>, CacheError> {
         self.check_live()?;
+        self.admit_read()?;
         let timer = self.inner.stats.start();
         let (segment, hash) = self.inner.container.locate(key);
         self.record_access(hash);
@@ -786,6 +795,7 @@ impl Cache {
     /// If the cache was removed.
     pub fn contains(&self, key: &[u8]) -> Result<bool, CacheError> {
         self.check_live()?;
+        self.admit_read()?;
         let (segment, hash) = self.inner.container.locate(key);
         Ok(self.live_entry(segment, hash, key).is_some())
     }

@@ -162,6 +162,77 @@ impl<'de> Deserialize<'de> for Replication {
     }
 }
 
+/// What a clustered cache allows while it is DEGRADED (it lost the majority of its members,
+/// or every owner of some segment).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum WhenSplit {
+    /// Refuse reads and writes (consistency first).
+    #[default]
+    DenyReadWrites,
+    /// Serve reads of what this side holds; refuse writes.
+    AllowReads,
+    /// Serve both (availability first): the sides may diverge, reconciled on merge.
+    AllowReadWrites,
+}
+
+/// How entries that differ between partitions are reconciled when they merge: the
+/// preferred partition is the one that kept the cluster (the majority).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum MergePolicy {
+    /// No reconciliation: what a returning node holds stays where it does not conflict
+    /// with a newer version.
+    None,
+    /// The preferred partition's entry (or its absence) wins.
+    #[default]
+    PreferredAlways,
+    /// The preferred partition's entry wins; where it has none, the other side's is kept.
+    PreferredNonNull,
+    /// Entries that differ are removed.
+    RemoveAll,
+}
+
+impl<'de> Deserialize<'de> for WhenSplit {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        match text.to_ascii_uppercase().replace('-', "_").as_str() {
+            "DENY_READ_WRITES" => Ok(Self::DenyReadWrites),
+            "ALLOW_READS" => Ok(Self::AllowReads),
+            "ALLOW_READ_WRITES" => Ok(Self::AllowReadWrites),
+            _ => Err(de::Error::custom(format!(
+                "unknown when-split `{text}`, expected DENY_READ_WRITES, ALLOW_READS or ALLOW_READ_WRITES"
+            ))),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for MergePolicy {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        match text.to_ascii_uppercase().replace('-', "_").as_str() {
+            "NONE" => Ok(Self::None),
+            "PREFERRED_ALWAYS" => Ok(Self::PreferredAlways),
+            "PREFERRED_NON_NULL" => Ok(Self::PreferredNonNull),
+            "REMOVE_ALL" => Ok(Self::RemoveAll),
+            _ => Err(de::Error::custom(format!(
+                "unknown merge-policy `{text}`, expected NONE, PREFERRED_ALWAYS, PREFERRED_NON_NULL or REMOVE_ALL"
+            ))),
+        }
+    }
+}
+
+/// A clustered cache's behaviour in a network partition (Infinispan's
+/// `partition-handling`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct PartitionHandling {
+    /// What a DEGRADED cache allows.
+    pub when_split: WhenSplit,
+    /// How diverged entries are reconciled on merge.
+    pub merge_policy: MergePolicy,
+}
+
 /// Copies per segment of a distributed cache, by default.
 pub const OWNERS_DEFAULT: u32 = 2;
 
@@ -281,6 +352,8 @@ pub struct CacheConfig {
     pub owners: u32,
     /// When a clustered cache's writes are acknowledged.
     pub replication: Replication,
+    /// Behaviour in a network partition.
+    pub partition_handling: PartitionHandling,
     /// Number of segments the key space is divided into.
     #[serde(deserialize_with = "segment_count")]
     pub segments: u32,
@@ -516,6 +589,7 @@ impl Default for CacheConfig {
             mode: CacheMode::Local,
             owners: OWNERS_DEFAULT,
             replication: Replication::Sync,
+            partition_handling: PartitionHandling::default(),
             segments: SEGMENT_COUNT_DEFAULT,
             statistics: true,
             expiration: ExpirationConfig::default(),

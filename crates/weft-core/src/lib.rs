@@ -41,8 +41,8 @@ pub use cache::{
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{
     CacheConfig, CacheMode, ConfigError, DurabilityMode, EncodingConfig, ExpirationConfig,
-    MediaTypeConfig, MemoryConfig, OWNERS_DEFAULT, PersistenceConfig, Replication, StoreConfig,
-    StoreKind, WhenFull, WriteBehindConfig,
+    MediaTypeConfig, MemoryConfig, MergePolicy, OWNERS_DEFAULT, PartitionHandling,
+    PersistenceConfig, Replication, StoreConfig, StoreKind, WhenFull, WhenSplit, WriteBehindConfig,
 };
 pub use container::{TABLE_SLOT_BYTES, entry_charge};
 pub use entry::{CacheEntry, EntryMetadata, Payload};

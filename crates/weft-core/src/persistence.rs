@@ -44,6 +44,14 @@ pub enum PersistenceError {
         /// The failure that poisoned it.
         reason: String,
     },
+    /// The cache is DEGRADED (a network partition) and its policy refuses the operation.
+    #[error("cache `{cache}` is in DEGRADED mode: {reason}")]
+    Degraded {
+        /// The cache.
+        cache: String,
+        /// Why, and what is refused.
+        reason: String,
+    },
     /// A read, write or flush failed.
     #[error("store of cache `{cache}` failed: {reason}")]
     Failed {
@@ -79,6 +87,15 @@ pub trait Persistence: Send + Sync + fmt::Debug + 'static {
     /// # Errors
     /// If the stores refuse writes.
     fn admit_write(&self) -> Result<(), PersistenceError>;
+
+    /// Called before each read: a clustered cache refuses reads while a partition makes it
+    /// DEGRADED and its policy says so.
+    ///
+    /// # Errors
+    /// If reads are refused.
+    fn admit_read(&self) -> Result<(), PersistenceError> {
+        Ok(())
+    }
 
     /// Records a change, under the key's segment write lock. Must only buffer it.
     fn record(&self, segment: u32, change: StoreChange<'_>);

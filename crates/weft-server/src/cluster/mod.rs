@@ -87,6 +87,7 @@ impl PersistenceFactory for ClusterPersistence {
         Ok(Some(Arc::new(Replicator::new(
             name,
             sync,
+            config.partition_handling.when_split,
             Arc::clone(&self.replication),
             stores,
         ))))
@@ -243,7 +244,7 @@ fn members(node: &Node) -> ClusterMembers {
                     segments_done: transfer.segments_done,
                     entries: transfer.entries,
                 },
-                degraded: false,
+                degraded: node.routing().degraded(name).is_some(),
             })
         })
         .collect();

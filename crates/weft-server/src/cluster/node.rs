@@ -474,6 +474,7 @@ impl Node {
 
     async fn tick(&self) -> anyhow::Result<()> {
         let peers: Vec<SocketAddr> = self.view.read().iter().map(|peer| peer.addr).collect();
+        self.assess().await;
         self.greet(&peers).await;
         let metrics = self.raft.metrics().borrow().clone();
         let membership = metrics.membership_config.membership().clone();
@@ -485,6 +486,71 @@ impl Node {
         }
         self.define_caches().await;
         Ok(())
+    }
+
+    /// Decides, per cache, whether this node is DEGRADED: it reaches no more than half of
+    /// the members of its topology, or no owner of some segment. A node that was DEGRADED
+    /// stays so until a reachable member confirms its topology is current (or a newer one
+    /// arrives): back from a partition, it may hold a topology the others replaced.
+    async fn assess(&self) {
+        let mut live: HashSet<String> = self.view.read().iter().map(|p| p.name.clone()).collect();
+        live.insert(self.me.name.clone());
+        let state = self.state();
+        for name in state.caches().keys() {
+            let Some(route) = self.routing.cache(name) else {
+                continue;
+            };
+            let members = route.topology.members();
+            let reachable = members.iter().filter(|m| live.contains(&m.0)).count();
+            let mut reason = None;
+            if members.len() > 1 && reachable * 2 <= members.len() {
+                reason = Some(format!(
+                    "this node reaches {reachable} of the {} members of its topology",
+                    members.len()
+                ));
+            } else if let Some(segment) = route
+                .segments
+                .iter()
+                .position(|owners| !owners.read.iter().any(|o| live.contains(&o.0)))
+            {
+                reason = Some(format!("no owner of segment {segment} is reachable"));
+            }
+            let was = self.routing.degraded(name);
+            if reason.is_none() && was.is_some() {
+                // Back in touch: current only if a member of the majority has the same
+                // topology.
+                if !self.topology_confirmed(name, route.topology.id()).await {
+                    continue;
+                }
+            }
+            if self.routing.set_degraded(name, reason.clone()) {
+                match &reason {
+                    Some(reason) => tracing::warn!(cache = %name, %reason, "cache DEGRADED"),
+                    None => tracing::info!(cache = %name, "cache available again"),
+                }
+            }
+        }
+    }
+
+    /// Whether a reachable member of the topology has installed topology `id` of `cache`.
+    async fn topology_confirmed(&self, cache: &str, id: u32) -> bool {
+        let view: Vec<SocketAddr> = self.view.read().iter().map(|p| p.addr).collect();
+        for peer in view {
+            let answer = self
+                .transport
+                .call(
+                    peer,
+                    Request::TopologyId {
+                        cache: cache.to_owned(),
+                    },
+                    Duration::from_secs(1),
+                )
+                .await;
+            if let Ok(Response::Count(theirs)) = answer {
+                return u64::from(id) == theirs;
+            }
+        }
+        false
     }
 
     /// Asks every live peer not yet known who it is.
@@ -872,6 +938,19 @@ impl Node {
                 .filter(|id| **id != me)
                 .cloned()
                 .collect();
+            if sources.is_empty() {
+                // Every copy left with its owners: the segment starts empty here.
+                tracing::error!(
+                    cache,
+                    segment,
+                    "no member holds the segment any more; its entries are lost"
+                );
+                self.touched.lock().remove(&(cache.to_owned(), segment));
+                if let Some(progress) = self.progress.lock().get_mut(cache) {
+                    progress.segments_done += 1;
+                }
+                continue;
+            }
             let mut done = false;
             for source in sources {
                 if self.routing_stale(cache, rebalance_id) {
@@ -919,6 +998,20 @@ impl Node {
             .routing
             .node(source)
             .ok_or_else(|| anyhow::anyhow!("{source} is not a member"))?;
+        let policy = local.config().partition_handling.merge_policy;
+        // What this node held of the segment before: after a partition, entries the
+        // preferred side (the one that kept the cluster) no longer has, or has otherwise.
+        let mut held: HashMap<Vec<u8>, weft_core::CacheEntry> = local
+            .iter_segments(vec![segment])
+            .map(|entry| (entry.key().to_vec(), entry))
+            .collect();
+        let touched = |key: &[u8]| {
+            self.touched
+                .lock()
+                .get(&(cache.to_owned(), segment))
+                .is_some_and(|keys| keys.contains(key))
+        };
+        let mut conflicts = Vec::new();
         let mut from = 0u32;
         loop {
             let answer = self
@@ -942,26 +1035,72 @@ impl Node {
             from = from.saturating_add(u32::try_from(entries.len()).unwrap_or(u32::MAX));
             let count = entries.len() as u64;
             for image in entries {
-                let touched = self
-                    .touched
-                    .lock()
-                    .get(&(cache.to_owned(), segment))
-                    .is_some_and(|keys| keys.contains(&image.key));
-                if touched {
+                let mine = held.remove(&image.key);
+                if touched(&image.key) {
                     continue;
                 }
                 let entry = image.to_entry()?;
-                applying_remote(|| {
-                    local.apply_remote(&image.key, RemoteChange::PutIfNewer(entry))
-                })?;
+                let change = match (policy, mine) {
+                    (weft_core::MergePolicy::None, _) => RemoteChange::PutIfNewer(entry),
+                    (weft_core::MergePolicy::RemoveAll, Some(mine))
+                        if EntryImage::of(&mine).value != image.value =>
+                    {
+                        conflicts.push(image.key.clone());
+                        RemoteChange::Remove
+                    }
+                    _ => RemoteChange::Put(entry),
+                };
+                applying_remote(|| local.apply_remote(&image.key, change))?;
             }
             if let Some(progress) = self.progress.lock().get_mut(cache) {
                 progress.entries += count;
             }
             if done {
-                return Ok(());
+                break;
             }
         }
+        // Entries only this node held.
+        for (key, entry) in held {
+            if touched(&key) {
+                continue;
+            }
+            match policy {
+                weft_core::MergePolicy::None => {}
+                weft_core::MergePolicy::PreferredAlways => {
+                    applying_remote(|| local.apply_remote(&key, RemoteChange::Remove))?;
+                }
+                weft_core::MergePolicy::RemoveAll => {
+                    applying_remote(|| local.apply_remote(&key, RemoteChange::Remove))?;
+                }
+                weft_core::MergePolicy::PreferredNonNull => {
+                    // The preferred side has none: this node's entry goes to the cluster
+                    // through the key's primary.
+                    let restore = Request::Restore {
+                        cache: cache.to_owned(),
+                        entry: EntryImage::of(&entry),
+                    };
+                    let primary = self.routing.write_route(cache, segment);
+                    if let super::routing::Route::Remote(_, addr) = primary {
+                        match self.transport.call(addr, restore, CALL_TIMEOUT).await? {
+                            Response::Ok => {}
+                            other => anyhow::bail!("restoring a merged entry: {other:?}"),
+                        }
+                    }
+                }
+            }
+        }
+        // REMOVE_ALL: an entry that differed is removed everywhere, through its primary.
+        for key in conflicts {
+            let remove = Request::Remove {
+                cache: cache.to_owned(),
+                key,
+            };
+            if let super::routing::Route::Remote(_, addr) = self.routing.write_route(cache, segment)
+            {
+                self.transport.call(addr, remove, CALL_TIMEOUT).await?;
+            }
+        }
+        Ok(())
     }
 
     // ---- answering ----------------------------------------------------------------------
@@ -1242,6 +1381,26 @@ impl Handler for NodeHandler {
                     ),
                     None => Response::Error(format!("no cache `{cache}`")),
                 },
+                Request::TopologyId { cache } => match node.routing.cache(&cache) {
+                    Some(route) => Response::Count(u64::from(route.topology.id())),
+                    None => Response::Error(format!("no topology for `{cache}`")),
+                },
+                Request::Remove { cache, key } => match node.manager.cache(&cache) {
+                    Some(local) => {
+                        let (removed, durability) =
+                            weft_core::collect_durability(|| local.delete(&key));
+                        match (removed, durability.wait().await) {
+                            (Ok(_), Ok(())) => Response::Ok,
+                            (Err(error), _) => Response::Error(error.to_string()),
+                            (_, Err(error)) => Response::Error(error.to_string()),
+                        }
+                    }
+                    None => Response::Error(format!("no cache `{cache}`")),
+                },
+                Request::Restore { cache, entry } => match node.manager.cache(&cache) {
+                    Some(local) => restore(&local, &entry).await,
+                    None => Response::Error(format!("no cache `{cache}`")),
+                },
                 Request::Clear { cache } => match node.manager.cache(&cache) {
                     Some(local) => match local.clear() {
                         Ok(()) => Response::Ok,
@@ -1267,6 +1426,42 @@ impl Handler for NodeHandler {
             Some(node) => apply(node, replicas),
             None => Response::Error("node starting".to_owned()),
         }
+    }
+}
+
+/// Stores a merged entry as the key's primary, unless the key has a value already.
+async fn restore(local: &weft_core::Cache, image: &EntryImage) -> Response {
+    use weft_core::{Compute, Expiry, Lifetime, NewValue};
+    let entry = match image.to_entry() {
+        Ok(entry) => entry,
+        Err(error) => return Response::Error(error.to_string()),
+    };
+    let now = local.clock().now_ms();
+    let metadata = entry.metadata();
+    let lifespan = match metadata.expires_at_ms() {
+        _ if metadata.lifespan_ms.is_none() => Lifetime::Never,
+        Some(at) => Lifetime::millis(at.saturating_sub(now).max(1)),
+        None => Lifetime::Never,
+    };
+    let max_idle = metadata
+        .max_idle_ms
+        .map_or(Lifetime::Never, Lifetime::millis);
+    let expiry = Expiry { lifespan, max_idle };
+    let value = NewValue::of(&entry);
+    let (result, durability) = weft_core::collect_durability(|| {
+        local.compute(
+            &image.key,
+            &weft_core::WriteOptions::default(),
+            |current| match current {
+                Some(_) => Compute::Keep(()),
+                None => Compute::PutValue(value, expiry, ()),
+            },
+        )
+    });
+    match (result, durability.wait().await) {
+        (Ok(()), Ok(())) => Response::Ok,
+        (Err(error), _) => Response::Error(error.to_string()),
+        (_, Err(error)) => Response::Error(error.to_string()),
     }
 }
 

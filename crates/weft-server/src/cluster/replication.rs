@@ -224,6 +224,7 @@ impl Replication {
 pub struct Replicator {
     cache: String,
     sync: bool,
+    when_split: weft_core::WhenSplit,
     replication: Arc<Replication>,
     inner: Option<Arc<dyn Persistence>>,
 }
@@ -234,12 +235,14 @@ impl Replicator {
     pub fn new(
         cache: &str,
         sync: bool,
+        when_split: weft_core::WhenSplit,
         replication: Arc<Replication>,
         inner: Option<Arc<dyn Persistence>>,
     ) -> Self {
         Self {
             cache: cache.to_owned(),
             sync,
+            when_split,
             replication,
             inner,
         }
@@ -283,8 +286,31 @@ impl Replicator {
 
 impl Persistence for Replicator {
     fn admit_write(&self) -> Result<(), PersistenceError> {
+        if self.when_split != weft_core::WhenSplit::AllowReadWrites
+            && let Some(reason) = self.replication.routing.degraded(&self.cache)
+        {
+            return Err(PersistenceError::Degraded {
+                cache: self.cache.clone(),
+                reason: format!("{reason}; writes are refused until the partition heals"),
+            });
+        }
         match &self.inner {
             Some(inner) => inner.admit_write(),
+            None => Ok(()),
+        }
+    }
+
+    fn admit_read(&self) -> Result<(), PersistenceError> {
+        if self.when_split == weft_core::WhenSplit::DenyReadWrites
+            && let Some(reason) = self.replication.routing.degraded(&self.cache)
+        {
+            return Err(PersistenceError::Degraded {
+                cache: self.cache.clone(),
+                reason: format!("{reason}; reads are refused until the partition heals"),
+            });
+        }
+        match &self.inner {
+            Some(inner) => inner.admit_read(),
             None => Ok(()),
         }
     }

@@ -71,6 +71,8 @@ pub struct Routing {
     local: MemberId,
     caches: RwLock<HashMap<String, Arc<CacheRoute>>>,
     nodes: RwLock<HashMap<MemberId, NodeRecord>>,
+    /// Caches this node sees DEGRADED, and why.
+    degraded: RwLock<HashMap<String, String>>,
 }
 
 impl Routing {
@@ -81,6 +83,22 @@ impl Routing {
             local: MemberId(local.to_owned()),
             caches: RwLock::new(HashMap::new()),
             nodes: RwLock::new(HashMap::new()),
+            degraded: RwLock::new(HashMap::new()),
+        }
+    }
+
+    /// Why `cache` is DEGRADED on this node, if it is.
+    #[must_use]
+    pub fn degraded(&self, cache: &str) -> Option<String> {
+        self.degraded.read().get(cache).cloned()
+    }
+
+    /// Records whether `cache` is DEGRADED; returns whether that changed.
+    pub fn set_degraded(&self, cache: &str, reason: Option<String>) -> bool {
+        let mut degraded = self.degraded.write();
+        match reason {
+            Some(reason) => degraded.insert(cache.to_owned(), reason).is_none(),
+            None => degraded.remove(cache).is_some(),
         }
     }
 
@@ -151,6 +169,11 @@ impl Routing {
         let Some(route) = self.cache(cache) else {
             return Route::Local;
         };
+        if self.degraded.read().contains_key(cache) {
+            // Cut off from the majority: whatever this side allows runs here, and what its
+            // policy forbids is refused here, with the cache's DEGRADED error.
+            return Route::Local;
+        }
         let Some(segment) = route.segment(segment) else {
             return Route::Local;
         };

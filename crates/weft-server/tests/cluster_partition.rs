@@ -1,0 +1,334 @@
+//! A real network partition: three `weft` processes, each in a network namespace of its
+//! own, talking cluster traffic over a bridge in a fourth namespace. Cutting one node's
+//! cluster link makes it a minority: its caches go DEGRADED and refuse reads and writes
+//! (DENY_READ_WRITES) with a clear error, while the other two go on. When the link comes
+//! back, the node rejoins and serves the values written while it was cut off, not its
+//! stale ones.
+//!
+//! Each node also has a client link straight to the test's namespace, which the partition
+//! leaves up. Needs root and `ip netns` (CI runs as root); elsewhere it says so and skips.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const CLIENT_PORT: u16 = 11222;
+const CLUSTER_PORT: u16 = 7800;
+
+fn ip(args: &[&str]) -> bool {
+    Command::new("ip")
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success())
+}
+
+fn must(args: &[&str]) {
+    assert!(ip(args), "ip {} failed", args.join(" "));
+}
+
+/// Namespaces, links and processes, torn down on drop.
+struct Lab {
+    tag: String,
+    nodes: Vec<Child>,
+}
+
+impl Lab {
+    fn hub(&self) -> String {
+        format!("{}h", self.tag)
+    }
+
+    fn ns(&self, i: usize) -> String {
+        format!("{}n{i}", self.tag)
+    }
+
+    fn client(i: usize) -> SocketAddr {
+        format!("10.202.{i}.2:{CLIENT_PORT}").parse().unwrap()
+    }
+
+    fn cluster(i: usize) -> String {
+        format!("10.201.0.{}:{CLUSTER_PORT}", i + 1)
+    }
+
+    fn build(nodes: usize) -> Option<Self> {
+        let tag = format!("wp{:x}", std::process::id() & 0xfffff);
+        let lab = Self {
+            tag,
+            nodes: Vec::new(),
+        };
+        if !ip(&["netns", "add", &lab.hub()]) {
+            return None;
+        }
+        must(&["-n", &lab.hub(), "link", "add", "br0", "type", "bridge"]);
+        must(&["-n", &lab.hub(), "link", "set", "br0", "up"]);
+        for i in 0..nodes {
+            let ns = lab.ns(i);
+            must(&["netns", "add", &ns]);
+            must(&["-n", &ns, "link", "set", "lo", "up"]);
+            // Cluster link: node <-> hub bridge.
+            must(&[
+                "-n",
+                &ns,
+                "link",
+                "add",
+                "c0",
+                "type",
+                "veth",
+                "peer",
+                "name",
+                &format!("p{i}"),
+                "netns",
+                &lab.hub(),
+            ]);
+            must(&[
+                "-n",
+                &lab.hub(),
+                "link",
+                "set",
+                &format!("p{i}"),
+                "master",
+                "br0",
+            ]);
+            must(&["-n", &lab.hub(), "link", "set", &format!("p{i}"), "up"]);
+            must(&[
+                "-n",
+                &ns,
+                "addr",
+                "add",
+                &format!("10.201.0.{}/24", i + 1),
+                "dev",
+                "c0",
+            ]);
+            must(&["-n", &ns, "link", "set", "c0", "up"]);
+            // Client link: node <-> the test's namespace.
+            let host_side = format!("{}c{i}", lab.tag);
+            must(&[
+                "link", "add", &host_side, "type", "veth", "peer", "name", "k0", "netns", &ns,
+            ]);
+            must(&[
+                "addr",
+                "add",
+                &format!("10.202.{i}.1/30"),
+                "dev",
+                &host_side,
+            ]);
+            must(&["link", "set", &host_side, "up"]);
+            must(&[
+                "-n",
+                &ns,
+                "addr",
+                "add",
+                &format!("10.202.{i}.2/30"),
+                "dev",
+                "k0",
+            ]);
+            must(&["-n", &ns, "link", "set", "k0", "up"]);
+        }
+        Some(lab)
+    }
+
+    fn start(&mut self, config: &std::path::Path, count: usize) {
+        let seeds: Vec<String> = (0..count).map(Self::cluster).collect();
+        for i in 0..count {
+            let child = Command::new("ip")
+                .args([
+                    "netns",
+                    "exec",
+                    &self.ns(i),
+                    env!("CARGO_BIN_EXE_weft"),
+                    "server",
+                ])
+                .args(["--config", config.to_str().unwrap()])
+                .args(["--bind", &format!("0.0.0.0:{CLIENT_PORT}")])
+                .args(["--cluster-listen", &Self::cluster(i)])
+                .args(["--node-name", &format!("node-{i}")])
+                .args(["--join", &seeds.join(",")])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start weft in its namespace");
+            self.nodes.push(child);
+        }
+    }
+
+    fn cut(&self, i: usize, up: bool) {
+        must(&[
+            "-n",
+            &self.ns(i),
+            "link",
+            "set",
+            "c0",
+            if up { "up" } else { "down" },
+        ]);
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        for child in &mut self.nodes {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        for i in 0..8 {
+            ip(&["link", "del", &format!("{}c{i}", self.tag)]);
+            ip(&["netns", "del", &self.ns(i)]);
+        }
+        ip(&["netns", "del", &self.hub()]);
+    }
+}
+
+fn http_get(addr: SocketAddr, path: &str) -> Option<serde_json::Value> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: weft\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    serde_json::from_str(response.split_once("\r\n\r\n")?.1).ok()
+}
+
+/// The default cache's view on a node: (members, phase, degraded).
+fn view(addr: SocketAddr) -> Option<(usize, String, bool)> {
+    let report = http_get(addr, "/rest/v2/cluster/topology")?;
+    let cache = report["caches"]
+        .as_array()?
+        .iter()
+        .find(|cache| cache["cache"] == "default")?
+        .clone();
+    Some((
+        cache["members"].as_array()?.len(),
+        cache["phase"].as_str()?.to_owned(),
+        cache["degraded"].as_bool()?,
+    ))
+}
+
+fn wait(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// One RESP command; the reply line (or bulk value) as text.
+fn resp(addr: SocketAddr, args: &[&str]) -> String {
+    let Ok(stream) = TcpStream::connect_timeout(&addr, Duration::from_secs(2)) else {
+        return "-unreachable".to_owned();
+    };
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut request = format!("*{}\r\n", args.len());
+    for arg in args {
+        request.push_str(&format!("${}\r\n{arg}\r\n", arg.len()));
+    }
+    let mut reader = BufReader::new(stream);
+    reader.get_mut().write_all(request.as_bytes()).unwrap();
+    let mut line = String::new();
+    if reader.read_line(&mut line).is_err() {
+        return "-no reply".to_owned();
+    }
+    let line = line.trim_end().to_owned();
+    if line.starts_with('$') && line != "$-1" {
+        let mut value = String::new();
+        let _ = reader.read_line(&mut value);
+        return value.trim_end().to_owned();
+    }
+    line
+}
+
+// Proves a node cut off from the others goes DEGRADED and refuses reads and writes with a
+// clear error while the majority goes on, and after the cut heals serves the majority's
+// writes, not its stale values.
+#[test]
+fn a_minority_partition_refuses_and_heals_without_stale_reads() {
+    let is_root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).trim() == "0");
+    if !is_root {
+        eprintln!("skipped: network namespaces need root");
+        return;
+    }
+    let Some(mut lab) = Lab::build(3) else {
+        eprintln!("skipped: `ip netns` is not available");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("weft.toml");
+    std::fs::write(
+        &config,
+        "[caches.default]\nmode = \"distributed\"\nowners = 2\nsegments = 32\n",
+    )
+    .unwrap();
+    lab.start(&config, 3);
+    let clients: Vec<SocketAddr> = (0..3).map(Lab::client).collect();
+    wait("the cluster to form", Duration::from_secs(60), || {
+        clients
+            .iter()
+            .all(|c| view(*c).is_some_and(|(members, phase, _)| members == 3 && phase == "stable"))
+    });
+    for k in 0..60 {
+        assert_eq!(
+            resp(clients[0], &["SET", &format!("k{k}"), "before"]),
+            "+OK"
+        );
+    }
+
+    // Cut node-2's cluster link: it is a minority of one.
+    lab.cut(2, false);
+    wait("node-2 to go DEGRADED", Duration::from_secs(30), || {
+        view(clients[2]).is_some_and(|(_, _, degraded)| degraded)
+    });
+    let refused_read = resp(clients[2], &["GET", "k1"]);
+    assert!(
+        refused_read.contains("DEGRADED"),
+        "read on the minority: {refused_read}"
+    );
+    let refused_write = resp(clients[2], &["SET", "k1", "minority"]);
+    assert!(
+        refused_write.contains("DEGRADED"),
+        "write on the minority: {refused_write}"
+    );
+    // The majority drops node-2 and goes on.
+    wait(
+        "the majority to drop node-2",
+        Duration::from_secs(30),
+        || {
+            clients[..2].iter().all(|c| {
+                view(*c).is_some_and(|(members, phase, degraded)| {
+                    members == 2 && phase == "stable" && !degraded
+                })
+            })
+        },
+    );
+    for k in 0..60 {
+        assert_eq!(
+            resp(clients[k % 2], &["SET", &format!("k{k}"), "after"]),
+            "+OK"
+        );
+    }
+
+    // Heal: node-2 comes back, is re-admitted and fetches what it owns again.
+    lab.cut(2, true);
+    wait("node-2 to rejoin", Duration::from_secs(60), || {
+        clients.iter().all(|c| {
+            view(*c).is_some_and(|(members, phase, degraded)| {
+                members == 3 && phase == "stable" && !degraded
+            })
+        })
+    });
+    for client in &clients {
+        for k in 0..60 {
+            assert_eq!(
+                resp(*client, &["GET", &format!("k{k}")]),
+                "after",
+                "k{k} via {client}"
+            );
+        }
+    }
+}
