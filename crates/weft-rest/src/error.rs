@@ -66,6 +66,10 @@ impl From<CacheError> for RestError {
             CacheError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             // The cache was removed between lookup and operation: to the client it is gone.
             CacheError::Removed { .. } => StatusCode::NOT_FOUND,
+            // A partition: retry once it heals.
+            CacheError::Persistence(weft_core::PersistenceError::Degraded { .. }) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
         Self::new(status, error.to_string())

@@ -8,6 +8,7 @@
 //! reach into the data container: every command goes through `weft_core::Cache`.
 
 mod buffers;
+pub mod cli;
 pub mod cluster;
 pub mod config;
 pub mod detect;

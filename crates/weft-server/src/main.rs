@@ -1,4 +1,5 @@
-//! The `weft` command: `weft server [--config FILE]` runs a server; more subcommands follow.
+//! The `weft` command: `weft server [--config FILE]` runs a server; `weft cluster members`
+//! and `weft cluster topology` show a running cluster through a node's REST endpoint.
 
 use std::path::PathBuf;
 
@@ -29,12 +30,40 @@ enum Command {
         /// the configuration file's `join`.
         #[arg(long, env = "WEFT_JOIN", value_delimiter = ',')]
         join: Vec<String>,
-        /// UDP address for cluster traffic (default 127.0.0.1:7800 when joining).
+        /// Cluster address: UDP for membership, TCP for the rest, on one port number
+        /// (default 127.0.0.1:7800 when joining).
         #[arg(long, env = "WEFT_CLUSTER_LISTEN")]
         cluster_listen: Option<std::net::SocketAddr>,
         /// This node's name in the cluster (default: its bind address).
         #[arg(long, env = "WEFT_NODE_NAME")]
         node_name: Option<String>,
+    },
+    /// Show a running cluster, as one of its nodes sees it.
+    Cluster {
+        /// What to show.
+        #[command(subcommand)]
+        show: ClusterShow,
+        /// A node's address (its client port, where REST is served).
+        #[arg(
+            long,
+            global = true,
+            env = "WEFT_SERVER",
+            default_value = "127.0.0.1:11222"
+        )]
+        server: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ClusterShow {
+    /// Members and the coordinator.
+    Members,
+    /// Every clustered cache's topology: phase, segments per member, transfer progress,
+    /// DEGRADED state.
+    Topology {
+        /// Also list each segment's owners (primary first).
+        #[arg(long)]
+        segments: bool,
     },
 }
 
@@ -75,6 +104,17 @@ fn main() -> anyhow::Result<()> {
                 .build()
                 .context("start the async runtime")?;
             runtime.block_on(weft_server::run_until_signal(config))
+        }
+        Command::Cluster { show, server } => {
+            let report = weft_server::cli::topology(&server)?;
+            let text = match show {
+                ClusterShow::Members => weft_server::cli::members_text(&report),
+                ClusterShow::Topology { segments } => {
+                    weft_server::cli::topology_text(&report, segments)
+                }
+            };
+            print!("{text}");
+            Ok(())
         }
     }
 }
