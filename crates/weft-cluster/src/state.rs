@@ -13,7 +13,7 @@ use thiserror::Error;
 
 use crate::consistent_hash::{ConsistentHash, HashError, Mode};
 use crate::member::{Location, Member, MemberId};
-use crate::topology::CacheTopology;
+use crate::topology::{CacheTopology, Phase};
 
 /// A node as the cluster metadata knows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -82,6 +82,9 @@ pub enum Command {
         member: MemberId,
         /// The rebalance it confirms (older ones are ignored).
         rebalance_id: u32,
+        /// The phase it confirms (a late or repeated confirmation of an earlier phase is
+        /// ignored, so confirmations can be retried).
+        phase: Phase,
     },
 }
 
@@ -109,6 +112,11 @@ pub enum StateError {
 pub struct ClusterState {
     nodes: BTreeMap<String, NodeRecord>,
     caches: BTreeMap<String, CacheRecord>,
+    /// When each member (re)joined: the count of commands applied then. A node that sees
+    /// this change for itself was dropped and re-admitted meanwhile (a partition), so what
+    /// it had in flight is void.
+    #[serde(default)]
+    joined: BTreeMap<String, u64>,
     /// Commands applied, for logs and metrics.
     applied: u64,
 }
@@ -136,6 +144,12 @@ impl ClusterState {
     #[must_use]
     pub fn node(&self, name: &str) -> Option<&NodeRecord> {
         self.nodes.get(name)
+    }
+
+    /// When member `name` last joined (see the field's doc), if it is a member.
+    #[must_use]
+    pub fn joined(&self, name: &str) -> Option<u64> {
+        self.joined.get(name).copied()
     }
 
     /// How many commands were applied.
@@ -166,8 +180,12 @@ impl ClusterState {
                 cache,
                 member,
                 rebalance_id,
+                phase,
             } => match self.caches.get_mut(&cache) {
-                Some(record) => Ok(record.topology.confirm(&member, rebalance_id)),
+                Some(record) if record.topology.phase() == phase => {
+                    Ok(record.topology.confirm(&member, rebalance_id))
+                }
+                Some(_) => Ok(false),
                 None => Err(StateError::NoCache(cache)),
             },
         }
@@ -201,6 +219,16 @@ impl ClusterState {
             })
             .map(|node| node.name.clone())
             .collect();
+        for (name, node) in &nodes {
+            let new = self
+                .nodes
+                .get(name)
+                .is_none_or(|old| old.raft_id != node.raft_id);
+            if new {
+                self.joined.insert(name.clone(), self.applied);
+            }
+        }
+        self.joined.retain(|name, _| nodes.contains_key(name));
         self.nodes = nodes;
         let live = self.live_members();
         let staying: Vec<Member> = live
@@ -301,10 +329,12 @@ mod tests {
         let rebalance_id = topology.rebalance_id();
         for _ in 0..3 {
             for member in ["a", "b"] {
+                let phase = state.cache("c").map(|c| c.topology.phase());
                 let _ = state.apply(Command::Confirm {
                     cache: "c".into(),
                     member: MemberId(member.into()),
                     rebalance_id,
+                    phase: phase.unwrap_or(crate::topology::Phase::Stable),
                 });
             }
         }

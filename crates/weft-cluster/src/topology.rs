@@ -225,6 +225,12 @@ impl CacheTopology {
         Ok(true)
     }
 
+    /// Whether `member` confirmed the current phase.
+    #[must_use]
+    pub fn has_confirmed(&self, member: &MemberId) -> bool {
+        self.confirmed.contains(member)
+    }
+
     /// `member` confirms the phase of rebalance `rebalance_id` (for the first phase: its
     /// transfers are done). When every live member has, the next phase starts. Confirmations
     /// of another rebalance, or from a non-member, are ignored. Returns whether the topology

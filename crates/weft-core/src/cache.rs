@@ -778,7 +778,18 @@ impl Cache {
         self.record_access(hash);
         let entry = self.live_entry(segment, hash, key);
         self.inner.stats.read_done(timer, entry.is_some());
+        self.read_settle()?;
         Ok(entry)
+    }
+
+    /// After a read of a cache whose persistence asks for it (see
+    /// [`Persistence::read_barrier`]): waits, or leaves the wait to the surrounding
+    /// [`crate::persistence::collect_durability`], as a write does.
+    fn read_settle(&self) -> Result<(), CacheError> {
+        match &self.inner.persistence {
+            Some(persistence) if persistence.read_barrier() => self.settle(),
+            _ => Ok(()),
+        }
     }
 
     /// The metadata of `key`'s entry.
@@ -797,7 +808,9 @@ impl Cache {
         self.check_live()?;
         self.admit_read()?;
         let (segment, hash) = self.inner.container.locate(key);
-        Ok(self.live_entry(segment, hash, key).is_some())
+        let present = self.live_entry(segment, hash, key).is_some();
+        self.read_settle()?;
+        Ok(present)
     }
 
     /// Stores `value` under `key`; returns the previous entry.

@@ -121,6 +121,14 @@ pub trait Persistence: Send + Sync + fmt::Debug + 'static {
     /// (an unbounded cache that preloaded and does not passivate).
     fn memory_complete(&self) -> bool;
 
+    /// Whether a read must wait, like a write, for the changes recorded before it: a
+    /// clustered cache with synchronous replication answers a read only once every write
+    /// the read may have seen is on all its owners (else a later read elsewhere could see an
+    /// older value). Stores alone never need it.
+    fn read_barrier(&self) -> bool {
+        false
+    }
+
     /// Blocks until every change recorded before the call is as durable as the stores
     /// promise.
     ///

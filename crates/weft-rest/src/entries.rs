@@ -165,9 +165,14 @@ pub(crate) async fn get(
     {
         return answer;
     }
-    let target = target(&state, &uri, &request_headers)?;
-    let preconditions = Preconditions::from_headers(&request_headers)?;
-    let min_fresh = headers::min_fresh_seconds(&request_headers)?;
+    // A read of a clustered cache may wait for the writes it saw to reach every owner.
+    durable(|| get_now(&state, &uri, &request_headers)).await
+}
+
+fn get_now(state: &Shared, uri: &Uri, request_headers: &HeaderMap) -> Result<Response, RestError> {
+    let target = target(state, uri, request_headers)?;
+    let preconditions = Preconditions::from_headers(request_headers)?;
+    let min_fresh = headers::min_fresh_seconds(request_headers)?;
     let entry = target
         .cache
         .get_entry(&target.key)?
@@ -193,7 +198,7 @@ pub(crate) async fn get(
         return Ok((refusal.status(), headers).into_response());
     }
     let stored = target.cache.value_format();
-    let wanted = negotiate(&request_headers).unwrap_or_else(|| ValueType::default_for(stored));
+    let wanted = negotiate(request_headers).unwrap_or_else(|| ValueType::default_for(stored));
     let value = match transcode(entry.value(), stored, wanted.format()) {
         // Unchanged or unwrapped (a ProtoStream string read as text): a view of the entry.
         Ok(std::borrow::Cow::Borrowed(part)) => {

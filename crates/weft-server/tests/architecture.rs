@@ -135,3 +135,22 @@ fn cluster_logic_does_no_io() {
         );
     }
 }
+
+// Proves the simulator drives the real logic without I/O and is never linked into the
+// server.
+#[test]
+fn the_simulator_stays_out_of_the_server() {
+    let graph = normal_dependencies();
+    for crate_name in graph.keys() {
+        assert!(
+            !graph[crate_name].iter().any(|d| d == "weft-sim"),
+            "{crate_name} depends on weft-sim"
+        );
+    }
+    for forbidden in ["tokio", "hyper", "axum", "weft-server"] {
+        assert!(
+            !graph["weft-sim"].iter().any(|d| d == forbidden),
+            "weft-sim depends on {forbidden}"
+        );
+    }
+}

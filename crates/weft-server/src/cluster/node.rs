@@ -82,11 +82,16 @@ pub struct Node {
     /// Keys changed by replication while their segment is being fetched: the fetched copy
     /// of such a key is older and must not overwrite (or resurrect) it.
     touched: Mutex<HashMap<(String, u32), TouchedKeys>>,
-    /// Phases confirmed: (cache, rebalance id, phase).
-    confirmed: Mutex<HashSet<(String, u32, Phase)>>,
+    /// Phases this node proposed to confirm, and when: (cache, rebalance id, phase).
+    confirmed: Mutex<HashMap<(String, u32, Phase), Instant>>,
+    /// Transfers under way and finished: (cache, rebalance id).
+    transfers_running: Mutex<HashSet<(String, u32)>>,
+    transfers_done: Mutex<HashSet<(String, u32)>>,
     progress: Mutex<BTreeMap<String, TransferProgress>>,
     /// Nodes that left gracefully: not added back while failure detection still lists them.
     departed: Mutex<HashSet<NodeId>>,
+    /// When this node last joined the agreed members (see `ClusterState::joined`).
+    joined: Mutex<Option<u64>>,
     /// Requests sent on to their keys' owner: RESP, Hot Rod.
     forwarded: [std::sync::atomic::AtomicU64; 4],
     /// The server, for executing forwarded requests (set once it exists).
@@ -138,10 +143,13 @@ impl Node {
             view_changed,
             hellos: Mutex::new(HashMap::new()),
             touched: Mutex::new(HashMap::new()),
-            confirmed: Mutex::new(HashSet::new()),
+            confirmed: Mutex::new(HashMap::new()),
+            transfers_running: Mutex::new(HashSet::new()),
+            transfers_done: Mutex::new(HashSet::new()),
             progress: Mutex::new(BTreeMap::new()),
             departed: Mutex::new(HashSet::new()),
             forwarded: Default::default(),
+            joined: Mutex::new(None),
             server: OnceLock::new(),
             started: Instant::now(),
         }))
@@ -472,7 +480,8 @@ impl Node {
         }
     }
 
-    async fn tick(&self) -> anyhow::Result<()> {
+    async fn tick(self: &Arc<Self>) -> anyhow::Result<()> {
+        self.retry_rebalances();
         let peers: Vec<SocketAddr> = self.view.read().iter().map(|peer| peer.addr).collect();
         self.assess().await;
         self.greet(&peers).await;
@@ -801,6 +810,19 @@ impl Node {
         state: &ClusterState,
         installed: &mut HashMap<String, (u32, Phase)>,
     ) {
+        // Dropped from the members (and perhaps re-admitted) since the last state seen:
+        // writes waiting for backups were never acknowledged by the cluster.
+        let joined = state
+            .node(&self.me.name)
+            .filter(|record| record.raft_id == self.me.raft_id)
+            .and_then(|_| state.joined(&self.me.name));
+        let mut last = self.joined.lock();
+        if last.is_some() && *last != joined {
+            tracing::warn!("this node was dropped from the cluster; writes in flight fail");
+            self.replication.fence();
+        }
+        *last = joined;
+        drop(last);
         self.routing.set_nodes(state.nodes().values().cloned());
         let names: Vec<MemberId> = state
             .nodes()
@@ -843,16 +865,7 @@ impl Node {
                         self.drop_unowned(name, topology.current());
                     }
                 }
-                Phase::ReadOldWriteAll => {
-                    let segments = topology.to_fetch(&me);
-                    let node = Arc::clone(self);
-                    let cache = name.clone();
-                    let rebalance = topology.rebalance_id();
-                    let sources = topology.clone();
-                    tokio::spawn(async move {
-                        node.transfer(&cache, rebalance, &sources, segments).await;
-                    });
-                }
+                Phase::ReadOldWriteAll => self.start_transfer(name, topology),
                 Phase::ReadAllWriteAll | Phase::ReadNewWriteAll => {
                     self.confirm(name, topology.rebalance_id(), topology.phase());
                 }
@@ -861,25 +874,93 @@ impl Node {
         installed.retain(|name, _| state.cache(name).is_some());
     }
 
+    /// Proposes that this node finished `phase` of rebalance `rebalance_id` — again if a
+    /// second passed since the last proposal (one may have been lost with a leader).
     fn confirm(self: &Arc<Self>, cache: &str, rebalance_id: u32, phase: Phase) {
-        if !self
-            .confirmed
-            .lock()
-            .insert((cache.to_owned(), rebalance_id, phase))
         {
-            return;
+            let mut confirmed = self.confirmed.lock();
+            let key = (cache.to_owned(), rebalance_id, phase);
+            if confirmed
+                .get(&key)
+                .is_some_and(|at| at.elapsed() < Duration::from_secs(1))
+            {
+                return;
+            }
+            confirmed.insert(key, Instant::now());
+            confirmed.retain(|(_, rebalance, _), _| *rebalance + 8 > rebalance_id);
         }
         let node = Arc::clone(self);
         let command = Command::Confirm {
             cache: cache.to_owned(),
             member: MemberId(self.me.name.clone()),
             rebalance_id,
+            phase,
         };
         tokio::spawn(async move {
             if let Err(error) = node.propose(command).await {
                 tracing::warn!(%error, "could not confirm a rebalance phase");
             }
         });
+    }
+
+    /// Starts fetching what `topology` hands this node, unless a transfer for its rebalance
+    /// runs or finished.
+    fn start_transfer(
+        self: &Arc<Self>,
+        cache: &str,
+        topology: &weft_cluster::topology::CacheTopology,
+    ) {
+        let key = (cache.to_owned(), topology.rebalance_id());
+        if self.transfers_done.lock().contains(&key) {
+            self.confirm(cache, topology.rebalance_id(), Phase::ReadOldWriteAll);
+            return;
+        }
+        if !self.transfers_running.lock().insert(key.clone()) {
+            return;
+        }
+        let me = MemberId(self.me.name.clone());
+        let segments = topology.to_fetch(&me);
+        let node = Arc::clone(self);
+        let cache = cache.to_owned();
+        let rebalance = topology.rebalance_id();
+        let sources = topology.clone();
+        tokio::spawn(async move {
+            let done = node.transfer(&cache, rebalance, &sources, segments).await;
+            node.transfers_running
+                .lock()
+                .remove(&(cache.clone(), rebalance));
+            if done {
+                let mut finished = node.transfers_done.lock();
+                finished.retain(|(_, r)| *r + 8 > rebalance);
+                finished.insert((cache.clone(), rebalance));
+                drop(finished);
+                node.confirm(&cache, rebalance, Phase::ReadOldWriteAll);
+            }
+        });
+    }
+
+    /// Makes sure a rebalance this node takes part in moves on: its transfer runs (again,
+    /// if it failed), its confirmation reaches the leader (again, if lost).
+    fn retry_rebalances(self: &Arc<Self>) {
+        let state = self.state();
+        let me = MemberId(self.me.name.clone());
+        for (name, record) in state.caches() {
+            let topology = &record.topology;
+            if topology.phase() == Phase::Stable
+                || !topology.members().contains(&me)
+                || topology.has_confirmed(&me)
+                || self
+                    .routing
+                    .cache(name)
+                    .is_none_or(|route| route.topology.id() != topology.id())
+            {
+                continue;
+            }
+            match topology.phase() {
+                Phase::ReadOldWriteAll => self.start_transfer(name, topology),
+                phase => self.confirm(name, topology.rebalance_id(), phase),
+            }
+        }
     }
 
     /// Drops the segments this node no longer owns.
@@ -909,9 +990,9 @@ impl Node {
         rebalance_id: u32,
         topology: &weft_cluster::topology::CacheTopology,
         segments: Vec<usize>,
-    ) {
+    ) -> bool {
         let Some(local) = self.manager.cache(cache) else {
-            return;
+            return false;
         };
         let me = MemberId(self.me.name.clone());
         self.progress.lock().insert(
@@ -955,7 +1036,7 @@ impl Node {
             for source in sources {
                 if self.routing_stale(cache, rebalance_id) {
                     self.touched.lock().remove(&(cache.to_owned(), segment));
-                    return;
+                    return false;
                 }
                 match self.fetch(cache, segment, &source, &local).await {
                     Ok(()) => {
@@ -971,13 +1052,13 @@ impl Node {
             if !done {
                 // Every owner is gone: the membership change restarts the rebalance.
                 tracing::warn!(cache, segment, "no owner could send the segment");
-                return;
+                return false;
             }
             if let Some(progress) = self.progress.lock().get_mut(cache) {
                 progress.segments_done += 1;
             }
         }
-        self.confirm(cache, rebalance_id, Phase::ReadOldWriteAll);
+        true
     }
 
     /// Whether a newer rebalance replaced `rebalance_id`.

@@ -8,10 +8,10 @@
 //! has answered (the server awaits [`Persistence::wait_async`] before replying, exactly as
 //! for a store's fsync); an async cache's write does not wait.
 //!
-//! A backup that stops answering holds acknowledgements back until the topology drops it
-//! (failure detection, then a new topology through consensus), or until
-//! [`UNREACHABLE_WAIT`] passes, when the write fails — it was applied on the primary, but is
-//! not acknowledged.
+//! A backup that stops answering holds acknowledgements back until the agreed members drop
+//! it (failure detection, then consensus) — never on this node's own suspicion, so a primary
+//! cut off in a minority acknowledges nothing alone — or until [`UNREACHABLE_WAIT`] passes,
+//! when the write fails: it was applied on the primary, but is not acknowledged.
 
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -52,32 +52,53 @@ pub fn applying_remote<R>(f: impl FnOnce() -> R) -> R {
 struct Progress {
     /// Changes the backup acknowledged (a sequence number).
     acked: u64,
-    /// The connection failed; waiters hold until the stream is retired or time runs out.
-    broken: bool,
-    /// The backup left the topology: nothing more is owed to it.
+    /// The backup left the agreed members: nothing more is owed to it.
     retired: bool,
+    /// This node left the agreed members (and may have come back): writes it had in flight
+    /// were not acknowledged by the cluster, and fail.
+    fenced: bool,
+}
+
+/// Changes owed to a backup: those not sent yet, and those sent but not acknowledged
+/// (kept so that a broken connection can be replaced and they sent again, in order).
+#[derive(Debug, Default)]
+struct Pending {
+    /// Sequence number of the last change queued.
+    queued: u64,
+    unsent: std::collections::VecDeque<(u64, Replica)>,
+    inflight: std::collections::VecDeque<(u64, Replica)>,
+    /// A batch failed: what is in flight goes again on a new connection.
+    broken: bool,
 }
 
 /// The ordered changes owed to one backup.
+///
+/// A change counts as acknowledged only when the backup answered the batch holding it, on
+/// the connection it was sent on. When a connection breaks, every change not acknowledged is
+/// sent again, in order, on a new one (applying a change twice is harmless: a replicated
+/// entry keeps its version, a removal of an absent key does nothing), so a transient break
+/// loses nothing and acknowledges nothing early. Waiters are released without the backup
+/// only when the agreed members no longer include it.
 #[derive(Debug)]
 pub struct Stream {
     member: MemberId,
-    queue: Mutex<(Vec<Replica>, u64)>,
+    pending: Mutex<Pending>,
     wake: Notify,
     progress: watch::Sender<Progress>,
 }
 
 impl Stream {
     fn push(&self, replica: Replica) {
-        let mut queue = self.queue.lock();
-        queue.0.push(replica);
-        queue.1 += 1;
-        drop(queue);
+        let mut pending = self.pending.lock();
+        pending.queued += 1;
+        let sequence = pending.queued;
+        pending.unsent.push_back((sequence, replica));
+        drop(pending);
         self.wake.notify_one();
     }
 
     fn queued(&self) -> u64 {
-        self.queue.lock().1
+        self.pending.lock().queued
     }
 
     /// Waits until the backup acknowledged change `sequence`, or was retired.
@@ -86,17 +107,24 @@ impl Stream {
         let waited = tokio::time::timeout(UNREACHABLE_WAIT, async {
             loop {
                 let now = *progress.borrow_and_update();
+                if now.fenced {
+                    return Err(());
+                }
                 if now.retired || now.acked >= sequence {
-                    return;
+                    return Ok(());
                 }
                 if progress.changed().await.is_err() {
-                    return;
+                    return Ok(());
                 }
             }
         })
         .await;
         match waited {
-            Ok(()) => Ok(()),
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(())) => Err(
+                "this node was dropped from the cluster before its backups acknowledged the write"
+                    .to_owned(),
+            ),
             Err(_) => Err(format!(
                 "backup owner {} did not acknowledge the write in time",
                 self.member
@@ -104,43 +132,61 @@ impl Stream {
         }
     }
 
-    /// Sends queued changes in batches, in order, and records acknowledgements.
+    /// Sends queued changes in batches, in order, records acknowledgements, and after a
+    /// broken connection sends again what was not acknowledged.
     async fn run(self: Arc<Self>, transport: Transport, to: SocketAddr) {
         loop {
             if self.progress.borrow().retired {
                 return;
             }
             let (batch, last) = {
-                let mut queue = self.queue.lock();
-                let take = queue.0.len().min(BATCH_MAX);
-                let batch: Vec<Replica> = queue.0.drain(..take).collect();
-                let last = queue.1 - queue.0.len() as u64;
+                let mut pending = self.pending.lock();
+                if pending.broken {
+                    // Everything not acknowledged goes again, first.
+                    pending.broken = false;
+                    let acked = self.progress.borrow().acked;
+                    let mut again: std::collections::VecDeque<(u64, Replica)> =
+                        std::mem::take(&mut pending.inflight)
+                            .into_iter()
+                            .filter(|(sequence, _)| *sequence > acked)
+                            .collect();
+                    again.extend(pending.unsent.drain(..));
+                    pending.unsent = again;
+                }
+                let take = pending.unsent.len().min(BATCH_MAX);
+                let batch: Vec<(u64, Replica)> = pending.unsent.drain(..take).collect();
+                let last = batch.last().map_or(0, |(sequence, _)| *sequence);
+                pending.inflight.extend(batch.iter().cloned());
                 (batch, last)
             };
             if batch.is_empty() {
                 self.wake.notified().await;
                 continue;
             }
-            let answer = transport.send(to, Request::Replicate(batch));
+            let replicas = batch.into_iter().map(|(_, replica)| replica).collect();
+            let answer = transport.send(to, Request::Replicate(replicas));
             let stream = Arc::clone(&self);
             // Responses come back in order on one connection: acknowledge as they arrive,
             // while the next batch is already on its way.
             tokio::spawn(async move {
                 match answer.await {
-                    Ok(Response::Applied) => stream.progress.send_modify(|progress| {
-                        progress.acked = progress.acked.max(last);
-                    }),
-                    Ok(other) => {
-                        tracing::warn!(backup = %stream.member, ?other, "backup refused replicated changes");
+                    Ok(Response::Applied) => {
+                        stream.progress.send_modify(|progress| {
+                            progress.acked = progress.acked.max(last);
+                        });
+                        let acked = stream.progress.borrow().acked;
                         stream
-                            .progress
-                            .send_modify(|progress| progress.broken = true);
+                            .pending
+                            .lock()
+                            .inflight
+                            .retain(|(sequence, _)| *sequence > acked);
                     }
-                    Err(_) => {
-                        tracing::debug!(backup = %stream.member, "backup unreachable");
-                        stream
-                            .progress
-                            .send_modify(|progress| progress.broken = true);
+                    failed => {
+                        tracing::debug!(backup = %stream.member, ?failed, "replication batch failed; sending again");
+                        stream.pending.lock().broken = true;
+                        // A moment for the connection to be replaced.
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        stream.wake.notify_one();
                     }
                 }
             });
@@ -187,7 +233,7 @@ impl Replication {
         let node = self.routing.node(member)?;
         let stream = Arc::new(Stream {
             member: member.clone(),
-            queue: Mutex::new((Vec::new(), 0)),
+            pending: Mutex::new(Pending::default()),
             wake: Notify::new(),
             progress: watch::Sender::new(Progress::default()),
         });
@@ -196,12 +242,26 @@ impl Replication {
         Some(stream)
     }
 
-    /// Retires the streams of members no longer in the cluster (their waiters are released)
-    /// and those that broke (the next write opens a fresh one).
+    /// This node was dropped from the agreed members (a partition): every write waiting for
+    /// its backups fails, and replication starts afresh.
+    pub fn fence(&self) {
+        let mut streams = self.streams.lock();
+        for stream in streams.values() {
+            stream.progress.send_modify(|progress| {
+                progress.fenced = true;
+                progress.retired = true;
+            });
+            stream.wake.notify_one();
+        }
+        streams.clear();
+    }
+
+    /// Retires the streams of members no longer among the agreed members: what they were
+    /// owed no longer holds writes back.
     pub fn members_changed(&self, live: &[MemberId]) {
         let mut streams = self.streams.lock();
         streams.retain(|member, stream| {
-            let keep = live.contains(member) && !stream.progress.borrow().broken;
+            let keep = live.contains(member);
             if !keep {
                 stream.retire();
             }
@@ -339,6 +399,10 @@ impl Persistence for Replicator {
 
     fn preload(&self) -> bool {
         self.inner.as_ref().is_some_and(|inner| inner.preload())
+    }
+
+    fn read_barrier(&self) -> bool {
+        self.sync
     }
 
     fn load(&self, segment: u32, key: &[u8]) -> Result<Option<CacheEntry>, PersistenceError> {

@@ -146,11 +146,15 @@ impl Routing {
         nodes
     }
 
-    /// Where a read of `segment` of `cache` runs: here when this node may serve it (or the
-    /// cache is not clustered), else on its first read owner.
+    /// Where a read of `segment` of `cache` runs: on the member that orders its writes,
+    /// like a write. That member answers a read only once the writes it may have seen are
+    /// on every owner (the read barrier of a synchronous cache), so no later read sees an
+    /// older value — reads are linearizable. Reading any owner instead would let a backup
+    /// still applying a write answer with the value before it, after the primary answered
+    /// with the new one.
     #[must_use]
     pub fn read_route(&self, cache: &str, segment: u32) -> Route {
-        self.route(cache, segment, |route| &route.read, true)
+        self.route(cache, segment, |route| &route.write, false)
     }
 
     /// Where a write of `segment` of `cache` runs: on the member that orders its writes.

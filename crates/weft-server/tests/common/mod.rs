@@ -5,6 +5,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::missing_panics_doc)]
 
 pub mod hotrod;
+pub mod linearizability;
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};

@@ -1,0 +1,1330 @@
+//! A deterministic simulator of a Weft cluster.
+//!
+//! One seed fixes everything: message delays, which node a client talks to, what it writes,
+//! when nodes crash, restart and are cut off. The same seed replays the same run, so a
+//! failing seed is a reproducible bug.
+//!
+//! What is real and what is modelled:
+//! * **Real**: the cluster metadata state machine (`weft_cluster::state::ClusterState`: members,
+//!   cache definitions, topologies and their phases, consistent hashes), and each node's data
+//!   (`weft_core::Cache`, with versions kept by `apply_remote`, the persistence seam through
+//!   which a primary's changes are captured in the order applied).
+//! * **Modelled**: the network (per-link FIFO delivery, like one TCP connection, with random
+//!   delays; nothing crosses a cut or reaches a crashed node; a crash loses what was in
+//!   flight), failure detection (a node sees the nodes it can reach after a detection delay),
+//!   and consensus (a leader that reaches a majority of the members commits commands in one
+//!   total order and ships the log to the others; a minority commits nothing) — the server
+//!   uses foca and openraft for these, tested on their own.
+//!
+//! A run has a **safety phase** (client writes and reads while faults happen: at most
+//! `owners − 1` nodes crashed or cut off at a time, the next fault only once the topology is
+//! stable again) and a **liveness phase** (every fault healed). Afterwards the checkers
+//! require that every live node installed the same stable topology, every segment has its
+//! full owner count, and every acknowledged write is what each owner of its key holds, or a
+//! write issued after it whose answer never came.
+
+use std::cell::Cell;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, HashSet};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use weft_cluster::state::{ClusterState, Command, NodeRecord};
+use weft_cluster::topology::Phase;
+use weft_cluster::wire::EntryImage;
+use weft_cluster::{Location, MemberId, Mode};
+use weft_core::persistence::BoxFuture;
+use weft_core::{
+    Cache, CacheConfig, CacheEntry, CacheManager, CacheMode, ManagerConfig, ManualClock,
+    Persistence, PersistenceError, PersistenceFactory, PersistenceStats, RemoteChange, StoreChange,
+    WriteOptions,
+};
+
+/// The one clustered cache every run uses.
+pub const CACHE: &str = "sim";
+
+/// What a run does.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// The seed everything derives from.
+    pub seed: u64,
+    /// Nodes.
+    pub nodes: usize,
+    /// Copies per segment.
+    pub owners: usize,
+    /// Segments.
+    pub segments: u32,
+    /// Keys clients use.
+    pub keys: u32,
+    /// Simulated milliseconds of the safety phase (faults on).
+    pub safety_ms: u64,
+    /// Simulated milliseconds of the liveness phase (faults healed).
+    pub liveness_ms: u64,
+}
+
+impl Options {
+    /// A small, busy cluster: 4 nodes, 2 owners, 16 segments, 40 keys.
+    #[must_use]
+    pub fn with_seed(seed: u64) -> Self {
+        Self {
+            seed,
+            nodes: 4,
+            owners: 2,
+            segments: 16,
+            keys: 40,
+            safety_ms: 6_000,
+            liveness_ms: 6_000,
+        }
+    }
+}
+
+/// What a run did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Writes acknowledged to clients.
+    pub acknowledged: u64,
+    /// Writes whose answer never came (may or may not have happened).
+    pub unanswered: u64,
+    /// Reads answered.
+    pub reads: u64,
+    /// Crashes injected.
+    pub crashes: u64,
+    /// Partitions injected.
+    pub partitions: u64,
+    /// Topologies the cluster went through.
+    pub topologies: u32,
+}
+
+// ---- the persistence seam: what a node's cache changed, in order ---------------------------
+
+thread_local! {
+    static APPLYING_REMOTE: Cell<bool> = const { Cell::new(false) };
+}
+
+fn applying_remote<R>(f: impl FnOnce() -> R) -> R {
+    APPLYING_REMOTE.with(|flag| flag.set(true));
+    let result = f();
+    APPLYING_REMOTE.with(|flag| flag.set(false));
+    result
+}
+
+type Outbox = Arc<Mutex<Vec<(u32, Vec<u8>, Option<EntryImage>)>>>;
+
+#[derive(Debug)]
+struct Recorder {
+    outbox: Outbox,
+}
+
+impl Persistence for Recorder {
+    fn admit_write(&self) -> Result<(), PersistenceError> {
+        Ok(())
+    }
+    fn record(&self, segment: u32, change: StoreChange<'_>) {
+        if APPLYING_REMOTE.with(Cell::get) {
+            return;
+        }
+        let change = match change {
+            StoreChange::Put(entry) => (segment, entry.key().to_vec(), Some(EntryImage::of(entry))),
+            StoreChange::Remove(key) => (segment, key.to_vec(), None),
+        };
+        self.outbox.lock().push(change);
+    }
+    fn evicted(&self, _: u32, _: &CacheEntry) {}
+    fn activated(&self, _: u32, _: &[u8]) {}
+    fn preload(&self) -> bool {
+        false
+    }
+    fn load(&self, _: u32, _: &[u8]) -> Result<Option<CacheEntry>, PersistenceError> {
+        Ok(None)
+    }
+    fn memory_complete(&self) -> bool {
+        true
+    }
+    fn wait(&self) -> Result<(), PersistenceError> {
+        Ok(())
+    }
+    fn wait_async(&self) -> BoxFuture<Result<(), PersistenceError>> {
+        Box::pin(std::future::ready(Ok(())))
+    }
+    fn clear(&self) -> Result<(), PersistenceError> {
+        Ok(())
+    }
+    fn for_each(&self, _: &[u32], _: &mut dyn FnMut(CacheEntry)) -> Result<(), PersistenceError> {
+        Ok(())
+    }
+    fn size(&self, in_memory: usize) -> Option<usize> {
+        Some(in_memory)
+    }
+    fn max_version(&self) -> u64 {
+        0
+    }
+    fn stats(&self) -> PersistenceStats {
+        PersistenceStats::default()
+    }
+    fn preloaded(&self, _: u64, _: u64) {}
+    fn shutdown(&self, _: &mut dyn Iterator<Item = CacheEntry>) -> Result<(), PersistenceError> {
+        Ok(())
+    }
+    fn destroy(&self) {}
+}
+
+#[derive(Debug)]
+struct RecorderFactory {
+    outbox: Outbox,
+}
+
+impl PersistenceFactory for RecorderFactory {
+    fn open(&self, _: &str, _: &CacheConfig) -> Result<Option<Arc<dyn Persistence>>, String> {
+        Ok(Some(Arc::new(Recorder {
+            outbox: Arc::clone(&self.outbox),
+        })))
+    }
+}
+
+// ---- messages -------------------------------------------------------------------------------
+
+#[derive(Debug, Clone)]
+enum Msg {
+    /// The leader's log from `from` on.
+    Append { from: usize, entries: Vec<Command> },
+    /// A command for the leader to commit.
+    Propose(Command),
+    /// A client write forwarded to the primary.
+    Write {
+        op: u64,
+        key: Vec<u8>,
+        value: Vec<u8>,
+        client: usize,
+    },
+    /// The primary's changes, in order.
+    Replicate {
+        op: u64,
+        changes: Vec<(u32, Vec<u8>, Option<EntryImage>)>,
+    },
+    /// A backup applied `op`'s changes.
+    Ack { op: u64 },
+    /// A write's outcome for the client's node.
+    Done { op: u64 },
+    /// A segment, for state transfer.
+    Fetch { segment: u32, rebalance: u32 },
+    /// The segment's entries.
+    Entries {
+        segment: u32,
+        rebalance: u32,
+        entries: Vec<EntryImage>,
+    },
+}
+
+#[derive(Debug)]
+enum Event {
+    Deliver {
+        from: usize,
+        to: usize,
+        incarnation: (u64, u64),
+        msg: Msg,
+    },
+    Tick,
+}
+
+// ---- nodes ----------------------------------------------------------------------------------
+
+struct Node {
+    name: String,
+    incarnation: u64,
+    raft_id: u64,
+    up: bool,
+    manager: CacheManager,
+    outbox: Outbox,
+    /// The metadata log applied so far.
+    log_len: usize,
+    state: ClusterState,
+    installed: Option<(u32, Phase)>,
+    /// Segments being fetched → keys replication changed meanwhile.
+    touched: HashMap<u32, HashSet<Vec<u8>>>,
+    fetching: BTreeSet<u32>,
+    fetch_rebalance: u32,
+    confirmed: HashSet<(u32, Phase)>,
+    /// Writes this node ordered as primary: op → backups still to acknowledge.
+    waiting: HashMap<u64, (usize, BTreeSet<usize>)>,
+    /// Nodes this node's failure detector considers up, and since when it changed.
+    view: BTreeSet<usize>,
+    /// DEGRADED: cut off from the majority of its topology (refuses reads and writes, as
+    /// the server's DENY_READ_WRITES does), until a majority member confirms its topology.
+    degraded: bool,
+    /// When this node last joined the agreed members, as it knows.
+    joined: Option<u64>,
+}
+
+impl Node {
+    fn cache(&self) -> Cache {
+        match self.manager.cache(CACHE) {
+            Some(cache) => cache,
+            None => unreachable_cache(),
+        }
+    }
+}
+
+fn unreachable_cache() -> ! {
+    panic!("the simulated cache exists on every node")
+}
+
+/// A write a client is waiting for.
+#[derive(Debug, Clone)]
+struct Pending {
+    key: Vec<u8>,
+    value: u64,
+    issued_ms: u64,
+}
+
+/// What the auditor knows about one key.
+#[derive(Debug, Clone, Default)]
+struct History {
+    acked: Option<u64>,
+    /// Values written after the last acknowledged one whose answer never came.
+    unknown: BTreeSet<u64>,
+}
+
+/// The simulated cluster.
+pub struct Sim {
+    options: Options,
+    rng: u64,
+    now: u64,
+    clock: ManualClock,
+    seq: u64,
+    queue: BinaryHeap<Reverse<(u64, u64)>>,
+    events: HashMap<u64, Event>,
+    nodes: Vec<Node>,
+    /// Pairs of nodes that cannot talk.
+    cut: BTreeSet<(usize, usize)>,
+    /// The last delivery time per link (FIFO, like one TCP connection).
+    link_clock: HashMap<(usize, usize), u64>,
+    /// The committed metadata log and the state it gives.
+    log: Vec<Command>,
+    committed: ClusterState,
+    pending: HashMap<u64, Pending>,
+    histories: BTreeMap<Vec<u8>, History>,
+    next_op: u64,
+    next_value: u64,
+    stats: Stats,
+    faults_on: bool,
+    /// When the current fault heals.
+    heal_at: Option<u64>,
+    trace: Vec<String>,
+    last_leader: Cell<Option<usize>>,
+}
+
+impl std::fmt::Debug for Sim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sim")
+            .field("seed", &self.options.seed)
+            .field("now_ms", &self.now)
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A failed run: what went wrong, and the last things that happened.
+#[derive(Debug, Clone)]
+pub struct Failure {
+    /// The seed that reproduces it.
+    pub seed: u64,
+    /// What a checker found.
+    pub reason: String,
+    /// The last events, oldest first.
+    pub trace: Vec<String>,
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "seed {}: {}", self.seed, self.reason)?;
+        for line in &self.trace {
+            writeln!(f, "  {line}")?;
+        }
+        Ok(())
+    }
+}
+
+const TICK_MS: u64 = 10;
+const DETECTION_MS: u64 = 300;
+const CLIENT_TIMEOUT_MS: u64 = 2_000;
+
+fn addr(i: usize) -> SocketAddr {
+    SocketAddr::from(([10, 0, 0, u8::try_from(i + 1).unwrap_or(255)], 7800))
+}
+
+impl Sim {
+    /// A cluster of `options.nodes` nodes, none started.
+    #[must_use]
+    pub fn new(options: Options) -> Self {
+        let clock = ManualClock::new(1_700_000_000_000);
+        let mut sim = Self {
+            options,
+            rng: options.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1,
+            now: 0,
+            clock,
+            seq: 0,
+            queue: BinaryHeap::new(),
+            events: HashMap::new(),
+            nodes: Vec::new(),
+            cut: BTreeSet::new(),
+            link_clock: HashMap::new(),
+            log: Vec::new(),
+            committed: ClusterState::default(),
+            pending: HashMap::new(),
+            histories: BTreeMap::new(),
+            next_op: 1,
+            next_value: 1,
+            stats: Stats::default(),
+            faults_on: true,
+            heal_at: None,
+            trace: Vec::new(),
+            last_leader: Cell::new(None),
+        };
+        for i in 0..options.nodes {
+            let node = sim.fresh_node(i, 1);
+            sim.nodes.push(node);
+        }
+        sim
+    }
+
+    fn fresh_node(&mut self, i: usize, incarnation: u64) -> Node {
+        let outbox: Outbox = Arc::default();
+        let config = CacheConfig {
+            mode: CacheMode::Distributed,
+            owners: u32::try_from(self.options.owners).unwrap_or(2),
+            segments: self.options.segments,
+            ..CacheConfig::default()
+        };
+        let mut caches = BTreeMap::new();
+        caches.insert(CACHE.to_owned(), config);
+        let manager = CacheManager::with_persistence(
+            ManagerConfig { caches },
+            Arc::new(self.clock.clone()),
+            Some(Arc::new(RecorderFactory {
+                outbox: Arc::clone(&outbox),
+            })),
+        )
+        .unwrap_or_else(|error| panic!("simulated caches: {error}"));
+        Node {
+            name: format!("n{i}"),
+            incarnation,
+            raft_id: (i as u64) << 32 | incarnation,
+            up: true,
+            manager,
+            outbox,
+            log_len: 0,
+            state: ClusterState::default(),
+            installed: None,
+            touched: HashMap::new(),
+            fetching: BTreeSet::new(),
+            fetch_rebalance: 0,
+            confirmed: HashSet::new(),
+            waiting: HashMap::new(),
+            view: BTreeSet::new(),
+            degraded: false,
+            joined: None,
+        }
+    }
+
+    fn random(&mut self, below: u64) -> u64 {
+        self.rng ^= self.rng >> 12;
+        self.rng ^= self.rng << 25;
+        self.rng ^= self.rng >> 27;
+        self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d) % below.max(1)
+    }
+
+    fn note(&mut self, line: String) {
+        self.trace.push(format!("{:>6}ms {line}", self.now));
+        if self.trace.len() > 200 {
+            self.trace.remove(0);
+        }
+    }
+
+    /// Notes what happens to one key, when `WEFT_SIM_TRACE_KEY` names it.
+    fn note_key(&mut self, key: &[u8], line: impl FnOnce() -> String) {
+        if std::env::var("WEFT_SIM_TRACE_KEY").is_ok_and(|k| k.as_bytes() == key) {
+            let line = line();
+            self.note(line);
+        }
+    }
+
+    fn schedule(&mut self, at: u64, event: Event) {
+        self.seq += 1;
+        self.queue.push(Reverse((at, self.seq)));
+        self.events.insert(self.seq, event);
+    }
+
+    fn reachable(&self, a: usize, b: usize) -> bool {
+        a == b
+            || (self.nodes[a].up && self.nodes[b].up && !self.cut.contains(&(a.min(b), a.max(b))))
+    }
+
+    fn send(&mut self, from: usize, to: usize, msg: Msg) {
+        if !self.reachable(from, to) {
+            return;
+        }
+        let delay = 1 + self.random(8);
+        let earliest = self.now + delay;
+        let at = earliest.max(self.link_clock.get(&(from, to)).copied().unwrap_or(0));
+        self.link_clock.insert((from, to), at);
+        let incarnation = (self.nodes[from].incarnation, self.nodes[to].incarnation);
+        self.schedule(
+            at,
+            Event::Deliver {
+                from,
+                to,
+                incarnation,
+                msg,
+            },
+        );
+    }
+
+    fn record(&self, i: usize) -> NodeRecord {
+        NodeRecord {
+            name: self.nodes[i].name.clone(),
+            raft_id: self.nodes[i].raft_id,
+            cluster_addr: addr(i),
+            endpoint: addr(i),
+            location: Location::default(),
+        }
+    }
+
+    // ---- consensus (modelled) ----------------------------------------------------------
+
+    /// The leader: the previous one while it still qualifies, else the first that does.
+    /// A node qualifies when it is an agreed member (under its current consensus id) and its
+    /// failure detector sees a strict majority of the agreed members — as a Raft leader needs
+    /// a majority of votes, and a freshly started node has seen nobody yet.
+    fn leader(&self) -> Option<usize> {
+        if self.committed.nodes().is_empty() {
+            return self.nodes[0].up.then_some(0);
+        }
+        let qualifies = |candidate: usize| {
+            let node = &self.nodes[candidate];
+            node.up
+                && self
+                    .committed
+                    .node(&node.name)
+                    .is_some_and(|record| record.raft_id == node.raft_id)
+                && {
+                    let seen = self
+                        .committed
+                        .nodes()
+                        .values()
+                        .filter(|record| {
+                            self.nodes
+                                .iter()
+                                .position(|n| n.name == record.name && n.raft_id == record.raft_id)
+                                .is_some_and(|j| {
+                                    j == candidate
+                                        || (node.view.contains(&j) && self.reachable(candidate, j))
+                                })
+                        })
+                        .count();
+                    seen * 2 > self.committed.nodes().len()
+                }
+        };
+        if let Some(previous) = self.last_leader.get()
+            && qualifies(previous)
+        {
+            return Some(previous);
+        }
+        let chosen = (0..self.nodes.len()).find(|&candidate| qualifies(candidate));
+        self.last_leader.set(chosen);
+        chosen
+    }
+
+    fn commit(&mut self, command: Command) {
+        let mut state = self.committed.clone();
+        if state.apply(command.clone()).is_ok() {
+            self.committed = state;
+        }
+        self.log.push(command);
+    }
+
+    fn lead(&mut self) {
+        let Some(leader) = self.leader() else {
+            return;
+        };
+        // Members: the nodes the leader's detector sees up (itself included).
+        let mut live: Vec<NodeRecord> = self.nodes[leader]
+            .view
+            .iter()
+            .map(|&i| self.record(i))
+            .collect();
+        if !self.nodes[leader].view.contains(&leader) {
+            live.push(self.record(leader));
+        }
+        let same = live.len() == self.committed.nodes().len()
+            && live
+                .iter()
+                .all(|record| self.committed.node(&record.name) == Some(record));
+        if !same {
+            let names: Vec<&str> = live.iter().map(|r| r.name.as_str()).collect();
+            self.note(format!("leader n{leader} commits members {names:?}"));
+            self.commit(Command::Members(live));
+        }
+        if self.committed.cache(CACHE).is_none() && !self.committed.nodes().is_empty() {
+            self.commit(Command::DefineCache {
+                name: CACHE.to_owned(),
+                config: "{}".to_owned(),
+                mode: Mode::Distributed {
+                    owners: self.options.owners,
+                },
+                segments: self.options.segments,
+            });
+        }
+        // Ship the log to every node the leader reaches.
+        for to in 0..self.nodes.len() {
+            if to == leader {
+                self.deliver_log(leader);
+                continue;
+            }
+            let from = self.nodes[to].log_len.min(self.log.len());
+            if from < self.log.len() {
+                let entries = self.log[from..].to_vec();
+                self.send(leader, to, Msg::Append { from, entries });
+            }
+        }
+    }
+
+    fn deliver_log(&mut self, i: usize) {
+        let from = self.nodes[i].log_len;
+        if from < self.log.len() {
+            let entries = self.log[from..].to_vec();
+            self.on_append(i, from, entries);
+        }
+    }
+
+    // ---- a node applying the agreed state ----------------------------------------------
+
+    fn on_append(&mut self, i: usize, from: usize, entries: Vec<Command>) {
+        if from != self.nodes[i].log_len {
+            return;
+        }
+        for command in entries {
+            let _ = self.nodes[i].state.apply(command);
+            self.nodes[i].log_len += 1;
+        }
+        self.install(i);
+    }
+
+    fn install(&mut self, i: usize) {
+        // Dropped from the members since the last state seen: writes waiting for backups
+        // fail (as the server's replication is fenced).
+        let name = self.nodes[i].name.clone();
+        let joined = self.nodes[i]
+            .state
+            .node(&name)
+            .filter(|record| record.raft_id == self.nodes[i].raft_id)
+            .and_then(|_| self.nodes[i].state.joined(&name));
+        if self.nodes[i].joined.is_some() && self.nodes[i].joined != joined {
+            let dropped = self.nodes[i].waiting.len();
+            self.nodes[i].waiting.clear();
+            self.note(format!(
+                "n{i} was dropped from the members; {dropped} writes in flight fail"
+            ));
+        }
+        self.nodes[i].joined = joined;
+        let waiting: Vec<u64> = self.nodes[i].waiting.keys().copied().collect();
+        for op in waiting {
+            self.settle(i, op);
+        }
+        let me = MemberId(self.nodes[i].name.clone());
+        let Some(record) = self.nodes[i].state.cache(CACHE).cloned() else {
+            return;
+        };
+        let topology = record.topology;
+        let key = (topology.id(), topology.phase());
+        if self.nodes[i].installed == Some(key) {
+            return;
+        }
+        let previous = self.nodes[i].installed.replace(key);
+        if !topology.members().contains(&me)
+            || self.nodes[i].state.node(&me.0).map(|r| r.raft_id) != Some(self.nodes[i].raft_id)
+        {
+            return;
+        }
+        match topology.phase() {
+            Phase::Stable => {
+                if previous.is_some() {
+                    let hash = topology.current();
+                    let unowned: Vec<u32> = (0..hash.segment_count())
+                        .filter(|&s| !hash.owner_ids(s).contains(&&me))
+                        .filter_map(|s| u32::try_from(s).ok())
+                        .collect();
+                    self.nodes[i].cache().drop_segments(&unowned);
+                    self.note(format!(
+                        "n{i} drops {} segments at topology {}",
+                        unowned.len(),
+                        topology.id()
+                    ));
+                }
+            }
+            Phase::ReadOldWriteAll => {
+                let rebalance = topology.rebalance_id();
+                let segments = topology.to_fetch(&me);
+                self.nodes[i].fetch_rebalance = rebalance;
+                self.nodes[i].fetching.clear();
+                self.nodes[i].touched.clear();
+                for segment in segments {
+                    let Ok(segment) = u32::try_from(segment) else {
+                        continue;
+                    };
+                    let source = topology
+                        .current()
+                        .owner_ids(segment as usize)
+                        .into_iter()
+                        .find(|id| **id != me)
+                        .and_then(|id| self.index_of(&id.0));
+                    // Without a source every copy is gone: the segment starts empty.
+                    if let Some(source) = source {
+                        self.nodes[i].fetching.insert(segment);
+                        self.nodes[i].touched.insert(segment, HashSet::new());
+                        self.send(i, source, Msg::Fetch { segment, rebalance });
+                    }
+                }
+                if self.nodes[i].fetching.is_empty() {
+                    self.confirm(i, rebalance, Phase::ReadOldWriteAll);
+                }
+            }
+            phase => self.confirm(i, topology.rebalance_id(), phase),
+        }
+    }
+
+    fn index_of(&self, name: &str) -> Option<usize> {
+        self.nodes.iter().position(|node| node.name == name)
+    }
+
+    fn confirm(&mut self, i: usize, rebalance: u32, phase: Phase) {
+        self.nodes[i].confirmed.insert((rebalance, phase));
+        let command = Command::Confirm {
+            cache: CACHE.to_owned(),
+            member: MemberId(self.nodes[i].name.clone()),
+            rebalance_id: rebalance,
+            phase,
+        };
+        self.propose(i, command);
+    }
+
+    /// As the server's coordination tick: a rebalance a node takes part in moves on — its
+    /// missing segments are asked for again, its confirmation proposed again.
+    fn retry(&mut self, i: usize) {
+        let me = MemberId(self.nodes[i].name.clone());
+        let Some(record) = self.nodes[i].state.cache(CACHE).cloned() else {
+            return;
+        };
+        let topology = record.topology;
+        if topology.phase() == Phase::Stable
+            || !topology.members().contains(&me)
+            || topology.has_confirmed(&me)
+            || self.nodes[i].installed != Some((topology.id(), topology.phase()))
+        {
+            return;
+        }
+        let rebalance = topology.rebalance_id();
+        if topology.phase() != Phase::ReadOldWriteAll {
+            self.confirm(i, rebalance, topology.phase());
+            return;
+        }
+        if self.nodes[i].fetch_rebalance == rebalance && self.nodes[i].fetching.is_empty() {
+            self.confirm(i, rebalance, Phase::ReadOldWriteAll);
+            return;
+        }
+        let missing: Vec<u32> = self.nodes[i].fetching.iter().copied().collect();
+        for segment in missing {
+            let source = topology
+                .current()
+                .owner_ids(segment as usize)
+                .into_iter()
+                .find(|id| **id != me)
+                .and_then(|id| self.index_of(&id.0));
+            if let Some(source) = source {
+                self.send(i, source, Msg::Fetch { segment, rebalance });
+            }
+        }
+    }
+
+    fn propose(&mut self, i: usize, command: Command) {
+        match self.leader() {
+            Some(leader) if leader == i => self.commit(command),
+            Some(leader) => self.send(i, leader, Msg::Propose(command)),
+            None => {
+                // No leader reachable: the confirmation is retried on the next install.
+                if let Command::Confirm { rebalance_id, .. } = command {
+                    let phases: Vec<(u32, Phase)> = self.nodes[i]
+                        .confirmed
+                        .iter()
+                        .copied()
+                        .filter(|(r, _)| *r == rebalance_id)
+                        .collect();
+                    for key in phases {
+                        self.nodes[i].confirmed.remove(&key);
+                    }
+                    self.nodes[i].installed = None;
+                }
+            }
+        }
+    }
+
+    // ---- the data path -----------------------------------------------------------------
+
+    fn route(&self, i: usize, key: &[u8], write: bool) -> Option<usize> {
+        if self.nodes[i].degraded {
+            return None;
+        }
+        let topology = self.nodes[i].state.cache(CACHE)?.topology.clone();
+        let segment = self.nodes[i].cache().segment_of(key) as usize;
+        let owners = if write {
+            topology.write_owners(segment)
+        } else {
+            topology.read_owners(segment)
+        };
+        let me = MemberId(self.nodes[i].name.clone());
+        if !write && owners.contains(&me) {
+            return Some(i);
+        }
+        owners.first().and_then(|id| self.index_of(&id.0))
+    }
+
+    fn client_op(&mut self) {
+        let live: Vec<usize> = (0..self.nodes.len())
+            .filter(|&i| self.nodes[i].up)
+            .collect();
+        if live.is_empty() {
+            return;
+        }
+        let client = live[self.random(live.len() as u64) as usize];
+        let key = format!("k{}", self.random(u64::from(self.options.keys))).into_bytes();
+        if self.random(3) == 0 {
+            // A read through the node's routing; it must not go back in time (checked at the
+            // end, against acknowledged writes).
+            if let Some(owner) = self.route(client, &key, false)
+                && self.reachable(client, owner)
+                && self.nodes[owner].up
+            {
+                let _ = self.nodes[owner].cache().get(&key);
+                self.stats.reads += 1;
+            }
+            return;
+        }
+        let value = self.next_value;
+        self.next_value += 1;
+        let op = self.next_op;
+        self.next_op += 1;
+        self.pending.insert(
+            op,
+            Pending {
+                key: key.clone(),
+                value,
+                issued_ms: self.now,
+            },
+        );
+        self.histories.entry(key.clone()).or_default();
+        let Some(primary) = self.route(client, &key, true) else {
+            return;
+        };
+        let msg = Msg::Write {
+            op,
+            key,
+            value: value.to_string().into_bytes(),
+            client,
+        };
+        if primary == client {
+            self.on_write(client, msg);
+        } else {
+            self.send(client, primary, msg);
+        }
+    }
+
+    fn on_write(&mut self, i: usize, msg: Msg) {
+        let Msg::Write {
+            op,
+            key,
+            value,
+            client,
+        } = msg
+        else {
+            return;
+        };
+        // Only the member that orders the key's writes applies it; others drop it (the
+        // client times out and the write stays unknown).
+        if self.route(i, &key, true) != Some(i) {
+            return;
+        }
+        let cache = self.nodes[i].cache();
+        if cache.put(&key, &value, &WriteOptions::default()).is_err() {
+            return;
+        }
+        let changes: Vec<_> = std::mem::take(&mut *self.nodes[i].outbox.lock());
+        let segment = cache.segment_of(&key) as usize;
+        let version = changes.last().and_then(|c| c.2.as_ref()).map(|e| e.version);
+        let installed = self.nodes[i].installed;
+        self.note_key(&key, || {
+            format!(
+                "n{i} primary applies {} v{version:?} op{op} (topology {installed:?})",
+                String::from_utf8_lossy(&value)
+            )
+        });
+        let topology = match self.nodes[i].state.cache(CACHE) {
+            Some(record) => record.topology.clone(),
+            None => return,
+        };
+        let me = MemberId(self.nodes[i].name.clone());
+        let backups: BTreeSet<usize> = topology
+            .write_owners(segment)
+            .into_iter()
+            .filter(|id| *id != me)
+            .filter_map(|id| self.index_of(&id.0))
+            .collect();
+        for &backup in &backups {
+            self.send(
+                i,
+                backup,
+                Msg::Replicate {
+                    op,
+                    changes: changes.clone(),
+                },
+            );
+        }
+        self.nodes[i].waiting.insert(op, (client, backups));
+        self.settle(i, op);
+    }
+
+    /// Answers a write once every backup acknowledged it or left the agreed members (as the
+    /// server's replication streams are retired only by an agreed topology, never by a
+    /// node's own failure detector: a minority cannot acknowledge alone).
+    fn settle(&mut self, i: usize, op: u64) {
+        let Some((client, backups)) = self.nodes[i].waiting.get(&op).cloned() else {
+            return;
+        };
+        let agreed = |b: &usize| {
+            self.nodes[i]
+                .state
+                .node(&self.nodes[*b].name)
+                .is_some_and(|record| record.raft_id == self.nodes[*b].raft_id)
+        };
+        if !backups.iter().any(agreed) {
+            self.nodes[i].waiting.remove(&op);
+            if client == i {
+                self.on_done(op);
+            } else {
+                self.send(i, client, Msg::Done { op });
+            }
+        }
+    }
+
+    fn on_done(&mut self, op: u64) {
+        let Some(pending) = self.pending.remove(&op) else {
+            return;
+        };
+        let (key, value) = (pending.key.clone(), pending.value);
+        self.note_key(&key, || format!("ack op{op} value {value}"));
+        let history = self.histories.entry(pending.key).or_default();
+        // Writes to one key from the simulator's clients are answered in the order the
+        // primary applied them (one primary, FIFO links), so the last answered is the newest.
+        if history.acked.is_none_or(|acked| acked < pending.value) {
+            history.acked = Some(pending.value);
+            history.unknown.retain(|&value| value > pending.value);
+        }
+        self.stats.acknowledged += 1;
+    }
+
+    fn on_replicate(
+        &mut self,
+        i: usize,
+        from: usize,
+        op: u64,
+        changes: Vec<(u32, Vec<u8>, Option<EntryImage>)>,
+    ) {
+        let cache = self.nodes[i].cache();
+        for (segment, key, image) in changes {
+            let shown = image
+                .as_ref()
+                .map(|e| (String::from_utf8_lossy(&e.value).into_owned(), e.version));
+            self.note_key(&key, || {
+                format!("n{i} backup applies {shown:?} from n{from} op{op}")
+            });
+            if let Some(keys) = self.nodes[i].touched.get_mut(&segment) {
+                keys.insert(key.clone());
+            }
+            let change = match image.and_then(|image| image.to_entry().ok()) {
+                Some(entry) => RemoteChange::Put(entry),
+                None => RemoteChange::Remove,
+            };
+            let _ = applying_remote(|| cache.apply_remote(&key, change));
+        }
+        self.send(i, from, Msg::Ack { op });
+    }
+
+    fn on_ack(&mut self, i: usize, from: usize, op: u64) {
+        if let Some((_, backups)) = self.nodes[i].waiting.get_mut(&op) {
+            backups.remove(&from);
+        }
+        self.settle(i, op);
+    }
+
+    fn on_fetch(&mut self, i: usize, from: usize, segment: u32, rebalance: u32) {
+        let entries: Vec<EntryImage> = self.nodes[i]
+            .cache()
+            .iter_segments(vec![segment])
+            .map(|entry| EntryImage::of(&entry))
+            .collect();
+        self.send(
+            i,
+            from,
+            Msg::Entries {
+                segment,
+                rebalance,
+                entries,
+            },
+        );
+    }
+
+    fn on_entries(&mut self, i: usize, segment: u32, rebalance: u32, entries: Vec<EntryImage>) {
+        if rebalance != self.nodes[i].fetch_rebalance || !self.nodes[i].fetching.remove(&segment) {
+            return;
+        }
+        let cache = self.nodes[i].cache();
+        let touched = self.nodes[i].touched.remove(&segment).unwrap_or_default();
+        for image in entries {
+            let shown = (
+                String::from_utf8_lossy(&image.value).into_owned(),
+                image.version,
+            );
+            let skip = touched.contains(&image.key);
+            self.note_key(&image.key, || {
+                format!("n{i} fetched {shown:?} seg{segment} skip={skip}")
+            });
+            if touched.contains(&image.key) {
+                continue;
+            }
+            if let Ok(entry) = image.to_entry() {
+                let _ = applying_remote(|| {
+                    cache.apply_remote(&image.key, RemoteChange::PutIfNewer(entry))
+                });
+            }
+        }
+        if self.nodes[i].fetching.is_empty() {
+            self.confirm(i, rebalance, Phase::ReadOldWriteAll);
+        }
+    }
+
+    // ---- failure detection (modelled) and faults ---------------------------------------
+
+    fn detect(&mut self) {
+        // Failure detection takes a while: views change every DETECTION_MS at most.
+        if self.now % DETECTION_MS >= TICK_MS {
+            return;
+        }
+        for i in 0..self.nodes.len() {
+            if !self.nodes[i].up {
+                continue;
+            }
+            let view: BTreeSet<usize> = (0..self.nodes.len())
+                .filter(|&j| self.reachable(i, j))
+                .collect();
+            // DEGRADED as the server decides it: no more than half of the topology's members
+            // in view; back only once its topology is the agreed one.
+            if let Some(record) = self.nodes[i].state.cache(CACHE) {
+                let members = record.topology.members();
+                let seen = members
+                    .iter()
+                    .filter(|m| self.index_of(&m.0).is_some_and(|j| view.contains(&j)))
+                    .count();
+                let minority = members.len() > 1 && seen * 2 <= members.len();
+                let current = self.committed.cache(CACHE).map(|c| c.topology.id())
+                    == Some(record.topology.id());
+                if minority {
+                    self.nodes[i].degraded = true;
+                } else if self.nodes[i].degraded && current {
+                    self.nodes[i].degraded = false;
+                }
+            }
+            if view != self.nodes[i].view {
+                self.nodes[i].view = view;
+                let waiting: Vec<u64> = self.nodes[i].waiting.keys().copied().collect();
+                for op in waiting {
+                    self.settle(i, op);
+                }
+            }
+        }
+    }
+
+    fn stable(&self) -> bool {
+        self.committed
+            .cache(CACHE)
+            .is_some_and(|c| c.topology.phase() == Phase::Stable)
+            && (0..self.nodes.len()).all(|i| {
+                !self.nodes[i].up
+                    || self.nodes[i].installed
+                        == self
+                            .committed
+                            .cache(CACHE)
+                            .map(|c| (c.topology.id(), c.topology.phase()))
+            })
+    }
+
+    fn fault(&mut self) {
+        if let Some(at) = self.heal_at {
+            if self.now >= at {
+                self.heal();
+            }
+            return;
+        }
+        if !self.faults_on || !self.stable() || self.random(100) >= 3 {
+            return;
+        }
+        // At most one node (owners − 1 with two owners) away at a time.
+        let victim = self.random(self.nodes.len() as u64) as usize;
+        let lasting = 200 + self.random(2_000);
+        if self.random(2) == 0 {
+            self.note(format!("crash n{victim}"));
+            self.stats.crashes += 1;
+            self.nodes[victim].up = false;
+        } else {
+            self.note(format!("cut n{victim} off"));
+            self.stats.partitions += 1;
+            for j in 0..self.nodes.len() {
+                if j != victim {
+                    self.cut.insert((victim.min(j), victim.max(j)));
+                }
+            }
+        }
+        self.heal_at = Some(self.now + lasting);
+    }
+
+    fn heal(&mut self) {
+        self.heal_at = None;
+        if !self.cut.is_empty() {
+            self.note("heal the partition".to_owned());
+            self.cut.clear();
+        }
+        for i in 0..self.nodes.len() {
+            if !self.nodes[i].up {
+                // Back as a new process: empty, with a new consensus id.
+                self.note(format!("restart n{i}"));
+                let incarnation = self.nodes[i].incarnation + 1;
+                self.nodes[i] = self.fresh_node(i, incarnation);
+            }
+        }
+    }
+
+    /// A node cut off from the leader may hold an old topology: after a partition heals it
+    /// is told the log again from its start if its copy diverged (a removed member's state
+    /// is replaced, as a Raft learner's is).
+    fn resync(&mut self, i: usize) {
+        if self.nodes[i].log_len > self.log.len() {
+            self.nodes[i].log_len = 0;
+            self.nodes[i].state = ClusterState::default();
+        }
+    }
+
+    // ---- running -----------------------------------------------------------------------
+
+    fn step(&mut self, until: u64) {
+        while let Some(&Reverse((at, seq))) = self.queue.peek() {
+            if at > until {
+                break;
+            }
+            self.queue.pop();
+            self.now = at;
+            self.clock.set_ms(1_700_000_000_000 + at);
+            let Some(event) = self.events.remove(&seq) else {
+                continue;
+            };
+            match event {
+                Event::Tick => {
+                    if self.now % DETECTION_MS < TICK_MS {
+                        for i in 0..self.nodes.len() {
+                            if self.nodes[i].up {
+                                self.retry(i);
+                            }
+                        }
+                    }
+                    self.detect();
+                    self.fault();
+                    self.lead();
+                    if self.faults_on || self.random(4) == 0 {
+                        self.client_op();
+                    }
+                    self.expire_clients();
+                    let next = self.now + TICK_MS;
+                    self.schedule(next, Event::Tick);
+                }
+                Event::Deliver {
+                    from,
+                    to,
+                    incarnation,
+                    msg,
+                } => {
+                    if incarnation != (self.nodes[from].incarnation, self.nodes[to].incarnation)
+                        || !self.reachable(from, to)
+                    {
+                        continue;
+                    }
+                    self.handle(from, to, msg);
+                }
+            }
+        }
+        self.now = until;
+    }
+
+    fn handle(&mut self, from: usize, to: usize, msg: Msg) {
+        match msg {
+            Msg::Append {
+                from: index,
+                entries,
+            } => {
+                self.resync(to);
+                self.on_append(to, index, entries);
+            }
+            Msg::Propose(command) => {
+                if self.leader() == Some(to) {
+                    self.commit(command);
+                }
+            }
+            write @ Msg::Write { .. } => self.on_write(to, write),
+            Msg::Replicate { op, changes } => self.on_replicate(to, from, op, changes),
+            Msg::Ack { op } => self.on_ack(to, from, op),
+            Msg::Done { op } => self.on_done(op),
+            Msg::Fetch { segment, rebalance } => self.on_fetch(to, from, segment, rebalance),
+            Msg::Entries {
+                segment,
+                rebalance,
+                entries,
+            } => self.on_entries(to, segment, rebalance, entries),
+        }
+    }
+
+    fn expire_clients(&mut self) {
+        let now = self.now;
+        let expired: Vec<u64> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| now - p.issued_ms > CLIENT_TIMEOUT_MS)
+            .map(|(op, _)| *op)
+            .collect();
+        for op in expired {
+            if let Some(pending) = self.pending.remove(&op) {
+                self.stats.unanswered += 1;
+                let history = self.histories.entry(pending.key).or_default();
+                if history.acked.is_none_or(|acked| acked < pending.value) {
+                    history.unknown.insert(pending.value);
+                }
+            }
+        }
+    }
+
+    /// Runs the safety phase, then the liveness phase, then the checkers.
+    ///
+    /// # Errors
+    /// What a checker found, with the seed and the last events.
+    pub fn run(mut self) -> Result<Stats, Failure> {
+        self.schedule(0, Event::Tick);
+        self.step(self.options.safety_ms);
+        self.faults_on = false;
+        self.heal();
+        self.step(self.options.safety_ms + self.options.liveness_ms);
+        // Answers still owed time out now: their writes stay unknown.
+        let owed: Vec<u64> = self.pending.keys().copied().collect();
+        for op in owed {
+            if let Some(pending) = self.pending.get_mut(&op) {
+                pending.issued_ms = 0;
+            }
+        }
+        self.now += CLIENT_TIMEOUT_MS + 1;
+        self.expire_clients();
+        self.stats.topologies = self.committed.cache(CACHE).map_or(0, |c| c.topology.id());
+        match self.check() {
+            Ok(()) => Ok(self.stats),
+            Err(reason) => Err(Failure {
+                seed: self.options.seed,
+                reason,
+                trace: self.trace,
+            }),
+        }
+    }
+
+    fn check(&self) -> Result<(), String> {
+        let record = self
+            .committed
+            .cache(CACHE)
+            .ok_or_else(|| "the cache was never defined".to_owned())?;
+        let topology = &record.topology;
+        if topology.phase() != Phase::Stable {
+            return Err(format!(
+                "liveness: the topology is still in {:?} after every fault healed",
+                topology.phase()
+            ));
+        }
+        let live = self.nodes.iter().filter(|n| n.up).count();
+        if topology.members().len() != live {
+            return Err(format!(
+                "liveness: {} members in the topology, {live} nodes up",
+                topology.members().len()
+            ));
+        }
+        for (i, node) in self.nodes.iter().enumerate() {
+            if node.installed != Some((topology.id(), Phase::Stable)) {
+                return Err(format!(
+                    "agreement: n{i} installed {:?}, the cluster is at {}",
+                    node.installed,
+                    topology.id()
+                ));
+            }
+        }
+        let hash = topology.current();
+        let wanted = self.options.owners.min(live);
+        for segment in 0..hash.segment_count() {
+            if hash.owner_ids(segment).len() != wanted {
+                return Err(format!(
+                    "liveness: segment {segment} has {} owners, wanted {wanted}",
+                    hash.owner_ids(segment).len()
+                ));
+            }
+        }
+        // The auditor: every owner of a key holds its last acknowledged value, or a value
+        // written after it whose answer never came.
+        for (key, history) in &self.histories {
+            let Some(acked) = history.acked else {
+                continue;
+            };
+            let segment = self.nodes[0].cache().segment_of(key) as usize;
+            for owner in hash.owner_ids(segment) {
+                let Some(i) = self.index_of(&owner.0) else {
+                    continue;
+                };
+                let held = self.nodes[i].cache().get(key).ok().flatten().and_then(|v| {
+                    std::str::from_utf8(&v)
+                        .ok()
+                        .and_then(|t| t.parse::<u64>().ok())
+                });
+                let fine =
+                    held.is_some_and(|v| v == acked || (v > acked && history.unknown.contains(&v)));
+                if !fine {
+                    return Err(format!(
+                        "acknowledged write lost: {} holds {:?} on {}, acknowledged {acked}, unanswered {:?}",
+                        String::from_utf8_lossy(key),
+                        held,
+                        owner,
+                        history.unknown
+                    ));
+                }
+            }
+        }
+        if self.stats.acknowledged == 0 {
+            return Err("no write was acknowledged".to_owned());
+        }
+        Ok(())
+    }
+}
+
+/// Runs one seed with the default options.
+///
+/// # Errors
+/// The checkers' finding, with the seed and the last events.
+pub fn run_seed(seed: u64) -> Result<Stats, Failure> {
+    Sim::new(Options::with_seed(seed)).run()
+}
