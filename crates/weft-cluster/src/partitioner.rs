@@ -5,8 +5,7 @@ use std::ops::Range;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-/// Redis Cluster's hash slots.
-pub const REDIS_SLOTS: u32 = 16_384;
+pub use weft_core::hash::{REDIS_SLOTS, crc16, redis_hash_tag};
 
 /// How a cache maps keys to segments.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -54,10 +53,7 @@ impl Partitioner {
     pub fn segment_of(self, key: &[u8], segments: u32) -> u32 {
         match self {
             Self::HotRod => weft_core::hash::segment_of(key, segments),
-            Self::RedisSlots => {
-                let slot = u32::from(crc16(redis_hash_tag(key))) % REDIS_SLOTS;
-                slot / (REDIS_SLOTS / segments.clamp(1, REDIS_SLOTS))
-            }
+            Self::RedisSlots => weft_core::hash::slot_segment_of(key, segments),
         }
     }
 
@@ -75,47 +71,6 @@ impl Partitioner {
         }
     }
 }
-
-/// The part of a key Redis Cluster hashes: the bytes between the first `{` and the first
-/// `}` after it, when that is not empty; otherwise the whole key.
-#[must_use]
-pub fn redis_hash_tag(key: &[u8]) -> &[u8] {
-    if let Some(open) = key.iter().position(|&b| b == b'{')
-        && let Some(len) = key[open + 1..].iter().position(|&b| b == b'}')
-        && len > 0
-    {
-        return &key[open + 1..open + 1 + len];
-    }
-    key
-}
-
-/// CRC-16/XMODEM (polynomial 0x1021, initial value 0, no reflection), as Redis Cluster uses.
-#[must_use]
-pub fn crc16(bytes: &[u8]) -> u16 {
-    bytes.iter().fold(0u16, |crc, &byte| {
-        (crc << 8) ^ CRC16_TABLE[usize::from((crc >> 8) as u8 ^ byte)]
-    })
-}
-
-const CRC16_TABLE: [u16; 256] = {
-    let mut table = [0u16; 256];
-    let mut i = 0;
-    while i < 256 {
-        let mut crc = (i as u16) << 8;
-        let mut bit = 0;
-        while bit < 8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-            bit += 1;
-        }
-        table[i] = crc;
-        i += 1;
-    }
-    table
-};
 
 #[cfg(test)]
 mod tests {

@@ -311,7 +311,7 @@ impl Cache {
         let memory_complete = persistence
             .as_ref()
             .is_none_or(|p| p.memory_complete() && !bounded);
-        let container = Container::new(config.segments, bounded);
+        let container = Container::new(config.segments, bounded, config.key_partitioner);
         if let Some(persistence) = &persistence {
             container.raise_versions(persistence.max_version());
         }
@@ -371,7 +371,10 @@ impl Cache {
     /// The segment `key` belongs to.
     #[must_use]
     pub fn segment_of(&self, key: &[u8]) -> u32 {
-        crate::hash::segment_of(key, self.segment_count())
+        self.inner
+            .config
+            .key_partitioner
+            .segment_of(key, self.segment_count())
     }
 
     pub(crate) fn mark_removed(&self) {

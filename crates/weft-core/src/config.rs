@@ -233,6 +233,42 @@ pub struct PartitionHandling {
     pub merge_policy: MergePolicy,
 }
 
+/// How a cache maps keys to segments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum KeyPartitioner {
+    /// Infinispan's MurmurHash3 ranges: what Hot Rod clients compute to reach a key's owner.
+    #[default]
+    HotRod,
+    /// Redis Cluster's CRC16 slots, each segment a run of slots (the segment count must be a
+    /// power of two up to 16384): what Redis cluster clients compute (CLUSTER SLOTS).
+    RedisSlots,
+}
+
+impl<'de> Deserialize<'de> for KeyPartitioner {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        match text.to_ascii_lowercase().as_str() {
+            "hot-rod" | "hotrod" => Ok(Self::HotRod),
+            "redis-slots" => Ok(Self::RedisSlots),
+            _ => Err(de::Error::custom(format!(
+                "unknown key-partitioner `{text}`, expected `hot-rod` or `redis-slots`"
+            ))),
+        }
+    }
+}
+
+impl KeyPartitioner {
+    /// The segment of `key` among `segments`.
+    #[must_use]
+    pub fn segment_of(self, key: &[u8], segments: u32) -> u32 {
+        match self {
+            Self::HotRod => crate::hash::segment_of(key, segments),
+            Self::RedisSlots => crate::hash::slot_segment_of(key, segments),
+        }
+    }
+}
+
 /// Copies per segment of a distributed cache, by default.
 pub const OWNERS_DEFAULT: u32 = 2;
 
@@ -354,6 +390,8 @@ pub struct CacheConfig {
     pub replication: Replication,
     /// Behaviour in a network partition.
     pub partition_handling: PartitionHandling,
+    /// How keys map to segments.
+    pub key_partitioner: KeyPartitioner,
     /// Number of segments the key space is divided into.
     #[serde(deserialize_with = "segment_count")]
     pub segments: u32,
@@ -590,6 +628,7 @@ impl Default for CacheConfig {
             owners: OWNERS_DEFAULT,
             replication: Replication::Sync,
             partition_handling: PartitionHandling::default(),
+            key_partitioner: KeyPartitioner::HotRod,
             segments: SEGMENT_COUNT_DEFAULT,
             statistics: true,
             expiration: ExpirationConfig::default(),

@@ -20,7 +20,6 @@ use crate::eviction::{
     EVICTION_LARGE_SEGMENT_LEN, EVICTION_PROBES_PER_SEGMENT, EVICTION_SAMPLE_SIZE,
     EVICTION_SEGMENT_PICKS_MAX, EVICTION_SMALL_SEGMENT_TAKE, random_index,
 };
-use crate::hash;
 
 /// Bytes charged per entry for its slot in a segment table: an 8-byte pointer and a control
 /// byte, at hashbrown's load factor between 7/16 and 7/8.
@@ -107,6 +106,7 @@ pub(crate) struct Totals {
 pub(crate) struct Container {
     segments: Box<[Segment]>,
     segment_count: u32,
+    partitioner: crate::config::KeyPartitioner,
     hasher: foldhash::fast::RandomState,
     totals: Option<Totals>,
     versions: AtomicU64,
@@ -122,11 +122,16 @@ impl std::fmt::Debug for Container {
 }
 
 impl Container {
-    pub(crate) fn new(segment_count: u32, bounded: bool) -> Self {
+    pub(crate) fn new(
+        segment_count: u32,
+        bounded: bool,
+        partitioner: crate::config::KeyPartitioner,
+    ) -> Self {
         let segment_count = segment_count.max(1);
         Self {
             segments: (0..segment_count).map(|_| Segment::new()).collect(),
             segment_count,
+            partitioner,
             hasher: foldhash::fast::RandomState::default(),
             totals: bounded.then(Totals::default),
             versions: AtomicU64::new(0),
@@ -141,7 +146,7 @@ impl Container {
     /// foldhash, not the Infinispan hash, so that crafted keys cannot collide in a table.
     #[inline]
     pub(crate) fn locate(&self, key: &[u8]) -> (usize, u64) {
-        let segment = hash::segment_of(key, self.segment_count) as usize;
+        let segment = self.partitioner.segment_of(key, self.segment_count) as usize;
         (segment, self.hasher.hash_one(key))
     }
 
@@ -543,7 +548,7 @@ impl Container {
             );
             for entry in table.iter() {
                 assert_eq!(
-                    hash::segment_of(entry.key(), self.segment_count) as usize,
+                    self.partitioner.segment_of(entry.key(), self.segment_count) as usize,
                     index
                 );
             }

@@ -46,6 +46,14 @@ pub enum ManagerError {
         /// Why it is refused.
         reason: &'static str,
     },
+    /// Settings that do not go together.
+    #[error("cache `{cache}`: {reason}")]
+    InvalidConfig {
+        /// The cache.
+        cache: String,
+        /// What is wrong.
+        reason: String,
+    },
     /// Two caches claim the same RESP database number.
     #[error("RESP database {database} is already mapped to cache `{cache}`")]
     DatabaseTaken {

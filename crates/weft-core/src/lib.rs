@@ -41,7 +41,7 @@ pub use cache::{
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{
     CacheConfig, CacheMode, ConfigError, DurabilityMode, EncodingConfig, ExpirationConfig,
-    MediaTypeConfig, MemoryConfig, MergePolicy, OWNERS_DEFAULT, PartitionHandling,
+    KeyPartitioner, MediaTypeConfig, MemoryConfig, MergePolicy, OWNERS_DEFAULT, PartitionHandling,
     PersistenceConfig, Replication, StoreConfig, StoreKind, WhenFull, WhenSplit, WriteBehindConfig,
 };
 pub use container::{TABLE_SLOT_BYTES, entry_charge};

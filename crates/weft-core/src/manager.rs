@@ -170,6 +170,17 @@ impl CacheManager {
     /// If the name is taken or invalid, or its RESP database is taken.
     pub fn create_cache(&self, name: &str, config: CacheConfig) -> Result<Cache, ManagerError> {
         validate_name(name)?;
+        if config.key_partitioner == crate::config::KeyPartitioner::RedisSlots
+            && (!config.segments.is_power_of_two() || config.segments > crate::hash::REDIS_SLOTS)
+        {
+            return Err(ManagerError::InvalidConfig {
+                cache: name.to_owned(),
+                reason: format!(
+                    "key-partitioner = \"redis-slots\" needs a power-of-two segment count up to 16384, not {}",
+                    config.segments
+                ),
+            });
+        }
         let mut caches = self.inner.caches.write();
         if caches.contains_key(name) {
             return Err(ManagerError::AlreadyExists(name.to_owned()));

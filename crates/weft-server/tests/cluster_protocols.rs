@@ -94,7 +94,9 @@ fn cluster() -> Vec<TestServer> {
                     ports[i],
                     seeds.join(", ")
                 ),
-                "[caches.default]\nmode = \"distributed\"\nsegments = 32\n",
+                "[caches.default]\nmode = \"distributed\"\nsegments = 32\n\
+                 [caches.slots]\nmode = \"distributed\"\nsegments = 32\n\
+                 key-partitioner = \"redis-slots\"\nresp-database = 1\n",
             )
         })
         .collect();
@@ -311,4 +313,59 @@ fn every_node_serves_every_key_and_hash_aware_clients_go_straight_to_the_primary
             0
         );
     }
+
+    // Redis cluster clients: CLUSTER SLOTS covers every slot, a master and a replica each;
+    // with Redis' slots as segments, sending each key to the master its slot names is never
+    // forwarded.
+    let mut resp = common::Client::connect(servers[0].addr);
+    assert_eq!(
+        resp.call(&[&b"CLUSTER"[..], &b"KEYSLOT"[..], &b"foo"[..]])
+            .int(),
+        12_182
+    );
+    assert_eq!(resp.call(&[&b"SELECT"[..], &b"1"[..]]).text(), "OK");
+    let slots = resp.call(&[&b"CLUSTER"[..], &b"SLOTS"[..]]).items();
+    let mut covered = 0;
+    let mut masters: Vec<(i64, i64, u16)> = Vec::new();
+    for range in &slots {
+        let range = range.items();
+        assert_eq!(range.len(), 4, "master and one replica: {range:?}");
+        let (start, end) = (range[0].int(), range[1].int());
+        covered += end - start + 1;
+        let master = range[2].items();
+        masters.push((start, end, u16::try_from(master[1].int()).unwrap()));
+    }
+    assert_eq!(covered, 16_384);
+    let before: u64 = servers.iter().map(|s| forwarded(s.addr, "resp")).sum();
+    for i in 0..50 {
+        let key = format!("slot-key-{i}");
+        let slot = resp
+            .call(&[&b"CLUSTER"[..], &b"KEYSLOT"[..], key.as_bytes()])
+            .int();
+        let port = masters
+            .iter()
+            .find(|(start, end, _)| (*start..=*end).contains(&slot))
+            .map(|m| m.2)
+            .unwrap();
+        let mut direct = common::Client::connect(SocketAddr::from(([127, 0, 0, 1], port)));
+        assert_eq!(direct.call(&[&b"SELECT"[..], &b"1"[..]]).text(), "OK");
+        assert_eq!(
+            direct
+                .call(&[&b"SET"[..], key.as_bytes(), &b"v"[..]])
+                .text(),
+            "OK"
+        );
+    }
+    let after: u64 = servers.iter().map(|s| forwarded(s.addr, "resp")).sum();
+    assert_eq!(
+        before, after,
+        "a key sent to its slot's master was forwarded"
+    );
+    let nodes = resp.call(&[&b"CLUSTER"[..], &b"NODES"[..]]).text();
+    assert_eq!(nodes.lines().count(), 3, "{nodes}");
+    assert_eq!(
+        nodes.lines().filter(|l| l.contains("myself")).count(),
+        1,
+        "{nodes}"
+    );
 }

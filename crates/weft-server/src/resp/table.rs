@@ -6,8 +6,8 @@ use std::sync::LazyLock;
 use bytes::Bytes;
 
 use super::commands::{
-    connection, counters, expire, hashes, keys, lists, pubsub, server, sets, strings, transactions,
-    zsets, zsets_algebra,
+    cluster, connection, counters, expire, hashes, keys, lists, pubsub, server, sets, strings,
+    transactions, zsets, zsets_algebra,
 };
 use super::{Reply, Session};
 
@@ -205,6 +205,21 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("info", -1, ADMIN, NO_KEYS, server::info),
     spec("command", -1, ADMIN, NO_KEYS, server::command),
     spec("dbsize", 1, READ, NO_KEYS, server::dbsize),
+    spec(
+        "cluster",
+        -2,
+        &["loading", "stale"],
+        NO_KEYS,
+        cluster::cluster,
+    )
+    .with_subcommands(&[
+        ("INFO", 2),
+        ("KEYSLOT", 3),
+        ("MYID", 2),
+        ("NODES", 2),
+        ("SHARDS", 2),
+        ("SLOTS", 2),
+    ]),
     spec("flushdb", -1, WRITE_REMOVE, NO_KEYS, server::flushdb),
     spec("flushall", -1, WRITE_REMOVE, NO_KEYS, server::flushall),
     spec(

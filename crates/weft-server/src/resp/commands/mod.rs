@@ -2,6 +2,7 @@
 //! arguments, calls the `Cache` API, and writes its reply; errors are replies in Redis'
 //! own words.
 
+pub mod cluster;
 pub mod collections;
 pub mod connection;
 pub mod counters;
