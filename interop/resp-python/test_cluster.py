@@ -1,0 +1,90 @@
+"""redis-py's cluster client (RedisCluster) against three Weft nodes: it reads CLUSTER SLOTS,
+sends each key to its slot's master, and everything it writes through one node reads back
+through the others. The cache uses Redis' slots as segments (key-partitioner = "redis-slots"),
+so the client's routing is the cluster's: no request is forwarded."""
+
+import subprocess
+import sys
+import tempfile
+import urllib.request
+from pathlib import Path
+
+import pytest
+import redis
+from redis.cluster import ClusterNode, RedisCluster
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from weft_process import WEFT_BIN, stop, wait_for_port  # noqa: E402
+from with_weft_cluster import free_port, free_udp_and_tcp_port, wait_until_formed  # noqa: E402
+
+CONFIG = """
+[caches.default]
+mode = "distributed"
+owners = 2
+segments = 64
+key-partitioner = "redis-slots"
+"""
+
+
+def forwarded(port: int) -> int:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        for line in response.read().decode().splitlines():
+            if line.startswith('weft_cluster_forwarded_total{protocol="resp"}'):
+                return int(float(line.split()[-1]))
+    return 0
+
+
+@pytest.fixture(scope="module")
+def cluster_ports():
+    if not WEFT_BIN.exists():
+        pytest.fail(f"{WEFT_BIN} missing: run `cargo build --release -p weft-server`")
+    work = Path(tempfile.mkdtemp(prefix="weft-resp-cluster-"))
+    config = work / "weft.toml"
+    config.write_text(CONFIG)
+    ports = [free_port() for _ in range(3)]
+    cluster = [free_udp_and_tcp_port() for _ in range(3)]
+    seeds = ",".join(f"127.0.0.1:{p}" for p in cluster)
+    processes = []
+    try:
+        for i in range(3):
+            processes.append(subprocess.Popen(
+                [str(WEFT_BIN), "server", "--config", str(config), "--bind", f"127.0.0.1:{ports[i]}",
+                 "--cluster-listen", f"127.0.0.1:{cluster[i]}", "--node-name", f"node-{i}", "--join", seeds],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        for port, process in zip(ports, processes):
+            wait_for_port(port, process=process)
+        wait_until_formed(ports)
+        yield ports
+    finally:
+        for process in processes:
+            stop(process)
+
+
+def test_cluster_client_routes_by_slot_and_sees_every_write(cluster_ports):
+    client = RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", cluster_ports[0])],
+                          decode_responses=True)
+    try:
+        nodes = {(n.host, n.port) for n in client.get_nodes()}
+        assert nodes == {("127.0.0.1", p) for p in cluster_ports}
+        before = sum(forwarded(p) for p in cluster_ports)
+        for i in range(300):
+            assert client.set(f"user:{i}", f"value-{i}")
+        for i in range(300):
+            assert client.get(f"user:{i}") == f"value-{i}"
+        # Hash tags keep related keys on one slot, so multi-key commands work.
+        client.mset_nonatomic({"{account:7}:name": "ada", "{account:7}:plan": "pro"})
+        assert client.mget_nonatomic(["{account:7}:name", "{account:7}:plan"]) == ["ada", "pro"]
+        assert client.hset("{account:7}:profile", mapping={"city": "paris", "lang": "fr"}) == 2
+        assert client.hgetall("{account:7}:profile") == {"city": "paris", "lang": "fr"}
+        after = sum(forwarded(p) for p in cluster_ports)
+        assert after == before, f"{after - before} requests were forwarded"
+        assert client.keyslot("foo") == 12182
+    finally:
+        client.close()
+    # Every node answers for every key, cluster client or not.
+    for port in cluster_ports:
+        plain = redis.Redis(port=port, decode_responses=True)
+        assert plain.get("user:17") == "value-17"
+        assert plain.dbsize() == 303
+        plain.close()
