@@ -80,6 +80,11 @@ pub struct ServerSection {
     pub rack: Option<String>,
     /// Machine of this node (nodes on one machine fail together).
     pub machine: Option<String>,
+    /// Entries per state-transfer request (a chunk of a segment).
+    pub state_transfer_chunk_entries: u32,
+    /// Most bytes per second this node fetches by state transfer (0 = unlimited), so that a
+    /// rebalance leaves the network and the sending nodes room for client traffic.
+    pub state_transfer_bytes_per_second: u64,
 }
 
 /// The cluster port when `join` is given without `cluster-listen`.
@@ -122,6 +127,8 @@ impl Default for ServerSection {
             site: None,
             rack: None,
             machine: None,
+            state_transfer_chunk_entries: 1_000,
+            state_transfer_bytes_per_second: 64 * 1024 * 1024,
         }
     }
 }

@@ -162,6 +162,10 @@ impl Cluster {
             configured,
             membership.peers(),
             membership.changed(),
+            (
+                settings.state_transfer_chunk_entries,
+                settings.state_transfer_bytes_per_second,
+            ),
         )
         .await?;
         handler.attach(Arc::clone(&node));

@@ -29,8 +29,6 @@ use crate::ServerContext;
 const BOOTSTRAP_DELAY: Duration = Duration::from_millis(1_500);
 /// How often the node reconciles membership and definitions (also on every change).
 const TICK: Duration = Duration::from_millis(300);
-/// Entries per state-transfer chunk.
-const CHUNK_ENTRIES: u32 = 1_000;
 /// How long a request to another node may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// Consensus voters wanted (the others are learners).
@@ -94,6 +92,12 @@ pub struct Node {
     joined: Mutex<Option<u64>>,
     /// Requests sent on to their keys' owner: RESP, Hot Rod.
     forwarded: [std::sync::atomic::AtomicU64; 4],
+    /// Entries per fetch request, and the fetch rate limit (bytes per second, 0 = none).
+    chunk_entries: u32,
+    fetch_rate: u64,
+    /// Segments this node fetched in a rebalance and has been a write owner of ever since
+    /// (it received every write to them): a restarted rebalance does not fetch them again.
+    fetched: Mutex<HashMap<String, HashSet<u32>>>,
     /// The server, for executing forwarded requests (set once it exists).
     server: OnceLock<Arc<ServerContext>>,
     started: Instant,
@@ -120,6 +124,7 @@ impl Node {
         configured: Vec<(String, CacheConfig)>,
         view: Arc<RwLock<Vec<NodeIdentity>>>,
         view_changed: Arc<Notify>,
+        transfer: (u32, u64),
     ) -> anyhow::Result<Arc<Self>> {
         let (machine, state) = raft::StateMachine::new();
         let raft = Raft::new(
@@ -150,6 +155,9 @@ impl Node {
             departed: Mutex::new(HashSet::new()),
             forwarded: Default::default(),
             joined: Mutex::new(None),
+            chunk_entries: transfer.0.max(1),
+            fetch_rate: transfer.1,
+            fetched: Mutex::new(HashMap::new()),
             server: OnceLock::new(),
             started: Instant::now(),
         }))
@@ -853,8 +861,24 @@ impl Node {
                 continue;
             }
             let previous = installed.insert(name.clone(), key);
-            self.routing
-                .install(name, Arc::new(CacheRoute::new(topology.clone())));
+            let route = Arc::new(CacheRoute::new(topology.clone()));
+            // A fetched segment stays good only while this node keeps receiving its writes;
+            // once the move ends, nothing is pending.
+            {
+                let mut fetched = self.fetched.lock();
+                if let Some(done) = fetched.get_mut(name) {
+                    if topology.phase() == Phase::Stable {
+                        done.clear();
+                    } else {
+                        done.retain(|&segment| {
+                            route
+                                .segment(segment)
+                                .is_some_and(|owners| owners.write.contains(&me))
+                        });
+                    }
+                }
+            }
+            self.routing.install(name, route);
             tracing::info!(cache = %name, topology = topology.id(), phase = ?topology.phase(), "installed topology");
             if !topology.members().contains(&me) {
                 continue;
@@ -1009,6 +1033,18 @@ impl Node {
             let Ok(segment) = u32::try_from(segment) else {
                 continue;
             };
+            let already = self
+                .fetched
+                .lock()
+                .get(cache)
+                .is_some_and(|done| done.contains(&segment));
+            if already {
+                // Fetched in a rebalance this one restarted, and kept up to date since.
+                if let Some(progress) = self.progress.lock().get_mut(cache) {
+                    progress.segments_done += 1;
+                }
+                continue;
+            }
             self.touched
                 .lock()
                 .insert((cache.to_owned(), segment), HashSet::new());
@@ -1054,6 +1090,11 @@ impl Node {
                 tracing::warn!(cache, segment, "no owner could send the segment");
                 return false;
             }
+            self.fetched
+                .lock()
+                .entry(cache.to_owned())
+                .or_default()
+                .insert(segment);
             if let Some(progress) = self.progress.lock().get_mut(cache) {
                 progress.segments_done += 1;
             }
@@ -1103,7 +1144,7 @@ impl Node {
                         cache: cache.to_owned(),
                         segment,
                         from,
-                        limit: CHUNK_ENTRIES,
+                        limit: self.chunk_entries,
                     },
                     CALL_TIMEOUT,
                 )
@@ -1115,6 +1156,17 @@ impl Node {
             };
             from = from.saturating_add(u32::try_from(entries.len()).unwrap_or(u32::MAX));
             let count = entries.len() as u64;
+            if self.fetch_rate > 0 {
+                // Throttle: this chunk's bytes at the configured rate.
+                let bytes: u64 = entries
+                    .iter()
+                    .map(|e| (e.key.len() + e.value.len() + 48) as u64)
+                    .sum();
+                let pause = Duration::from_secs_f64(bytes as f64 / self.fetch_rate as f64);
+                if pause > Duration::from_millis(1) {
+                    tokio::time::sleep(pause).await;
+                }
+            }
             for image in entries {
                 let mine = held.remove(&image.key);
                 if touched(&image.key) {
