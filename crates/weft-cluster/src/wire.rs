@@ -90,8 +90,9 @@ impl HttpReply {
 pub enum Request {
     /// Who are you, and do you belong to a cluster already?
     Hello(NodeRecord),
-    /// A Raft message, JSON-encoded (openraft's types).
-    Raft(RaftRpc, Vec<u8>),
+    /// A Raft message for consensus member `to` (a process restarted on the same address is
+    /// another member and refuses it), JSON-encoded (openraft's types).
+    Raft(RaftRpc, u64, Vec<u8>),
     /// Asks the consensus leader to propose a metadata command (JSON-encoded).
     Propose(Vec<u8>),
     /// Asks the consensus leader to let a node go: out of the members (its segments move

@@ -56,8 +56,22 @@ impl Node {
             .args(["--bind", &client.to_string()])
             .args(["--cluster-listen", &cluster.to_string()])
             .args(["--node-name", name])
-            .stdout(Stdio::null())
             .stderr(Stdio::null());
+        // WEFT_TEST_LOGS=DIR keeps each node's log there (for a failure to be understood).
+        match std::env::var("WEFT_TEST_LOGS") {
+            Ok(dir) => {
+                let path = std::path::Path::new(&dir).join(format!(
+                    "{name}-{}.log",
+                    std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_millis())
+                ));
+                command.stdout(std::fs::File::create(path).expect("a log file"));
+            }
+            Err(_) => {
+                command.stdout(Stdio::null());
+            }
+        }
         let seeds: Vec<String> = seeds.iter().map(ToString::to_string).collect();
         if !seeds.is_empty() {
             command.args(["--join", &seeds.join(",")]);

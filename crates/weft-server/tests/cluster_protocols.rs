@@ -96,7 +96,9 @@ fn cluster() -> Vec<TestServer> {
                 ),
                 "[caches.default]\nmode = \"distributed\"\nsegments = 32\n\
                  [caches.slots]\nmode = \"distributed\"\nsegments = 32\n\
-                 key-partitioner = \"redis-slots\"\nresp-database = 1\n",
+                 key-partitioner = \"redis-slots\"\nresp-database = 1\n\
+                 [caches.lazy]\nmode = \"distributed\"\nsegments = 32\n\
+                 replication = \"async\"\nresp-database = 2\n",
             )
         })
         .collect();
@@ -368,4 +370,42 @@ fn every_node_serves_every_key_and_hash_aware_clients_go_straight_to_the_primary
         1,
         "{nodes}"
     );
+
+    // Async replication: writes are answered before the backups have them, and every node
+    // soon reads them all.
+    let mut writer = common::Client::connect(servers[1].addr);
+    assert_eq!(writer.call(&[&b"SELECT"[..], &b"2"[..]]).text(), "OK");
+    for i in 0..100 {
+        let key = format!("lazy-{i}");
+        assert_eq!(
+            writer
+                .call(&[&b"SET"[..], key.as_bytes(), &b"v"[..]])
+                .text(),
+            "OK"
+        );
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for server in &servers {
+        let mut reader = common::Client::connect(server.addr);
+        assert_eq!(reader.call(&[&b"SELECT"[..], &b"2"[..]]).text(), "OK");
+        for i in 0..100 {
+            let key = format!("lazy-{i}");
+            while reader.call(&[&b"GET"[..], key.as_bytes()]) != common::Frame::bulk("v") {
+                assert!(
+                    Instant::now() < deadline,
+                    "{key} never reached {}",
+                    server.addr
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        while reader.call(&[&b"DBSIZE"[..]]).int() != 100 {
+            assert!(
+                Instant::now() < deadline,
+                "DBSIZE on {} never reached 100",
+                server.addr
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
 }

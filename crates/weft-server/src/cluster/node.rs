@@ -1482,7 +1482,11 @@ impl Handler for NodeHandler {
                         initialized,
                     }
                 }
-                Request::Raft(kind, body) => raft::answer(&node.raft, kind, &body).await,
+                // Meant for the member that listened here before this process: unreachable.
+                Request::Raft(_, to, _) if to != node.me.raft_id => {
+                    Response::Error(format!("consensus member {to} is not here"))
+                }
+                Request::Raft(kind, _, body) => raft::answer(&node.raft, kind, &body).await,
                 Request::Leave { name, raft_id } => match node.release(&name, raft_id).await {
                     Ok(()) => Response::Ok,
                     Err(error) => Response::Error(error.to_string()),

@@ -416,7 +416,7 @@ impl Connection {
             serde_json::to_vec(request).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
         let response = self
             .transport
-            .call(addr, Request::Raft(kind, body), RPC_TIMEOUT)
+            .call(addr, Request::Raft(kind, self.target, body), RPC_TIMEOUT)
             .await
             .map_err(|e| unreachable(&e.to_string()))?;
         let Response::Raft(body) = response else {
