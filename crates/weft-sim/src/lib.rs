@@ -312,6 +312,8 @@ pub struct Sim {
     heal_at: Option<u64>,
     trace: Vec<String>,
     last_leader: Cell<Option<usize>>,
+    /// `WEFT_SIM_TRACE_KEY`, read once.
+    trace_key: Option<Vec<u8>>,
 }
 
 impl std::fmt::Debug for Sim {
@@ -380,6 +382,9 @@ impl Sim {
             heal_at: None,
             trace: Vec::new(),
             last_leader: Cell::new(None),
+            trace_key: std::env::var("WEFT_SIM_TRACE_KEY")
+                .ok()
+                .map(String::into_bytes),
         };
         for i in 0..options.nodes {
             let node = sim.fresh_node(i, 1);
@@ -443,7 +448,7 @@ impl Sim {
 
     /// Notes what happens to one key, when `WEFT_SIM_TRACE_KEY` names it.
     fn note_key(&mut self, key: &[u8], line: impl FnOnce() -> String) {
-        if std::env::var("WEFT_SIM_TRACE_KEY").is_ok_and(|k| k.as_bytes() == key) {
+        if self.trace_key.as_deref() == Some(key) {
             let line = line();
             self.note(line);
         }
