@@ -9,8 +9,10 @@
 //!    `⌊S·n/M⌋` or `⌈S·n/M⌉` of them (S segments, M members, n owners per segment).
 //! 3. **Few moves**: an owner of a segment in the previous hash keeps it when balance allows;
 //!    a primary that must go is replaced by one of the segment's previous backups when one
-//!    has room (no data moves), so a member that joins receives segments and the others only
-//!    lose some, and the segments of a member that leaves go to members that lack them.
+//!    has room (no data moves); where no assignment of primaries to holders fits the quotas,
+//!    the primary without the data goes to a segment that lost an owner anyway. So a member
+//!    that joins receives segments and the others only lose some, and a member that leaves
+//!    costs exactly its own copies, re-created on members that lack them.
 //! 4. **Topology-aware**: a new backup is the member farthest from the segment's other owners
 //!    (another site, else another rack, else another machine) among those with room; when a
 //!    member must give up backups, it gives up first those on machines already owning them.
@@ -227,6 +229,33 @@ struct Search<'a> {
     seen: &'a mut [bool],
 }
 
+/// The primary assignment's state, as the search for a previous owner with room changes it.
+struct Promotion<'a> {
+    primary: &'a mut [Option<u16>],
+    load: &'a mut [usize],
+    quota: &'a [usize],
+    seen: &'a mut [bool],
+    seen_members: &'a mut [bool],
+    /// Whether the search may end at a segment short of owners, whose primary then need
+    /// not hold it.
+    to_hole: bool,
+}
+
+impl Promotion<'_> {
+    fn room(&self, m: u16) -> usize {
+        self.quota[usize::from(m)] - self.load[usize::from(m)]
+    }
+}
+
+/// The member with the most room (the first of those), leaving out `except`.
+fn most_room(quota: &[usize], load: &[usize], except: &[u16]) -> Option<u16> {
+    let room = |m: u16| quota[usize::from(m)] - load[usize::from(m)];
+    (0..quota.len())
+        .filter_map(|m| u16::try_from(m).ok())
+        .filter(|&m| room(m) > 0 && !except.contains(&m))
+        .max_by(|&a, &b| room(a).cmp(&room(b)).then(b.cmp(&a)))
+}
+
 /// The state of one build.
 struct Builder {
     mode: Mode,
@@ -378,25 +407,33 @@ impl Builder {
             }
         }
         // Promote a previous backup with room (its data is there) — if need be making room
-        // by handing another segment's primary role to one of that segment's own backups —
-        // else the member with the most room (the data moves to it).
+        // by handing another segment's primary role to one of that segment's own backups.
+        // Failing that, a segment must take a primary without its data: along the same kind
+        // of path, one that lost an owner anyway (its new copy is due regardless), else this
+        // one (one copy more than the membership change needs).
         for s in 0..self.segment_count {
             if primary[s].is_some() {
                 continue;
             }
-            let mut seen = vec![false; self.segment_count];
-            let mut seen_members = vec![false; count];
-            let visited = (&mut seen[..], &mut seen_members[..]);
-            if self.promote(s, &mut primary, &mut load, &quota, visited, 0) {
+            let mut done = false;
+            for to_hole in [false, true] {
+                let mut promotion = Promotion {
+                    primary: &mut primary,
+                    load: &mut load,
+                    quota: &quota,
+                    seen: &mut vec![false; self.segment_count],
+                    seen_members: &mut vec![false; count],
+                    to_hole,
+                };
+                if self.promote(s, &mut promotion, 0) {
+                    done = true;
+                    break;
+                }
+            }
+            if done {
                 continue;
             }
-            let room = |m: u16| quota[usize::from(m)] - load[usize::from(m)];
-            let chosen = (0..count)
-                .filter_map(|m| u16::try_from(m).ok())
-                .filter(|&m| room(m) > 0)
-                .max_by(|&a, &b| room(a).cmp(&room(b)).then(b.cmp(&a)));
-            // Quotas sum to the segment count, so someone has room.
-            let chosen = chosen.unwrap_or(0);
+            let chosen = most_room(&quota, &load, &[]).unwrap_or(0);
             primary[s] = Some(chosen);
             load[usize::from(chosen)] += 1;
         }
@@ -405,27 +442,26 @@ impl Builder {
 
     /// Makes one of `s`'s previous owners its primary: one with room, or one that gives up
     /// the primary role of another segment `t` it owned before, which then goes the same way
-    /// to one of `t`'s previous owners (recursively, each segment once, bounded depth). No
-    /// data moves: every primary chosen already holds the segment.
-    fn promote(
-        &self,
-        s: usize,
-        primary: &mut [Option<u16>],
-        load: &mut [usize],
-        quota: &[usize],
-        (seen, seen_members): (&mut [bool], &mut [bool]),
-        depth: usize,
-    ) -> bool {
-        seen[s] = true;
-        let room = |m: u16, load: &[usize]| quota[usize::from(m)] - load[usize::from(m)];
+    /// to one of `t`'s previous owners (recursively, each segment and member once, bounded
+    /// depth; an augmenting path as in bipartite matching). No data moves: every primary
+    /// chosen already holds the segment — but for the segment a `to_hole` search ends at,
+    /// one with fewer previous owners than it needs, whose primary is a member with room.
+    fn promote(&self, s: usize, p: &mut Promotion<'_>, depth: usize) -> bool {
+        p.seen[s] = true;
         let direct = self.kept[s]
             .iter()
             .copied()
-            .filter(|&m| room(m, load) > 0)
-            .max_by(|&a, &b| room(a, load).cmp(&room(b, load)).then(b.cmp(&a)));
-        if let Some(m) = direct {
-            primary[s] = Some(m);
-            load[usize::from(m)] += 1;
+            .filter(|&m| p.room(m) > 0)
+            .max_by(|&a, &b| p.room(a).cmp(&p.room(b)).then(b.cmp(&a)));
+        let hole = || p.to_hole && self.kept[s].len() < self.wanted;
+        let chosen = direct.or_else(|| {
+            hole()
+                .then(|| most_room(p.quota, p.load, &self.kept[s]))
+                .flatten()
+        });
+        if let Some(m) = chosen {
+            p.primary[s] = Some(m);
+            p.load[usize::from(m)] += 1;
             return true;
         }
         if depth >= AUGMENT_DEPTH_MAX {
@@ -433,20 +469,22 @@ impl Builder {
         }
         for &m in &self.kept[s] {
             // A member's segments are tried once per search (as in bipartite matching).
-            if std::mem::replace(&mut seen_members[usize::from(m)], true) {
+            if std::mem::replace(&mut p.seen_members[usize::from(m)], true) {
                 continue;
             }
             for &t in &self.kept_by[usize::from(m)] {
-                if seen[t] || primary[t] != Some(m) || self.kept[t].len() < 2 {
+                // A segment only `m` held can pass its role on only as a hole.
+                let passes = self.kept[t].len() >= 2 || (p.to_hole && self.wanted > 1);
+                if p.seen[t] || p.primary[t] != Some(m) || !passes {
                     continue;
                 }
-                primary[t] = None;
-                primary[s] = Some(m);
-                if self.promote(t, primary, load, quota, (seen, seen_members), depth + 1) {
+                p.primary[t] = None;
+                p.primary[s] = Some(m);
+                if self.promote(t, p, depth + 1) {
                     return true;
                 }
-                primary[s] = None;
-                primary[t] = Some(m);
+                p.primary[s] = None;
+                p.primary[t] = Some(m);
             }
         }
         false
