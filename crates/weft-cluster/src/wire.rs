@@ -158,12 +158,25 @@ pub enum Request {
         /// The cache.
         cache: String,
     },
-    /// The keys of the given segments this node holds (for KEYS and iteration).
+    /// The keys of the given segments this node holds (for KEYS and SCAN).
     Keys {
         /// The cache.
         cache: String,
         /// The segments.
         segments: Vec<u32>,
+    },
+    /// A page of one segment's entries in key order, from the member that reads it now
+    /// (for iteration): the keys after `after`, at least `limit` of them when there are
+    /// that many. Answered by `Entries`, or `NotOwner` by a member that does not read it.
+    Page {
+        /// The cache.
+        cache: String,
+        /// The segment.
+        segment: u32,
+        /// The last key of the previous page, `None` for the first.
+        after: Option<Vec<u8>>,
+        /// How many entries the asker wants.
+        limit: u32,
     },
 }
 

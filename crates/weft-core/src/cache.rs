@@ -1441,6 +1441,36 @@ impl Cache {
         }
     }
 
+    /// One page of a segment's live entries in key order: those whose key sorts after
+    /// `after` (all when `None`), at most `limit` (at least one), and whether they are the
+    /// last. Paging by key rather than by position resumes at the same place on any copy
+    /// of the segment, and an entry that stays in the segment is returned exactly once
+    /// however the segment changes between pages. A page costs one pass over the segment.
+    ///
+    /// # Errors
+    /// [`CacheError`] when the cache refuses reads (a clustered cache split from its
+    /// majority).
+    pub fn segment_page(
+        &self,
+        segment: u32,
+        after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<(Vec<CacheEntry>, bool), CacheError> {
+        self.admit_read()?;
+        let limit = limit.max(1);
+        let mut entries: Vec<CacheEntry> = self
+            .iter_segments(vec![segment])
+            .filter(|entry| after.is_none_or(|after| entry.key() > after))
+            .collect();
+        let last = entries.len() <= limit;
+        if !last {
+            entries.select_nth_unstable_by(limit - 1, |a, b| a.key().cmp(b.key()));
+            entries.truncate(limit);
+        }
+        entries.sort_unstable_by(|a, b| a.key().cmp(b.key()));
+        Ok((entries, last))
+    }
+
     /// Removes all expired entries now, raising expired events; returns how many.
     pub fn purge_expired(&self) -> usize {
         let now = self.inner.clock.now_ms();

@@ -127,3 +127,62 @@ fn iteration_with_concurrent_writer() {
         ORIGINAL + writes.load(Ordering::Relaxed)
     );
 }
+
+// Proves paging a segment by key returns its entries in key order, each exactly once, in
+// pages of the size asked, the last flagged — and that entries which stay in the segment are
+// each returned once while other keys of it are written and removed between pages.
+#[test]
+fn segment_pages_return_each_entry_once_while_the_segment_changes() {
+    let (_m, cache, _clock) = manual_cache(CacheConfig {
+        segments: 4,
+        ..CacheConfig::default()
+    });
+    for i in 0..2_000 {
+        cache.put(&key("stay", i), b"v", &opts()).unwrap();
+    }
+    let segment = cache.segment_of(&key("stay", 0));
+    let staying: BTreeSet<Vec<u8>> = (0..2_000)
+        .map(|i| key("stay", i))
+        .filter(|k| cache.segment_of(k) == segment)
+        .collect();
+    let mut after: Option<Vec<u8>> = None;
+    let mut returned = Vec::new();
+    let mut pages = 0;
+    loop {
+        let (page, last) = cache.segment_page(segment, after.as_deref(), 37).unwrap();
+        pages += 1;
+        assert!(page.len() <= 37);
+        assert!(last || page.len() == 37, "a page before the last is full");
+        for window in page.windows(2) {
+            assert!(window[0].key() < window[1].key(), "pages are in key order");
+        }
+        if let Some(entry) = page.last() {
+            after = Some(entry.key().to_vec());
+        }
+        returned.extend(page.iter().map(|e| e.key().to_vec()));
+        // Churn between pages: new keys on both sides of the cursor, some removed again.
+        for j in 0..20 {
+            cache
+                .put(&key(&format!("churn{pages}-"), j), b"x", &opts())
+                .unwrap();
+            cache
+                .delete(&key(&format!("churn{}-", pages - 1), j))
+                .unwrap();
+        }
+        if last {
+            break;
+        }
+        assert!(pages < 10_000, "paging does not end");
+    }
+    let unique: BTreeSet<Vec<u8>> = returned.iter().cloned().collect();
+    assert_eq!(unique.len(), returned.len(), "an entry was returned twice");
+    assert!(
+        staying.is_subset(&unique),
+        "an entry that stayed was missed"
+    );
+    assert!(returned.iter().all(|k| cache.segment_of(k) == segment));
+    // An empty segment is one last, empty page.
+    cache.clear().unwrap();
+    let (page, last) = cache.segment_page(segment, None, 10).unwrap();
+    assert!(page.is_empty() && last);
+}

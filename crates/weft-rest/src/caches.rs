@@ -117,7 +117,7 @@ pub(crate) async fn get(
         Some("config") => Ok(json::respond(&json::configuration(cache.config()))),
         Some("keys") => {
             let listing = Listing::from_request(&headers, &params)?;
-            listing.run(cache, Items::Keys).await
+            listing.run(&state, cache, Items::Keys).await
         }
         Some("entries") => {
             let listing = Listing::from_request(&headers, &params)?;
@@ -135,7 +135,7 @@ pub(crate) async fn get(
             } else {
                 Items::Entries
             };
-            listing.run(cache, items).await
+            listing.run(&state, cache, items).await
         }
         Some(action) => Err(unknown_action(action)),
     }
@@ -237,18 +237,32 @@ impl Listing {
 
     /// Walks the cache on a blocking thread (a large cache takes a while, and the async
     /// workers must keep serving) and answers the JSON array.
-    async fn run(self, cache: Cache, items: Items) -> Result<Response, RestError> {
+    ///
+    /// A clustered cache is listed from the whole cluster, each segment from the member that
+    /// reads it, every entry once.
+    async fn run(self, state: &Shared, cache: Cache, items: Items) -> Result<Response, RestError> {
         let stored = (cache.key_format(), cache.value_format());
+        // A key holding a Redis structure has no value to show: entry listings leave it out
+        // (as a GET answers 409), key listings keep it (it is there to delete).
+        let keep: fn(&CacheEntry) -> bool = match items {
+            Items::Keys => |_| true,
+            Items::Entries | Items::EntriesWithMetadata => |entry| entry.structure().is_none(),
+        };
+        let listed: Box<dyn Iterator<Item = CacheEntry> + Send> = match state.forwarder() {
+            Some(cluster) if cache.config().mode.is_clustered() => Box::new(
+                cluster
+                    .list(cache, self.limit, keep)
+                    .await
+                    .map_err(RestError::unavailable)?
+                    .into_iter(),
+            ),
+            _ => Box::new(cache.iter().filter(keep)),
+        };
         let body = tokio::task::spawn_blocking(move || {
             let this = Listing { stored, ..self };
             // Written item by item into one buffer: the answer for a large cache is big
             // enough without also holding every item as a JSON tree first.
             let mut out = Vec::from(&b"["[..]);
-            // A key holding a Redis structure has no value to show: entry listings leave it
-            // out (as a GET answers 409), key listings keep it (it is there to delete).
-            let listed = cache
-                .iter()
-                .filter(|entry| items == Items::Keys || entry.structure().is_none());
             for (index, entry) in listed.take(self.limit).enumerate() {
                 if index > 0 {
                     out.push(b',');

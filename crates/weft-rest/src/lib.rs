@@ -111,6 +111,15 @@ pub trait Forwarder: Send + Sync + 'static {
         cache: weft_core::Cache,
     ) -> weft_core::persistence::BoxFuture<Result<u64, String>>;
 
+    /// Up to `limit` entries of a clustered cache from the whole cluster, each once, that
+    /// `keep` accepts.
+    fn list(
+        &self,
+        cache: weft_core::Cache,
+        limit: usize,
+        keep: fn(&weft_core::CacheEntry) -> bool,
+    ) -> weft_core::persistence::BoxFuture<Result<Vec<weft_core::CacheEntry>, String>>;
+
     /// Clears a clustered cache on every node.
     fn clear(
         &self,

@@ -83,7 +83,19 @@ fn forwarded(addr: SocketAddr, protocol: &str) -> u64 {
 
 /// Starts three clustered servers and waits until each has installed a stable topology of
 /// the default cache with all three members.
+/// The caches every node declares.
+const CACHES: &str = "[caches.default]\nmode = \"distributed\"\nsegments = 32\n\
+                      [caches.slots]\nmode = \"distributed\"\nsegments = 32\n\
+                      key-partitioner = \"redis-slots\"\nresp-database = 1\n\
+                      [caches.lazy]\nmode = \"distributed\"\nsegments = 32\n\
+                      replication = \"async\"\nresp-database = 2\n";
+
 fn cluster() -> Vec<TestServer> {
+    cluster_and_seeds().0
+}
+
+/// Three nodes with a stable default cache, and their cluster addresses as a `join` list.
+fn cluster_and_seeds() -> (Vec<TestServer>, Vec<String>) {
     let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
     let seeds: Vec<String> = ports.iter().map(|p| format!("\"127.0.0.1:{p}\"")).collect();
     let servers: Vec<TestServer> = (0..3)
@@ -94,11 +106,7 @@ fn cluster() -> Vec<TestServer> {
                     ports[i],
                     seeds.join(", ")
                 ),
-                "[caches.default]\nmode = \"distributed\"\nsegments = 32\n\
-                 [caches.slots]\nmode = \"distributed\"\nsegments = 32\n\
-                 key-partitioner = \"redis-slots\"\nresp-database = 1\n\
-                 [caches.lazy]\nmode = \"distributed\"\nsegments = 32\n\
-                 replication = \"async\"\nresp-database = 2\n",
+                CACHES,
             )
         })
         .collect();
@@ -116,11 +124,74 @@ fn cluster() -> Vec<TestServer> {
             })
         });
         if ready {
-            return servers;
+            return (servers, seeds);
         }
         assert!(Instant::now() < deadline, "the cluster did not form");
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// Every key a full SCAN returns, COUNT 7 at a time; panics on a key returned twice.
+fn scan_all(client: &mut common::Client) -> std::collections::BTreeSet<String> {
+    let mut cursor = b"0".to_vec();
+    let mut keys = std::collections::BTreeSet::new();
+    for _ in 0..10_000 {
+        let reply = client
+            .call(&[&b"SCAN"[..], &cursor[..], &b"COUNT"[..], &b"7"[..]])
+            .items();
+        cursor = reply[0].bytes();
+        for key in reply[1].items() {
+            let key = String::from_utf8(key.bytes()).unwrap();
+            assert!(keys.insert(key.clone()), "SCAN returned {key} twice");
+        }
+        if cursor == b"0" {
+            return keys;
+        }
+    }
+    panic!("SCAN did not end");
+}
+
+/// A whole Hot Rod iteration of the default cache in batches of `batch`, calling `between`
+/// after each; the keys (each once, or it panics) and the segments reported finished.
+fn iterate(
+    client: &mut HotRod,
+    batch: u32,
+    mut between: impl FnMut(),
+) -> (
+    std::collections::BTreeSet<Vec<u8>>,
+    std::collections::BTreeSet<u32>,
+) {
+    let response = client.call(Request::IterationStart {
+        segments: None,
+        filter: None,
+        batch_size: batch,
+        metadata: false,
+    });
+    assert_eq!(response.status(), Status::Success, "{response:?}");
+    let id = response.reader().string().unwrap();
+    let mut keys = std::collections::BTreeSet::new();
+    let mut finished = std::collections::BTreeSet::new();
+    for _ in 0..100_000 {
+        let response = client.call(Request::IterationNext { id: id.clone() });
+        assert_eq!(response.status(), Status::Success, "{response:?}");
+        let batch = common::hotrod::iteration_batch(&response);
+        for segment in batch.finished {
+            assert!(finished.insert(segment), "segment {segment} finished twice");
+        }
+        if batch.entries.is_empty() {
+            assert_eq!(
+                client.call(Request::IterationEnd { id }).status(),
+                Status::Success
+            );
+            return (keys, finished);
+        }
+        for (key, _) in batch.entries {
+            let shown = String::from_utf8_lossy(&key).into_owned();
+            assert!(keys.insert(key), "{shown} iterated twice");
+        }
+        between();
+    }
+    panic!("the iteration did not end");
 }
 
 // Proves every node answers for every key (forwarding what it does not own), a hash-aware
@@ -213,6 +284,41 @@ fn every_node_serves_every_key_and_hash_aware_clients_go_straight_to_the_primary
         let size = hotrod.call(Request::Size);
         assert_eq!(size.status(), Status::Success);
         assert_eq!(size.reader().vlong().unwrap(), 200);
+    }
+
+    // Iteration spans the cluster too, every key once from every node: SCAN in small
+    // steps, REST key and entry listings, and a Hot Rod iteration.
+    for server in &servers {
+        let mut resp = common::Client::connect(server.addr);
+        let scanned = scan_all(&mut resp);
+        assert_eq!(
+            scanned.len(),
+            200,
+            "SCAN returned a key twice or missed one"
+        );
+        assert!(keys.iter().all(|k| scanned.contains(k)));
+        let listed = http(
+            server.addr,
+            "GET",
+            "/rest/v2/caches/default?action=keys",
+            "",
+        );
+        let listed: Vec<String> = serde_json::from_str(&listed.1).unwrap();
+        let unique: std::collections::BTreeSet<String> = listed.iter().cloned().collect();
+        assert_eq!((listed.len(), unique.len()), (200, 200));
+        let entries = http(
+            server.addr,
+            "GET",
+            "/rest/v2/caches/default?action=entries&limit=150",
+            "",
+        );
+        let entries: Vec<serde_json::Value> = serde_json::from_str(&entries.1).unwrap();
+        assert_eq!(entries.len(), 150, "a limit is honoured across members");
+        assert!(entries.iter().all(|e| e["value"] == "again"));
+        let mut hotrod = HotRod::connect(server.addr, 40);
+        let (iterated, finished) = iterate(&mut hotrod, 9, || {});
+        assert_eq!(iterated.len(), 200);
+        assert_eq!(finished, (0..32).collect(), "every segment finished once");
     }
 
     // REST entry requests work on every node, whoever owns the key.
@@ -363,6 +469,19 @@ fn every_node_serves_every_key_and_hash_aware_clients_go_straight_to_the_primary
         before, after,
         "a key sent to its slot's master was forwarded"
     );
+    // As on a Redis Cluster, SCAN of a slot-partitioned cache covers the node's own slots,
+    // so that a cluster client scanning every master sees each key once.
+    let mut scanned = std::collections::BTreeSet::new();
+    for server in &servers {
+        let mut node = common::Client::connect(server.addr);
+        assert_eq!(node.call(&[&b"SELECT"[..], &b"1"[..]]).text(), "OK");
+        for key in scan_all(&mut node) {
+            assert!(scanned.insert(key.clone()), "{key} scanned on two nodes");
+        }
+    }
+    let slot_keys: std::collections::BTreeSet<String> =
+        (0..50).map(|i| format!("slot-key-{i}")).collect();
+    assert_eq!(scanned, slot_keys);
     let nodes = resp.call(&[&b"CLUSTER"[..], &b"NODES"[..]]).text();
     assert_eq!(nodes.lines().count(), 3, "{nodes}");
     assert_eq!(
@@ -407,5 +526,80 @@ fn every_node_serves_every_key_and_hash_aware_clients_go_straight_to_the_primary
             );
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+}
+
+// Proves a Hot Rod iteration returns every entry exactly once while a fourth node joins
+// and segments move to it between batches (each segment is paged by key from whichever
+// member reads it at the time).
+#[test]
+fn iteration_returns_each_entry_once_while_a_node_joins() {
+    let (servers, seeds) = cluster_and_seeds();
+    let mut writer = HotRod::connect(servers[0].addr, 40);
+    let keys: std::collections::BTreeSet<Vec<u8>> =
+        (0..3_000).map(|i| format!("it-{i}").into_bytes()).collect();
+    for key in &keys {
+        let key = String::from_utf8(key.clone()).unwrap();
+        assert_eq!(writer.call(put(&key, b("v"))).status(), Status::Success);
+    }
+    let topology_id = |server: &TestServer| -> u64 {
+        let body = http_get(server.addr, "/rest/v2/cluster/topology");
+        let report: serde_json::Value = serde_json::from_str(&body).unwrap();
+        report["caches"]
+            .as_array()
+            .and_then(|caches| caches.iter().find(|c| c["cache"] == "default"))
+            .and_then(|c| c["topology_id"].as_u64())
+            .unwrap()
+    };
+    let before = topology_id(&servers[1]);
+    let mut joiner = None;
+    let mut batches = 0;
+    let mut reader = HotRod::connect(servers[1].addr, 40);
+    let (iterated, finished) = iterate(&mut reader, 25, || {
+        batches += 1;
+        if batches == 5 {
+            let port = free_port();
+            joiner = Some(TestServer::start_with(
+                &format!(
+                    "node-name = \"node-3\"\ncluster-listen = \"127.0.0.1:{port}\"\njoin = [{}]\n",
+                    seeds.join(", ")
+                ),
+                CACHES,
+            ));
+        }
+        if batches > 5 {
+            // Slow enough that the rebalance runs while the iteration goes on.
+            std::thread::sleep(Duration::from_millis(15));
+        }
+    });
+    let missed: Vec<String> = keys
+        .difference(&iterated)
+        .take(5)
+        .map(|k| String::from_utf8_lossy(k).into_owned())
+        .collect();
+    assert_eq!(
+        (iterated.len(), missed.len()),
+        (keys.len(), 0),
+        "entries missed, e.g. {missed:?}"
+    );
+    assert_eq!(finished, (0..32).collect());
+    assert_ne!(
+        before,
+        topology_id(&servers[1]),
+        "the topology did not change while the iteration ran"
+    );
+    let joiner = joiner.expect("the fourth node started");
+    // The join did happen, and moved segments to the new node.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while joiner
+        .manager()
+        .cache("default")
+        .is_none_or(|c| c.size() == 0)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the fourth node received nothing"
+        );
+        std::thread::sleep(Duration::from_millis(50));
     }
 }

@@ -3,6 +3,7 @@
 //! and state transfer. `weft_cluster` holds the logic; this module drives it with sockets
 //! and the tokio clock.
 
+pub mod iteration;
 pub mod membership;
 pub mod node;
 pub mod raft;

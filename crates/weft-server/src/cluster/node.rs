@@ -1252,6 +1252,36 @@ impl Node {
         Response::Entries { entries, done }
     }
 
+    /// A page of a segment this node reads now; `NotOwner` if it does not.
+    fn answer_page(&self, cache: &str, segment: u32, after: Option<&[u8]>, limit: u32) -> Response {
+        let Some(local) = self.manager.cache(cache) else {
+            return Response::Error(format!("no cache `{cache}`"));
+        };
+        if self.routing.cache(cache).is_none() {
+            return Response::NotOwner { owner: None };
+        }
+        if let super::routing::Route::Remote(owner, _) = self.routing.read_route(cache, segment) {
+            return Response::NotOwner { owner: Some(owner) };
+        }
+        let limit = super::iteration::page_limit(&local, segment, limit);
+        match local.segment_page(segment, after, limit) {
+            Ok((entries, done)) => Response::Entries {
+                entries: entries.iter().map(EntryImage::of).collect(),
+                done,
+            },
+            Err(error) => Response::Error(error.to_string()),
+        }
+    }
+
+    /// Sends `request` to the member at `to` and waits for its answer.
+    pub(crate) async fn call(
+        &self,
+        to: SocketAddr,
+        request: Request,
+    ) -> Result<Response, super::transport::TransportError> {
+        self.transport.call(to, request, CALL_TIMEOUT).await
+    }
+
     /// Runs a forwarded request now (in arrival order) and returns the future of its answer.
     fn forward_now(
         &self,
@@ -1372,6 +1402,32 @@ impl weft_rest::Forwarder for RestForwarder {
             node.cluster_size(&cache)
                 .await
                 .map_err(|error| format!("{error:#}"))
+        })
+    }
+
+    fn list(
+        &self,
+        cache: weft_core::Cache,
+        limit: usize,
+        keep: fn(&weft_core::CacheEntry) -> bool,
+    ) -> BoxFuture<Result<Vec<weft_core::CacheEntry>, String>> {
+        let node = Arc::clone(&self.node);
+        Box::pin(async move {
+            let segments = 0..cache.segment_count();
+            let mut cursor = super::iteration::SegmentCursor::new(cache, segments);
+            let mut listed = Vec::new();
+            while listed.len() < limit {
+                let want = (limit - listed.len()).min(super::iteration::PAGE_MAX);
+                let (entries, finished) = cursor
+                    .next_batch(&node, want, keep)
+                    .await
+                    .map_err(|error| format!("{error:#}"))?;
+                if entries.is_empty() && finished.is_empty() {
+                    break;
+                }
+                listed.extend(entries);
+            }
+            Ok(listed)
         })
     }
 
@@ -1545,6 +1601,12 @@ impl Handler for NodeHandler {
                     },
                     None => Response::Error(format!("no cache `{cache}`")),
                 },
+                Request::Page {
+                    cache,
+                    segment,
+                    after,
+                    limit,
+                } => node.answer_page(&cache, segment, after.as_deref(), limit),
                 Request::Keys { cache, segments } => match node.manager.cache(&cache) {
                     Some(local) => Response::Keys(
                         local

@@ -15,6 +15,7 @@ use weft_hotrod::{Factory, Frame, Status};
 
 use super::Connection;
 use super::ops::{Failure, Target, metadata_of};
+use crate::cluster::iteration::SegmentCursor;
 
 /// Iterations open at once on the server; more are refused until some end.
 const ITERATIONS_MAX: usize = 4096;
@@ -31,13 +32,23 @@ fn keys_only_filter(factory: &Factory) -> bool {
 struct Iteration {
     connection: u64,
     cache: Cache,
+    encoding: Encoding,
+    pending: VecDeque<u32>,
+    current: Option<(u32, Peekable<CacheIter>)>,
+    batch: usize,
+    /// A clustered cache's iteration reads each segment from the member that reads it now;
+    /// `Some` unless a batch is being fetched. `clustered` says which kind this is.
+    cursor: Option<SegmentCursor>,
+    clustered: bool,
+}
+
+/// How an iteration's entries are written.
+#[derive(Clone, Copy)]
+struct Encoding {
     stored_key: Format,
     stored_value: Format,
     wire_key: Format,
     wire_value: Format,
-    pending: VecDeque<u32>,
-    current: Option<(u32, Peekable<CacheIter>)>,
-    batch: usize,
     metadata: bool,
     keys_only: bool,
 }
@@ -113,22 +124,28 @@ pub(super) fn start(
         }
     };
     let count = target.cache.segment_count();
-    let pending = match segments {
+    let pending: Vec<u32> = match segments {
         Some(bits) => segments_of(bits, count),
         None => (0..count).collect(),
     };
+    let clustered =
+        connection.context.cluster.is_some() && target.cache.config().mode.is_clustered();
     let iteration = Iteration {
         connection: connection.id,
         cache: target.cache.clone(),
-        stored_key: target.stored_key,
-        stored_value: target.stored_value,
-        wire_key: target.wire_key,
-        wire_value: target.wire_value,
+        encoding: Encoding {
+            stored_key: target.stored_key,
+            stored_value: target.stored_value,
+            wire_key: target.wire_key,
+            wire_value: target.wire_value,
+            metadata,
+            keys_only,
+        },
+        cursor: clustered.then(|| SegmentCursor::new(target.cache.clone(), pending.clone())),
+        clustered,
         pending: pending.into(),
         current: None,
         batch: (batch_size as usize).clamp(1, BATCH_MAX),
-        metadata,
-        keys_only,
     };
     let iterations = &connection.context.hotrod.iterations;
     let n = iterations.next_id.fetch_add(1, Ordering::Relaxed);
@@ -165,7 +182,7 @@ pub(super) fn next(
         return Ok(());
     };
     let mut iteration = iteration.lock();
-    let keys_only = iteration.keys_only;
+    let keys_only = iteration.encoding.keys_only;
     let mut entries = Vec::new();
     let mut finished = Vec::new();
     while entries.len() < iteration.batch {
@@ -180,9 +197,7 @@ pub(super) fn next(
             break;
         };
         match cursor.next() {
-            // A key holding a Redis structure has no value to send: an entry iteration
-            // leaves it out, a key-only one (the Java client's `keySet`) keeps it.
-            Some(entry) if entry.structure().is_some() && !keys_only => {}
+            Some(entry) if !sendable(&entry, keys_only) => {}
             Some(entry) => entries.push(entry),
             None => {
                 finished.push(*segment);
@@ -197,17 +212,35 @@ pub(super) fn next(
         finished.push(*segment);
         iteration.current = None;
     }
-    let version = frame.header.effective_version();
     let now = iteration.cache.clock().now_ms();
+    encode(out, frame, iteration.encoding, now, &entries, &finished)
+}
+
+/// A key holding a Redis structure has no value to send: an entry iteration leaves it out,
+/// a key-only one (the Java client's `keySet`) keeps it.
+fn sendable(entry: &weft_core::CacheEntry, keys_only: bool) -> bool {
+    keys_only || entry.structure().is_none()
+}
+
+/// Writes an ITERATION_NEXT response: the finished segments, then the entries.
+fn encode(
+    out: &mut BytesMut,
+    frame: &Frame,
+    encoding: Encoding,
+    now: u64,
+    entries: &[weft_core::CacheEntry],
+    finished: &[u32],
+) -> Result<(), Failure> {
+    let version = frame.header.effective_version();
     let mut body = BytesMut::new();
-    put_array(&mut body, &bitset_of(&finished));
+    put_array(&mut body, &bitset_of(finished));
     put_vint(&mut body, entries.len() as u32);
     if !entries.is_empty() && version >= 24 {
         put_vint(&mut body, 1);
     }
-    for entry in &entries {
+    for entry in entries {
         if version >= 25 {
-            if iteration.metadata {
+            if encoding.metadata {
                 body.put_u8(1);
                 put_metadata(&mut body, &metadata_of(&entry.metadata(), now));
             } else {
@@ -216,20 +249,91 @@ pub(super) fn next(
         }
         put_array(
             &mut body,
-            &transcode(entry.key(), iteration.stored_key, iteration.wire_key)?,
+            &transcode(entry.key(), encoding.stored_key, encoding.wire_key)?,
         );
-        if iteration.keys_only {
+        if encoding.keys_only {
             put_array(&mut body, &[]);
         } else {
             put_array(
                 &mut body,
-                &transcode(entry.value(), iteration.stored_value, iteration.wire_value)?,
+                &transcode(entry.value(), encoding.stored_value, encoding.wire_value)?,
             );
         }
     }
     super::ops::plain_header(out, frame, Status::Success);
     out.extend_from_slice(&body);
     Ok(())
+}
+
+/// Serves ITERATION_NEXT of an iteration over a clustered cache: the batch is read from the
+/// members that read its segments, off the connection's reading loop, and the response goes
+/// through the connection's outbound queue. False when `frame` is not such a request.
+pub(super) fn next_clustered(connection: &Arc<Connection>, frame: &Frame) -> bool {
+    let weft_hotrod::Request::IterationNext { id } = &frame.request else {
+        return false;
+    };
+    let Some(node) = connection.context.cluster.clone() else {
+        return false;
+    };
+    let id = (*id).to_owned();
+    let Some(iteration) = connection
+        .context
+        .hotrod
+        .iterations
+        .open
+        .lock()
+        .get(&id)
+        .cloned()
+    else {
+        return false;
+    };
+    let (cursor, batch, encoding, cache) = {
+        let mut iteration = iteration.lock();
+        if !iteration.clustered {
+            return false;
+        }
+        (
+            iteration.cursor.take(),
+            iteration.batch,
+            iteration.encoding,
+            iteration.cache.clone(),
+        )
+    };
+    let connection = Arc::clone(connection);
+    let frame = frame.clone();
+    tokio::spawn(async move {
+        let mut out = BytesMut::new();
+        let outcome = match cursor {
+            None => Err(Failure::server(format!(
+                "iteration {id} is already fetching a batch; wait for it"
+            ))),
+            Some(mut cursor) => {
+                let keep = |entry: &weft_core::CacheEntry| sendable(entry, encoding.keys_only);
+                let batch = cursor.next_batch(&node, batch, keep).await;
+                iteration.lock().cursor = Some(cursor);
+                batch.map_err(|error| Failure::server(format!("{error:#}")))
+            }
+        };
+        let written = outcome.and_then(|(entries, finished)| {
+            let now = cache.clock().now_ms();
+            encode(&mut out, &frame, encoding, now, &entries, &finished)
+        });
+        if let Err(failure) = written {
+            out.clear();
+            weft_hotrod::response::write_error(
+                &mut out,
+                frame.header.message_id,
+                failure.status,
+                &failure.message,
+            );
+        }
+        let message = super::Outbound {
+            bytes: out.freeze(),
+            _permit: None,
+        };
+        let _ = connection.outbound.send(message).await;
+    });
+    true
 }
 
 #[cfg(test)]

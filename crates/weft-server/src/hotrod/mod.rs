@@ -113,6 +113,13 @@ pub async fn serve(
         let mut failed = false;
         loop {
             match decoder.decode(&mut input) {
+                Ok(Some(frame))
+                    if context.cluster.is_some()
+                        && (ops::cluster_wide(&connection, &frame)
+                            || iteration::next_clustered(&connection, &frame)) =>
+                {
+                    context.total_commands.fetch_add(1, Ordering::Relaxed);
+                }
                 Ok(Some(frame)) if is_heavy(&frame) => {
                     context.total_commands.fetch_add(1, Ordering::Relaxed);
                     let permit = match Arc::clone(&connection.offloaded).try_acquire_owned() {
@@ -135,11 +142,6 @@ pub async fn serve(
                         }
                     };
                     offload(&connection, frame, permit);
-                }
-                Ok(Some(frame))
-                    if context.cluster.is_some() && ops::cluster_wide(&connection, &frame) =>
-                {
-                    context.total_commands.fetch_add(1, Ordering::Relaxed);
                 }
                 Ok(Some(frame))
                     if context.cluster.is_some()

@@ -227,6 +227,20 @@ async fn cluster_wide(session: &Session, args: &[bytes::Bytes], output: &mut Byt
                 Err(error) => failed(&mut reply, error),
             }
         }
+        b"scan" => {
+            let Some(cursor) = args.get(1).and_then(|c| commands::keys::parse_cursor(c)) else {
+                reply.error("ERR invalid cursor");
+                return;
+            };
+            let options = match commands::keys::ScanOptions::parse(&args[2..]) {
+                Ok(options) => options,
+                Err(text) => return reply.error(text),
+            };
+            match cluster_scan(node, &session.cache, cursor, &options).await {
+                Ok((next, found)) => commands::keys::scan_reply(&mut reply, next, &found),
+                Err(error) => failed(&mut reply, error),
+            }
+        }
         b"flushdb" | b"flushall" => {
             if !commands::server::flush_mode_ok(args) {
                 reply.error(commands::errors::SYNTAX);
@@ -262,6 +276,45 @@ async fn cluster_wide(session: &Session, args: &[bytes::Bytes], output: &mut Byt
         }
         _ => reply.error("ERR unknown cluster-wide command"),
     }
+}
+
+/// SCAN over a whole clustered cache: whole segments from `cursor` on, each read from the
+/// member that reads it now, until COUNT keys were looked at; the next cursor (0 at the
+/// end) and the keys found.
+async fn cluster_scan(
+    node: &crate::cluster::node::Node,
+    cache: &weft_core::Cache,
+    cursor: u64,
+    options: &commands::keys::ScanOptions<'_>,
+) -> anyhow::Result<(u64, Vec<bytes::Bytes>)> {
+    use crate::cluster::iteration::{PAGE_MAX, SegmentCursor};
+    let segments = cache.segment_count();
+    let mut found = Vec::new();
+    let Ok(mut segment) = u32::try_from(cursor) else {
+        return Ok((0, found));
+    };
+    let mut visited = 0usize;
+    while segment < segments {
+        let mut pages = SegmentCursor::new(cache.clone(), [segment]);
+        loop {
+            let (entries, finished) = pages.next_batch(node, PAGE_MAX, |_| true).await?;
+            visited += entries.len();
+            found.extend(
+                entries
+                    .iter()
+                    .filter(|entry| options.wanted(entry))
+                    .map(weft_core::CacheEntry::key_bytes),
+            );
+            if !finished.is_empty() || entries.is_empty() {
+                break;
+            }
+        }
+        segment += 1;
+        if segment < segments && visited >= options.count() {
+            return Ok((u64::from(segment), found));
+        }
+    }
+    Ok((0, found))
 }
 
 /// Runs a command on the node that owns its keys and appends that node's reply.

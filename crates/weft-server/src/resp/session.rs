@@ -303,7 +303,9 @@ impl Session {
         }
         if !self.forwarded
             && !self.executing
-            && matches!(spec.name, "dbsize" | "keys" | "flushdb" | "flushall")
+            && (matches!(spec.name, "dbsize" | "keys" | "flushdb" | "flushall")
+                || (spec.name == "scan"
+                    && self.cache.config().key_partitioner == weft_core::KeyPartitioner::HotRod))
             && self.context.cluster.is_some()
             && self.cache.config().mode.is_clustered()
         {

@@ -183,7 +183,7 @@ pub(crate) fn parse_cursor(text: &[u8]) -> Option<u64> {
 
 /// SCAN's options.
 #[derive(Debug)]
-struct ScanOptions<'a> {
+pub(crate) struct ScanOptions<'a> {
     count: usize,
     pattern: Option<&'a [u8]>,
     /// The TYPE asked for, lower-cased (Redis 7 accepts unknown type names and returns
@@ -192,7 +192,7 @@ struct ScanOptions<'a> {
 }
 
 impl<'a> ScanOptions<'a> {
-    fn parse(options: &'a [Bytes]) -> Result<Self, &'static str> {
+    pub(crate) fn parse(options: &'a [Bytes]) -> Result<Self, &'static str> {
         let mut parsed = Self {
             count: 10,
             pattern: None,
@@ -224,11 +224,43 @@ impl<'a> ScanOptions<'a> {
     }
 }
 
+impl ScanOptions<'_> {
+    /// How many keys a SCAN call looks at before it stops at a segment's end.
+    pub(crate) fn count(&self) -> usize {
+        self.count
+    }
+
+    /// Whether SCAN returns `entry` (its MATCH and TYPE).
+    pub(crate) fn wanted(&self, entry: &weft_core::CacheEntry) -> bool {
+        self.type_name
+            .as_deref()
+            .is_none_or(|name| name == collections::type_name(entry))
+            && self
+                .pattern
+                .is_none_or(|pattern| glob::matches(pattern, entry.key()))
+    }
+}
+
+/// Writes SCAN's reply: the next cursor, then the keys.
+pub(crate) fn scan_reply(reply: &mut Reply<'_>, next: u64, found: &[Bytes]) {
+    reply.array(2);
+    reply.bulk(itoa::Buffer::new().format(next).as_bytes());
+    reply.array(found.len());
+    for key in found {
+        reply.bulk(key);
+    }
+}
+
 /// `SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]`
 ///
 /// The cursor is the next segment to visit (0 to start, and 0 again when done). Whole
 /// segments are visited until at least COUNT keys have been looked at (before MATCH and TYPE
 /// filter them, as Redis counts); a cursor past the last segment ends the scan.
+///
+/// On a cluster, a cache partitioned by Redis slots scans as a Redis Cluster node does: only
+/// the segments this node is the primary of (a cluster client scans every primary). Other
+/// clustered caches scan the whole cluster, each segment from the member that reads it
+/// (see `resp::cluster_wide`).
 pub fn scan(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
     let Some(cursor) = parse_cursor(&args[1]) else {
         reply.error("ERR invalid cursor");
@@ -239,6 +271,13 @@ pub fn scan(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
         Err(text) => return reply.error(text),
     };
     let cache = &session.cache;
+    let mine = |segment: u32| match &session.context.cluster {
+        Some(node) if cache.config().mode.is_clustered() => matches!(
+            node.routing().write_route(cache.name(), segment),
+            crate::cluster::routing::Route::Local
+        ),
+        _ => true,
+    };
     let segments = cache.segment_count();
     let mut found = Vec::new();
     let mut next = 0;
@@ -247,17 +286,12 @@ pub fn scan(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
     {
         let mut visited = 0usize;
         loop {
-            for entry in cache.iter_segments(vec![segment]) {
-                visited += 1;
-                let wanted = options
-                    .type_name
-                    .as_deref()
-                    .is_none_or(|name| name == collections::type_name(&entry))
-                    && options
-                        .pattern
-                        .is_none_or(|pattern| glob::matches(pattern, entry.key()));
-                if wanted {
-                    found.push(entry.key_bytes());
+            if mine(segment) {
+                for entry in cache.iter_segments(vec![segment]) {
+                    visited += 1;
+                    if options.wanted(&entry) {
+                        found.push(entry.key_bytes());
+                    }
                 }
             }
             segment += 1;
@@ -270,12 +304,7 @@ pub fn scan(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
             }
         }
     }
-    reply.array(2);
-    reply.bulk(itoa::Buffer::new().format(next).as_bytes());
-    reply.array(found.len());
-    for key in &found {
-        reply.bulk(key);
-    }
+    scan_reply(reply, u64::from(next), &found);
 }
 
 /// A random number; a fresh `RandomState` is seeded differently on every call.

@@ -109,6 +109,35 @@ class ClusterTest {
 
    @Test
    @Order(2)
+   void iterationReturnsEveryEntryOnceAcrossTheCluster() {
+      // The client iterates segment by segment on the servers that own them; each server
+      // reads what it does not own from the members that do.
+      int keys = 3_000;
+      for (int i = 0; i < keys; i++) {
+         cache.put("iterated-" + i, "value-" + i);
+      }
+      Map<String, String> seen = new java.util.HashMap<>();
+      List<String> twice = new ArrayList<>();
+      try (var entries = cache.retrieveEntries(null, 97)) {
+         while (entries.hasNext()) {
+            Map.Entry<Object, Object> entry = entries.next();
+            if (seen.put((String) entry.getKey(), (String) entry.getValue()) != null) {
+               twice.add((String) entry.getKey());
+            }
+         }
+      }
+      assertTrue(twice.isEmpty(), twice.size() + " entries iterated twice, e.g. " + twice.stream().limit(5).toList());
+      for (int i = 0; i < keys; i++) {
+         assertEquals("value-" + i, seen.get("iterated-" + i), "iterated-" + i);
+      }
+      assertEquals(cache.size(), seen.size(), "iteration and SIZE disagree");
+      Set<Object> keySet = new HashSet<>(cache.keySet());
+      assertEquals(seen.keySet(), keySet, "keySet differs from the entries iterated");
+      System.out.printf("cluster: iterated %d entries, each once%n", seen.size());
+   }
+
+   @Test
+   @Order(3)
    @Timeout(180)
    void noAcknowledgedWriteIsLostWhenANodeIsKilled() throws Exception {
       String[] pids = System.getenv("WEFT_PIDS").split(";");
