@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "interop"))
 
 from weft_process import WEFT_BIN, stop, wait_for_port  # noqa: E402
-from with_weft_cluster import free_port, free_udp_and_tcp_port, wait_until_formed  # noqa: E402
+from with_weft_cluster import free_port, launch_nodes, wait_ready  # noqa: E402
 
 CACHE = """
 [caches.default]
@@ -71,19 +71,9 @@ def main() -> int:
     finally:
         stop(single)
 
-    ports = [free_port() for _ in range(3)]
-    cluster_ports = [free_udp_and_tcp_port() for _ in range(3)]
-    seeds = ",".join(f"127.0.0.1:{p}" for p in cluster_ports)
-    nodes = []
+    ports, nodes = launch_nodes(3, config)
     try:
-        for i in range(3):
-            nodes.append(subprocess.Popen(
-                [str(WEFT_BIN), "server", "--config", str(config), "--bind", f"127.0.0.1:{ports[i]}",
-                 "--cluster-listen", f"127.0.0.1:{cluster_ports[i]}", "--node-name", f"node-{i}",
-                 "--join", seeds], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        for node_port, process in zip(ports, nodes):
-            wait_for_port(node_port, process=process)
-        wait_until_formed(ports)
+        wait_ready(ports, nodes)
         for pipeline in (1, 16):
             results[f"cluster P{pipeline}"] = benchmark(ports[0], "set,get", pipeline, options.requests, True)
     finally:

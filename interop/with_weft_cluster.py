@@ -70,6 +70,33 @@ def wait_until_formed(ports: list[int], timeout_s: float = 60.0) -> None:
     raise TimeoutError(f"the cluster did not form within {timeout_s}s: {last}")
 
 
+def launch_nodes(nodes: int, config: Path | None, stdout=subprocess.DEVNULL,
+                 name: str = "node") -> tuple[list[int], list[subprocess.Popen]]:
+    """Starts `nodes` release servers on free loopback ports, each joining the others (the
+    output of each goes to `stdout`: DEVNULL, or PIPE to read it); returns their client
+    ports and processes. Wait for them with `wait_ready`; stop them with `weft_process.stop`."""
+    ports = [free_port() for _ in range(nodes)]
+    cluster_ports = [free_udp_and_tcp_port() for _ in range(nodes)]
+    seeds = ",".join(f"127.0.0.1:{p}" for p in cluster_ports)
+    processes = []
+    for i, (port, cluster_port) in enumerate(zip(ports, cluster_ports)):
+        argv_node = [str(WEFT_BIN), "server", "--bind", f"127.0.0.1:{port}",
+                     "--cluster-listen", f"127.0.0.1:{cluster_port}", "--node-name", f"{name}-{i}",
+                     "--join", seeds]
+        if config is not None:
+            argv_node += ["--config", str(config)]
+        stderr = subprocess.STDOUT if stdout == subprocess.PIPE else stdout
+        processes.append(subprocess.Popen(argv_node, stdout=stdout, stderr=stderr))
+    return ports, processes
+
+
+def wait_ready(ports: list[int], processes: list[subprocess.Popen]) -> None:
+    """Waits until every node listens and every clustered cache is stable on all of them."""
+    for port, process in zip(ports, processes):
+        wait_for_port(port, process=process)
+    wait_until_formed(ports)
+
+
 def main(argv: list[str]) -> int:
     if "--" not in argv:
         sys.exit("usage: with_weft_cluster.py [--nodes N] [--config FILE] -- CMD [ARGS...]")
@@ -82,25 +109,11 @@ def main(argv: list[str]) -> int:
     if not WEFT_BIN.exists():
         sys.exit(f"{WEFT_BIN} missing: run `cargo build --release -p weft-server`")
 
-    ports = [free_port() for _ in range(options.nodes)]
-    cluster_ports = [free_udp_and_tcp_port() for _ in range(options.nodes)]
-    seeds = ",".join(f"127.0.0.1:{p}" for p in cluster_ports)
-    processes = []
-    outputs = []
-    for i, (port, cluster_port) in enumerate(zip(ports, cluster_ports)):
-        argv_node = [str(WEFT_BIN), "server", "--bind", f"127.0.0.1:{port}",
-                     "--cluster-listen", f"127.0.0.1:{cluster_port}", "--node-name", f"node-{i}",
-                     "--join", seeds]
-        if options.config is not None:
-            argv_node += ["--config", str(options.config)]
-        process = subprocess.Popen(argv_node, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        outputs.append(DrainedOutput(process.stdout))
-        processes.append(process)
+    ports, processes = launch_nodes(options.nodes, options.config, stdout=subprocess.PIPE)
+    outputs = [DrainedOutput(process.stdout) for process in processes]
     code = 1
     try:
-        for port, process in zip(ports, processes):
-            wait_for_port(port, process=process)
-        wait_until_formed(ports)
+        wait_ready(ports, processes)
         servers = ";".join(f"127.0.0.1:{p}" for p in ports)
         pids = ";".join(str(p.pid) for p in processes)
         env = dict(os.environ, WEFT_PORT=str(ports[0]), WEFT_SERVERS=servers, WEFT_PIDS=pids)

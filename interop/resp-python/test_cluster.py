@@ -3,7 +3,6 @@ sends each key to its slot's master, and everything it writes through one node r
 through the others. The cache uses Redis' slots as segments (key-partitioner = "redis-slots"),
 so the client's routing is the cluster's: no request is forwarded."""
 
-import subprocess
 import sys
 import tempfile
 import urllib.request
@@ -15,8 +14,8 @@ from redis.cluster import ClusterNode, RedisCluster
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from weft_process import WEFT_BIN, stop, wait_for_port  # noqa: E402
-from with_weft_cluster import free_port, free_udp_and_tcp_port, wait_until_formed  # noqa: E402
+from weft_process import WEFT_BIN, stop  # noqa: E402
+from with_weft_cluster import launch_nodes, wait_ready  # noqa: E402
 
 CONFIG = """
 [caches.default]
@@ -42,19 +41,9 @@ def cluster_ports():
     work = Path(tempfile.mkdtemp(prefix="weft-resp-cluster-"))
     config = work / "weft.toml"
     config.write_text(CONFIG)
-    ports = [free_port() for _ in range(3)]
-    cluster = [free_udp_and_tcp_port() for _ in range(3)]
-    seeds = ",".join(f"127.0.0.1:{p}" for p in cluster)
-    processes = []
+    ports, processes = launch_nodes(3, config)
     try:
-        for i in range(3):
-            processes.append(subprocess.Popen(
-                [str(WEFT_BIN), "server", "--config", str(config), "--bind", f"127.0.0.1:{ports[i]}",
-                 "--cluster-listen", f"127.0.0.1:{cluster[i]}", "--node-name", f"node-{i}", "--join", seeds],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        for port, process in zip(ports, processes):
-            wait_for_port(port, process=process)
-        wait_until_formed(ports)
+        wait_ready(ports, processes)
         yield ports
     finally:
         for process in processes:
@@ -80,6 +69,9 @@ def test_cluster_client_routes_by_slot_and_sees_every_write(cluster_ports):
         after = sum(forwarded(p) for p in cluster_ports)
         assert after == before, f"{after - before} requests were forwarded"
         assert client.keyslot("foo") == 12182
+        # The client scans every master, each of which covers its own slots: every key once.
+        scanned = list(client.scan_iter(match="user:*", count=25))
+        assert len(scanned) == len(set(scanned)) == 300
     finally:
         client.close()
     # Every node answers for every key, cluster client or not.
