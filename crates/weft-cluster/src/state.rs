@@ -117,6 +117,12 @@ pub struct ClusterState {
     /// it had in flight is void.
     #[serde(default)]
     joined: BTreeMap<String, u64>,
+    /// Every name ever admitted: the consensus id of its latest process, and how many
+    /// processes by that name were admitted. Never pruned (one entry per name), so a process
+    /// admitted after another by its name knows that the cluster went on without it: what it
+    /// stored before is older than what the cluster holds.
+    #[serde(default)]
+    incarnations: BTreeMap<String, (u64, u32)>,
     /// Commands applied, for logs and metrics.
     applied: u64,
 }
@@ -150,6 +156,13 @@ impl ClusterState {
     #[must_use]
     pub fn joined(&self, name: &str) -> Option<u64> {
         self.joined.get(name).copied()
+    }
+
+    /// How many processes by the name `name` were admitted, this one included (0 when
+    /// none was). More than one means the cluster had a member by that name before.
+    #[must_use]
+    pub fn incarnation(&self, name: &str) -> u32 {
+        self.incarnations.get(name).map_or(0, |&(_, count)| count)
     }
 
     /// How many commands were applied.
@@ -226,6 +239,13 @@ impl ClusterState {
                 .is_none_or(|old| old.raft_id != node.raft_id);
             if new {
                 self.joined.insert(name.clone(), self.applied);
+            }
+            let incarnation = self
+                .incarnations
+                .entry(name.clone())
+                .or_insert((node.raft_id, 0));
+            if incarnation.1 == 0 || incarnation.0 != node.raft_id {
+                *incarnation = (node.raft_id, incarnation.1 + 1);
             }
         }
         self.joined.retain(|name, _| nodes.contains_key(name));
@@ -371,5 +391,24 @@ mod tests {
         assert_eq!(topology.phase(), crate::topology::Phase::ReadOldWriteAll);
         assert!((0..16).all(|s| !topology.current().owner_ids(s).contains(&&b)));
         assert_eq!(topology.to_fetch(&b).len(), 16);
+    }
+
+    // Proves the state counts the processes admitted under each name: a restart (new id)
+    // counts, a drop and re-admission of the same process does not, nor does a name that
+    // was gone from the members for a while and comes back as the same process.
+    #[test]
+    fn incarnations_count_processes_by_name() {
+        let mut state = ClusterState::default();
+        assert_eq!(state.incarnation("a"), 0);
+        let _ = state.apply(Command::Members(vec![node("a", 1), node("b", 2)]));
+        assert_eq!((state.incarnation("a"), state.incarnation("b")), (1, 1));
+        // b is cut off, then comes back as the same process.
+        let _ = state.apply(Command::Members(vec![node("a", 1)]));
+        let _ = state.apply(Command::Members(vec![node("a", 1), node("b", 2)]));
+        assert_eq!(state.incarnation("b"), 1);
+        // b restarts while a keeps the cluster, and is gone a while before it is admitted.
+        let _ = state.apply(Command::Members(vec![node("a", 1)]));
+        let _ = state.apply(Command::Members(vec![node("a", 1), node("b", 7)]));
+        assert_eq!((state.incarnation("a"), state.incarnation("b")), (1, 2));
     }
 }

@@ -165,6 +165,40 @@ pub enum Request {
         /// The segments.
         segments: Vec<u32>,
     },
+    /// Write these entries as their keys' primary (a multi-key write whose keys another
+    /// member received). Answered by `Ok`, or `NotOwner` when this member is not the
+    /// primary of them all.
+    PutEntries {
+        /// The cache.
+        cache: String,
+        /// Keys and values, as stored.
+        entries: Vec<(Vec<u8>, Vec<u8>)>,
+        /// Their lifespan.
+        lifespan: WireLifetime,
+        /// Their max idle time.
+        max_idle: WireLifetime,
+        /// Raise no listener events.
+        skip_listeners: bool,
+    },
+    /// Read these keys as their primary (a multi-key read whose keys another member
+    /// received). Answered by `Entries` (those found), or `NotOwner`.
+    GetEntries {
+        /// The cache.
+        cache: String,
+        /// The keys, as stored.
+        keys: Vec<Vec<u8>>,
+    },
+    /// Store each entry as its key's primary unless the key holds the same or a newer
+    /// version (a node merging what it stored into a cluster it was admitted to). Answered
+    /// by `Ok`, or `NotOwner` by a member that is not the primary of them all.
+    Reconcile {
+        /// The cache.
+        cache: String,
+        /// The entries, all of one segment.
+        segment: u32,
+        /// The entries.
+        entries: Vec<EntryImage>,
+    },
     /// A page of one segment's entries in key order, from the member that reads it now
     /// (for iteration): the keys after `after`, at least `limit` of them when there are
     /// that many. Answered by `Entries`, or `NotOwner` by a member that does not read it.
@@ -217,6 +251,19 @@ pub enum Response {
         /// Who this node thinks is.
         owner: Option<MemberId>,
     },
+}
+
+/// A lifespan or max idle time, as a write asks for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum WireLifetime {
+    /// The cache's default.
+    Default,
+    /// Never expires.
+    Never,
+    /// After this many milliseconds.
+    AfterMs(u64),
+    /// What the overwritten entry had.
+    Keep,
 }
 
 /// One change a primary owner applied to a key.

@@ -1282,13 +1282,27 @@ impl Cache {
         Ok(applied.stored.is_some() || applied.previous.is_some())
     }
 
-    /// Drops every entry of `segments` from memory (this node no longer owns them); returns
-    /// how many there were. Raises no events.
+    /// Drops every entry of `segments` (this node no longer owns them) from memory and from
+    /// the stores, so that a restart does not bring them back; returns how many memory held.
+    /// Raises no events.
     pub fn drop_segments(&self, segments: &[u32]) -> usize {
-        segments
-            .iter()
-            .map(|&segment| self.inner.container.clear_segment(segment as usize))
-            .sum()
+        let mut dropped = 0;
+        for &segment in segments {
+            let stored: Vec<Bytes> = match &self.inner.persistence {
+                Some(_) => self
+                    .iter_segments(vec![segment])
+                    .map(|entry| entry.key_bytes())
+                    .collect(),
+                None => Vec::new(),
+            };
+            dropped += self.inner.container.clear_segment(segment as usize);
+            if let Some(persistence) = &self.inner.persistence {
+                for key in &stored {
+                    persistence.forget(segment, key);
+                }
+            }
+        }
+        dropped
     }
 
     /// Entries held, from per-segment counters (no walk). Expired entries not yet purged are

@@ -52,6 +52,14 @@ pub enum PersistenceError {
         /// Why, and what is refused.
         reason: String,
     },
+    /// The cache is clustered and this node has not joined the cluster yet.
+    #[error(
+        "cache `{cache}` is not served by this node yet: it has not joined the cluster; retry, or ask another node"
+    )]
+    NotJoined {
+        /// The cache.
+        cache: String,
+    },
     /// A read, write or flush failed.
     #[error("store of cache `{cache}` failed: {reason}")]
     Failed {
@@ -99,6 +107,12 @@ pub trait Persistence: Send + Sync + fmt::Debug + 'static {
 
     /// Records a change, under the key's segment write lock. Must only buffer it.
     fn record(&self, segment: u32, change: StoreChange<'_>);
+
+    /// The node gave `key` up (it no longer owns its segment): the stores forget it. Not a
+    /// change of the key: a clustered cache's persistence replicates nothing for it.
+    fn forget(&self, segment: u32, key: &[u8]) {
+        self.record(segment, StoreChange::Remove(key));
+    }
 
     /// Records that memory dropped `entry` to stay within its bound, under the segment lock
     /// (passivation writes it to the store here).

@@ -66,10 +66,11 @@ impl From<CacheError> for RestError {
             CacheError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             // The cache was removed between lookup and operation: to the client it is gone.
             CacheError::Removed { .. } => StatusCode::NOT_FOUND,
-            // A partition: retry once it heals.
-            CacheError::Persistence(weft_core::PersistenceError::Degraded { .. }) => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            // A partition, or a node not joined yet: retry.
+            CacheError::Persistence(
+                weft_core::PersistenceError::Degraded { .. }
+                | weft_core::PersistenceError::NotJoined { .. },
+            ) => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
         Self::new(status, error.to_string())

@@ -321,6 +321,47 @@ fn every_node_serves_every_key_and_hash_aware_clients_go_straight_to_the_primary
         assert_eq!(finished, (0..32).collect(), "every segment finished once");
     }
 
+    // PUT_ALL and GET_ALL whose keys several nodes own: each key written and read at its
+    // primary, through any node.
+    let entries: Vec<(bytes::Bytes, bytes::Bytes)> = (0..60)
+        .map(|i| (b(format!("multi-{i}")), b(format!("multi-value-{i}"))))
+        .collect();
+    let mut writer = HotRod::connect(servers[1].addr, 40);
+    let response = writer.call(Request::PutAll {
+        expiration: weft_hotrod::Expiration::DEFAULT,
+        entries: entries.clone(),
+    });
+    assert_eq!(response.status(), Status::Success, "{response:?}");
+    for server in &servers {
+        let mut reader = HotRod::connect(server.addr, 40);
+        for (key, value) in entries.iter().take(10) {
+            let key = String::from_utf8(key.to_vec()).unwrap();
+            assert_eq!(reader.call(get(&key)).value(), value.to_vec());
+        }
+        let mut keys: Vec<bytes::Bytes> = entries.iter().map(|(k, _)| k.clone()).collect();
+        keys.push(b("multi-absent"));
+        let response = reader.call(Request::GetAll { keys });
+        assert_eq!(response.status(), Status::Success, "{response:?}");
+        let mut body = response.reader();
+        let count = body.vint().unwrap();
+        let mut found = std::collections::HashMap::new();
+        for _ in 0..count {
+            let key = body.array().unwrap().to_vec();
+            let value = body.array().unwrap().to_vec();
+            found.insert(key, value);
+        }
+        assert_eq!(found.len(), 60, "GET_ALL through {}", server.addr);
+        for (key, value) in &entries {
+            assert_eq!(found.get(key.as_ref()), Some(&value.to_vec()));
+        }
+    }
+    let mut resp = common::Client::connect(servers[2].addr);
+    assert_eq!(resp.call(&[b"DBSIZE"]).int(), 200 + 60);
+    for i in 0..60 {
+        let key = format!("multi-{i}");
+        assert_eq!(resp.call(&[b"DEL", key.as_bytes()]).int(), 1);
+    }
+
     // REST entry requests work on every node, whoever owns the key.
     for (i, server) in servers.iter().enumerate() {
         let path = format!("/rest/v2/caches/default/rest-{i}");

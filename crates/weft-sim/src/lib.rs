@@ -130,6 +130,7 @@ impl Persistence for Recorder {
         };
         self.outbox.lock().push(change);
     }
+    fn forget(&self, _: u32, _: &[u8]) {}
     fn evicted(&self, _: u32, _: &CacheEntry) {}
     fn activated(&self, _: u32, _: &[u8]) {}
     fn preload(&self) -> bool {

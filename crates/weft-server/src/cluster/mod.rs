@@ -5,6 +5,7 @@
 
 pub mod iteration;
 pub mod membership;
+pub mod multi;
 pub mod node;
 pub mod raft;
 pub mod replication;

@@ -33,6 +33,9 @@ const TICK: Duration = Duration::from_millis(300);
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// Consensus voters wanted (the others are learners).
 const VOTERS: usize = 3;
+/// How long a forming cluster waits for the nodes in sight to be members before it defines
+/// its caches over those that are.
+const FORMATION_WAIT_MAX: Duration = Duration::from_secs(10);
 
 /// Progress of state transfer, per cache.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -90,6 +93,16 @@ pub struct Node {
     departed: Mutex<HashSet<NodeId>>,
     /// When this node last joined the agreed members (see `ClusterState::joined`).
     joined: Mutex<Option<u64>>,
+    /// Whether this process was admitted yet: before, it takes no writes from primaries and
+    /// owns nothing (the agreed topologies may still name its predecessor by the same name).
+    admitted: std::sync::atomic::AtomicBool,
+    /// Whether this process was the first by its name the cluster admitted: what it stored
+    /// is merged into the cluster (newest version wins) rather than discarded.
+    first_of_name: std::sync::atomic::AtomicBool,
+    /// Caches whose stored entries this process merges into the cluster once their topology
+    /// is stable, and those it decided about already.
+    reconcile: Mutex<HashSet<String>>,
+    reconcile_checked: Mutex<HashSet<String>>,
     /// Requests sent on to their keys' owner: RESP, Hot Rod.
     forwarded: [std::sync::atomic::AtomicU64; 4],
     /// Entries per fetch request, and the fetch rate limit (bytes per second, 0 = none).
@@ -155,6 +168,10 @@ impl Node {
             departed: Mutex::new(HashSet::new()),
             forwarded: Default::default(),
             joined: Mutex::new(None),
+            admitted: std::sync::atomic::AtomicBool::new(false),
+            first_of_name: std::sync::atomic::AtomicBool::new(false),
+            reconcile: Mutex::new(HashSet::new()),
+            reconcile_checked: Mutex::new(HashSet::new()),
             chunk_entries: transfer.0.max(1),
             fetch_rate: transfer.1,
             fetched: Mutex::new(HashMap::new()),
@@ -726,6 +743,13 @@ impl Node {
         if !state.nodes().contains_key(&self.me.name) {
             return;
         }
+        // A forming cluster defines its caches once every node in sight is a member (or a
+        // while has passed): all of them are then owners from the start, so a cluster
+        // restarted whole keeps what each node stored, where the hash puts it again.
+        let in_sight = self.view.read().len() + 1;
+        if state.nodes().len() < in_sight && self.started.elapsed() < FORMATION_WAIT_MAX {
+            return;
+        }
         for (name, config) in &self.configured {
             if state.cache(name).is_some() {
                 continue;
@@ -802,7 +826,7 @@ impl Node {
 
     async fn react(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
         let mut state = self.state.clone();
-        let mut installed: HashMap<String, (u32, Phase)> = HashMap::new();
+        let mut installed: HashMap<String, (u32, Phase, bool)> = HashMap::new();
         loop {
             let current = Arc::clone(&state.borrow_and_update());
             self.install(&current, &mut installed);
@@ -816,7 +840,7 @@ impl Node {
     fn install(
         self: &Arc<Self>,
         state: &ClusterState,
-        installed: &mut HashMap<String, (u32, Phase)>,
+        installed: &mut HashMap<String, (u32, Phase, bool)>,
     ) {
         // Dropped from the members (and perhaps re-admitted) since the last state seen:
         // writes waiting for backups were never acknowledged by the cluster.
@@ -831,6 +855,23 @@ impl Node {
         }
         *last = joined;
         drop(last);
+        let admitted = joined.is_some();
+        let first_admission = admitted
+            && !self
+                .admitted
+                .swap(true, std::sync::atomic::Ordering::SeqCst);
+        if first_admission {
+            if state.incarnation(&self.me.name) > 1 {
+                // The cluster had a process by this name before, and went on without it:
+                // what this process stored is older than what the cluster holds (keys
+                // removed since would come back). It starts empty and fetches what it owns.
+                self.discard_stored(state);
+            } else {
+                // A cluster (re)formed with this node: what it stored is as good as anyone's.
+                self.first_of_name
+                    .store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
         self.routing.set_nodes(state.nodes().values().cloned());
         let names: Vec<MemberId> = state
             .nodes()
@@ -856,12 +897,18 @@ impl Node {
                 }
             }
             let topology = &record.topology;
-            let key = (topology.id(), topology.phase());
+            let key = (topology.id(), topology.phase(), admitted);
             if installed.get(name) == Some(&key) {
                 continue;
             }
             let previous = installed.insert(name.clone(), key);
-            let route = Arc::new(CacheRoute::new(topology.clone()));
+            let mut route = CacheRoute::new(topology.clone());
+            if !admitted {
+                // The topology may name this node's predecessor; this process owns nothing
+                // until it is admitted.
+                route.exclude(&me);
+            }
+            let route = Arc::new(route);
             // A fetched segment stays good only while this node keeps receiving its writes;
             // once the move ends, nothing is pending.
             {
@@ -880,12 +927,23 @@ impl Node {
             }
             self.routing.install(name, route);
             tracing::info!(cache = %name, topology = topology.id(), phase = ?topology.phase(), "installed topology");
-            if !topology.members().contains(&me) {
+            if !admitted || !topology.members().contains(&me) {
                 continue;
+            }
+            if self.first_of_name.load(std::sync::atomic::Ordering::SeqCst)
+                && self.reconcile_checked.lock().insert(name.clone())
+                && self
+                    .manager
+                    .cache(name)
+                    .is_some_and(|local| local.size() > 0)
+            {
+                self.reconcile.lock().insert(name.clone());
             }
             match topology.phase() {
                 Phase::Stable => {
-                    if previous.is_some() {
+                    if self.reconcile.lock().remove(name) {
+                        self.start_reconcile(name);
+                    } else if previous.is_some() {
                         self.drop_unowned(name, topology.current());
                     }
                 }
@@ -987,6 +1045,88 @@ impl Node {
         }
     }
 
+    /// Merges what this node stored of `cache` into the cluster: every entry whose primary
+    /// is another member goes to it, which keeps it unless it holds the same or a newer
+    /// version; then the segments this node does not own are dropped. After a cluster
+    /// restarted whole, every key ends up with its newest stored version where the hash
+    /// now puts it.
+    fn start_reconcile(self: &Arc<Self>, cache: &str) {
+        let node = Arc::clone(self);
+        let cache = cache.to_owned();
+        tokio::spawn(async move {
+            let Some(local) = node.manager.cache(&cache) else {
+                return;
+            };
+            tracing::info!(cache = %cache, entries = local.size(), "merging what this node stored into the cluster");
+            let mut sent = 0u64;
+            for segment in 0..local.segment_count() {
+                let entries: Vec<EntryImage> = local
+                    .iter_segments(vec![segment])
+                    .map(|entry| EntryImage::of(&entry))
+                    .collect();
+                for chunk in entries.chunks(1_000) {
+                    match node.reconcile_chunk(&cache, segment, chunk).await {
+                        Ok(count) => sent += count,
+                        Err(error) => {
+                            tracing::warn!(cache = %cache, segment, %error, "could not merge stored entries into the cluster");
+                        }
+                    }
+                }
+            }
+            if let Some(route) = node.routing.cache(&cache) {
+                node.drop_unowned(&cache, route.topology.current());
+            }
+            tracing::info!(cache = %cache, sent, "merged what this node stored into the cluster");
+        });
+    }
+
+    /// Sends one chunk of stored entries of `segment` to its primary (nothing when this node
+    /// is the primary); returns how many were sent. Retries while the primary moves.
+    async fn reconcile_chunk(
+        &self,
+        cache: &str,
+        segment: u32,
+        entries: &[EntryImage],
+    ) -> anyhow::Result<u64> {
+        for _ in 0..50 {
+            let super::routing::Route::Remote(member, addr) =
+                self.routing.write_route(cache, segment)
+            else {
+                return Ok(0);
+            };
+            let request = Request::Reconcile {
+                cache: cache.to_owned(),
+                segment,
+                entries: entries.to_vec(),
+            };
+            match self.transport.call(addr, request, CALL_TIMEOUT).await {
+                Ok(Response::Ok) => return Ok(entries.len() as u64),
+                Ok(Response::Error(reason)) => anyhow::bail!("{member}: {reason}"),
+                Ok(_) | Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        }
+        anyhow::bail!("no primary took the entries")
+    }
+
+    /// Empties, here only (memory and stores), every clustered cache this process holds
+    /// entries of: they were stored before the cluster went on without this node.
+    fn discard_stored(&self, state: &ClusterState) {
+        for name in state.caches().keys() {
+            let Some(local) = self.manager.cache(name) else {
+                continue;
+            };
+            let all: Vec<u32> = (0..local.segment_count()).collect();
+            let held = local.drop_segments(&all);
+            if held > 0 {
+                tracing::info!(
+                    cache = %name,
+                    entries = held,
+                    "discarded what this node stored before it rejoined; its segments come from the cluster"
+                );
+            }
+        }
+    }
+
     /// Drops the segments this node no longer owns.
     fn drop_unowned(&self, cache: &str, hash: &weft_cluster::ConsistentHash) {
         let Some(local) = self.manager.cache(cache) else {
@@ -997,6 +1137,8 @@ impl Node {
             .filter(|&s| !hash.owner_ids(s).contains(&&me))
             .filter_map(|s| u32::try_from(s).ok())
             .collect();
+        // Each node's stores hold what it owns: the copies go from them too (forgotten, not
+        // removed: the owners keep theirs).
         let dropped = local.drop_segments(&unowned);
         if dropped > 0 {
             tracing::info!(
@@ -1250,6 +1392,51 @@ impl Node {
             .collect();
         let done = entries.len() < limit as usize;
         Response::Entries { entries, done }
+    }
+
+    /// Stores merged entries of `segment` as their primary, each unless the key holds the
+    /// same or a newer version; the backups get what changed.
+    async fn answer_reconcile(
+        &self,
+        cache: &str,
+        segment: u32,
+        entries: Vec<EntryImage>,
+    ) -> Response {
+        let Some(local) = self.manager.cache(cache) else {
+            return Response::Error(format!("no cache `{cache}`"));
+        };
+        let admitted = self.admitted.load(std::sync::atomic::Ordering::SeqCst);
+        if !admitted || self.routing.cache(cache).is_none() {
+            // No topology here yet: this node could not pass the entries to the backups.
+            return Response::NotOwner { owner: None };
+        }
+        if let super::routing::Route::Remote(owner, _) = self.routing.write_route(cache, segment) {
+            return Response::NotOwner { owner: Some(owner) };
+        }
+        let (applied, durability) = weft_core::collect_durability(|| {
+            for image in &entries {
+                let entry = image.to_entry().map_err(|error| error.to_string())?;
+                let changed = local
+                    .apply_remote(&image.key, RemoteChange::PutIfNewer(entry))
+                    .map_err(|error| error.to_string())?;
+                if !changed {
+                    // This node's copy is as new: it goes to the backups again, one of
+                    // which may be new to the segment (the hash moved it) and lack it.
+                    let current = local.get_entry(&image.key).map_err(|e| e.to_string())?;
+                    if let Some(current) = current {
+                        local
+                            .apply_remote(&image.key, RemoteChange::Put(current))
+                            .map_err(|error| error.to_string())?;
+                    }
+                }
+            }
+            Ok::<(), String>(())
+        });
+        match (applied, durability.wait().await) {
+            (Ok(()), Ok(())) => Response::Ok,
+            (Err(reason), _) => Response::Error(reason),
+            (_, Err(error)) => Response::Error(error.to_string()),
+        }
     }
 
     /// A page of a segment this node reads now; `NotOwner` if it does not.
@@ -1607,6 +1794,36 @@ impl Handler for NodeHandler {
                     after,
                     limit,
                 } => node.answer_page(&cache, segment, after.as_deref(), limit),
+                Request::Reconcile {
+                    cache,
+                    segment,
+                    entries,
+                } => node.answer_reconcile(&cache, segment, entries).await,
+                Request::PutEntries {
+                    cache,
+                    entries,
+                    lifespan,
+                    max_idle,
+                    skip_listeners,
+                } => match node.manager.cache(&cache) {
+                    Some(local) => {
+                        let options = weft_core::WriteOptions {
+                            expiry: weft_core::Expiry {
+                                lifespan: super::multi::from_wire(lifespan),
+                                max_idle: super::multi::from_wire(max_idle),
+                            },
+                            ignore_return_values: true,
+                            skip_listeners,
+                            ..weft_core::WriteOptions::default()
+                        };
+                        node.answer_put_entries(&local, entries, options).await
+                    }
+                    None => Response::Error(format!("no cache `{cache}`")),
+                },
+                Request::GetEntries { cache, keys } => match node.manager.cache(&cache) {
+                    Some(local) => node.answer_get_entries(&local, keys).await,
+                    None => Response::Error(format!("no cache `{cache}`")),
+                },
                 Request::Keys { cache, segments } => match node.manager.cache(&cache) {
                     Some(local) => Response::Keys(
                         local
@@ -1666,6 +1883,11 @@ async fn restore(local: &weft_core::Cache, image: &EntryImage) -> Response {
 
 /// Applies changes a primary replicated here, in order.
 fn apply(node: &Node, replicas: Vec<Replica>) -> Response {
+    if !node.admitted.load(std::sync::atomic::Ordering::SeqCst) {
+        // Meant for this node's predecessor, or sent before this node saw its admission (and
+        // emptied what it stored before): the primary sends them again.
+        return Response::Error("this node is not admitted to the cluster yet".to_owned());
+    }
     for replica in replicas {
         let Some(cache) = node.manager.cache(&replica.cache) else {
             continue;

@@ -344,8 +344,23 @@ impl Replicator {
     }
 }
 
+impl Replicator {
+    /// Refuses requests on a node that has no topology of the cache yet (it has not joined,
+    /// or not heard of the cache): it cannot know who owns what, and what it holds may be
+    /// nothing, or what it stored before. Clients retry, or try another node.
+    fn admit_joined(&self) -> Result<(), PersistenceError> {
+        if self.replication.routing.cache(&self.cache).is_none() {
+            return Err(PersistenceError::NotJoined {
+                cache: self.cache.clone(),
+            });
+        }
+        Ok(())
+    }
+}
+
 impl Persistence for Replicator {
     fn admit_write(&self) -> Result<(), PersistenceError> {
+        self.admit_joined()?;
         if self.when_split != weft_core::WhenSplit::AllowReadWrites
             && let Some(reason) = self.replication.routing.degraded(&self.cache)
         {
@@ -361,6 +376,7 @@ impl Persistence for Replicator {
     }
 
     fn admit_read(&self) -> Result<(), PersistenceError> {
+        self.admit_joined()?;
         if self.when_split == weft_core::WhenSplit::DenyReadWrites
             && let Some(reason) = self.replication.routing.degraded(&self.cache)
         {
@@ -382,6 +398,12 @@ impl Persistence for Replicator {
         }
         if let Some(inner) = &self.inner {
             inner.record(segment, change);
+        }
+    }
+
+    fn forget(&self, segment: u32, key: &[u8]) {
+        if let Some(inner) = &self.inner {
+            inner.forget(segment, key);
         }
     }
 

@@ -43,6 +43,14 @@ impl CacheRoute {
         Self { topology, segments }
     }
 
+    /// Leaves `member` out of every segment's owners.
+    pub fn exclude(&mut self, member: &MemberId) {
+        for segment in &mut self.segments {
+            segment.read.retain(|m| m != member);
+            segment.write.retain(|m| m != member);
+        }
+    }
+
     /// The route of `segment`.
     #[must_use]
     pub fn segment(&self, segment: u32) -> Option<&SegmentRoute> {

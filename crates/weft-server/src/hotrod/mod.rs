@@ -116,7 +116,8 @@ pub async fn serve(
                 Ok(Some(frame))
                     if context.cluster.is_some()
                         && (ops::cluster_wide(&connection, &frame)
-                            || iteration::next_clustered(&connection, &frame)) =>
+                            || iteration::next_clustered(&connection, &frame)
+                            || ops::multi_key_clustered(&connection, &frame)) =>
                 {
                     context.total_commands.fetch_add(1, Ordering::Relaxed);
                 }

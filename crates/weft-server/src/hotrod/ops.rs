@@ -257,6 +257,137 @@ pub(super) fn cluster_wide(connection: &Arc<Connection>, frame: &Frame) -> bool 
     true
 }
 
+/// Serves PUT_ALL and GET_ALL on a clustered cache whose keys are not all this node's:
+/// each key is written or read at its primary, off the connection's reading loop, and the
+/// response goes through the connection's outbound queue. False for any other request, or
+/// when every key is this node's (served as usual).
+pub(super) fn multi_key_clustered(connection: &Arc<Connection>, frame: &Frame) -> bool {
+    use crate::cluster::routing::Route;
+    let (keys, write) = match &frame.request {
+        Request::GetAll { keys } => (keys.clone(), false),
+        Request::PutAll { entries, .. } => (entries.iter().map(|(k, _)| *k).collect(), true),
+        _ => return false,
+    };
+    let Some(node) = connection.context.cluster.clone() else {
+        return false;
+    };
+    let Some(cache) = lookup(connection, frame.cache_name()) else {
+        return false;
+    };
+    if !cache.config().mode.is_clustered() {
+        return false;
+    }
+    let target = Target::new(cache.clone(), frame);
+    let routing = node.routing();
+    let all_here = keys.iter().all(|&key| {
+        // A key that does not convert fails on the usual path, with the usual error.
+        let Ok(stored) = target.key_in(frame.slice(key)) else {
+            return true;
+        };
+        let segment = cache.segment_of(&stored);
+        let route = if write {
+            routing.write_route(cache.name(), segment)
+        } else {
+            routing.read_route(cache.name(), segment)
+        };
+        route == Route::Local
+    });
+    if all_here {
+        return false;
+    }
+    let connection = Arc::clone(connection);
+    let frame = frame.clone();
+    tokio::spawn(async move {
+        let mut out = BytesMut::new();
+        let target = Target::new(cache.clone(), &frame);
+        let outcome = match &frame.request {
+            Request::PutAll {
+                expiration,
+                entries,
+            } => put_all_at_primaries(&node, &target, &frame, *expiration, entries).await,
+            Request::GetAll { keys } => get_all_at_primaries(&node, &target, &frame, keys).await,
+            _ => Ok(Vec::new()),
+        };
+        match outcome {
+            Ok(body) => {
+                header(&mut out, &connection, &frame, &cache, Status::Success);
+                out.extend_from_slice(&body);
+            }
+            Err(failure) => write_error(
+                &mut out,
+                frame.header.message_id,
+                failure.status,
+                &failure.message,
+            ),
+        }
+        let message = super::Outbound {
+            bytes: out.freeze(),
+            _permit: None,
+        };
+        let _ = connection.outbound.send(message).await;
+    });
+    true
+}
+
+/// PUT_ALL over the keys' primaries; the response body (none).
+async fn put_all_at_primaries(
+    node: &crate::cluster::node::Node,
+    target: &Target,
+    frame: &Frame,
+    expiration: Expiration,
+    entries: &[(weft_hotrod::Span, weft_hotrod::Span)],
+) -> Result<Vec<u8>, Failure> {
+    let mut converted = Vec::with_capacity(entries.len());
+    for (key, value) in entries {
+        converted.push((
+            target.key_in(frame.slice(*key))?.into_owned(),
+            target.value_in(frame.slice(*value))?.into_owned(),
+        ));
+    }
+    let now = target.cache.clock().now_ms();
+    let options = write_options(frame, expiration, now);
+    node.put_at_primaries(&target.cache, converted, &options)
+        .await
+        .map_err(|error| Failure::server(format!("{error:#}")))?;
+    Ok(Vec::new())
+}
+
+/// GET_ALL over the keys' primaries; the response body (count, then key/value pairs).
+async fn get_all_at_primaries(
+    node: &crate::cluster::node::Node,
+    target: &Target,
+    frame: &Frame,
+    keys: &[weft_hotrod::Span],
+) -> Result<Vec<u8>, Failure> {
+    let mut stored = Vec::with_capacity(keys.len());
+    for key in keys {
+        stored.push(target.key_in(frame.slice(*key))?.into_owned());
+    }
+    let found = node
+        .get_at_primaries(&target.cache, stored.clone())
+        .await
+        .map_err(|error| Failure::server(format!("{error:#}")))?;
+    let mut pairs = Vec::new();
+    for (key, stored_key) in keys.iter().zip(&stored) {
+        // A key holding a Redis structure is left out, as an absent key is.
+        if let Some(entry) = found.get(stored_key)
+            && entry.structure().is_none()
+        {
+            pairs.push((
+                frame.slice(*key),
+                target.value_out(entry.value())?.into_owned(),
+            ));
+        }
+    }
+    let mut body = BytesMut::new();
+    put_vint(&mut body, pairs.len() as u32);
+    for (key, value) in pairs {
+        put_array(&mut body, key);
+        put_array(&mut body, &value);
+    }
+    Ok(body.to_vec())
+}
+
 /// Where a keyed request on a clustered cache runs: `Some(node)` when another node owns the
 /// key (a client without the topology, or one a change overtook), `None` here.
 pub(super) fn owner(connection: &Connection, frame: &Frame) -> Option<std::net::SocketAddr> {

@@ -1,0 +1,203 @@
+//! Real `weft` processes forming a cluster over loopback, for the multi-process tests: free
+//! ports, a node process (its log kept under `WEFT_TEST_LOGS=DIR` when set), the topology
+//! it reports over REST, and a minimal blocking RESP client that survives a node's death.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A loopback port free for both UDP (membership) and TCP (the node-to-node transport).
+pub fn free_udp_and_tcp_port() -> u16 {
+    for _ in 0..100 {
+        let udp = UdpSocket::bind("127.0.0.1:0").expect("a free port");
+        let port = udp.local_addr().expect("address").port();
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no port free for both UDP and TCP");
+}
+
+/// A free loopback TCP port.
+pub fn free_tcp_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|addr| addr.port())
+        .expect("a free port")
+}
+
+/// Where a node listens: for clients, and for the other nodes.
+#[derive(Debug, Clone, Copy)]
+pub struct Addresses {
+    /// Clients (every protocol).
+    pub client: SocketAddr,
+    /// Other nodes.
+    pub cluster: SocketAddr,
+}
+
+impl Addresses {
+    /// Fresh loopback ports.
+    pub fn free() -> Self {
+        Self {
+            client: SocketAddr::from(([127, 0, 0, 1], free_tcp_port())),
+            cluster: SocketAddr::from(([127, 0, 0, 1], free_udp_and_tcp_port())),
+        }
+    }
+}
+
+/// A `weft server` process; killed on drop.
+pub struct Node {
+    /// Its node name.
+    pub name: String,
+    /// Its client address.
+    pub client: SocketAddr,
+    child: Child,
+}
+
+impl Node {
+    /// Starts `weft server` with `config`, named `name`, joining `seeds`.
+    pub fn start(name: &str, config: &Path, at: Addresses, seeds: &[Addresses]) -> Self {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_weft"));
+        command
+            .args(["server", "--config", config.to_str().expect("utf-8 path")])
+            .args(["--bind", &at.client.to_string()])
+            .args(["--cluster-listen", &at.cluster.to_string()])
+            .args(["--node-name", name])
+            .stderr(Stdio::null());
+        match std::env::var("WEFT_TEST_LOGS") {
+            Ok(dir) => {
+                let millis = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis());
+                let path = Path::new(&dir).join(format!("{name}-{millis}.log"));
+                command.stdout(std::fs::File::create(path).expect("a log file"));
+            }
+            Err(_) => {
+                command.stdout(Stdio::null());
+            }
+        }
+        let seeds: Vec<String> = seeds.iter().map(|s| s.cluster.to_string()).collect();
+        if !seeds.is_empty() {
+            command.args(["--join", &seeds.join(",")]);
+        }
+        Self {
+            name: name.to_owned(),
+            client: at.client,
+            child: command.spawn().expect("start weft"),
+        }
+    }
+
+    /// Sends `signal` (`-KILL`, `-TERM`) to the process.
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([signal, &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success());
+    }
+
+    /// Waits for the process to exit (after a signal); its exit status.
+    pub fn wait(&mut self) -> std::process::ExitStatus {
+        self.child.wait().expect("wait for weft")
+    }
+
+    /// Whether this node reports cache `cache` stable with exactly `members` (by name).
+    pub fn stable_with(&self, cache: &str, members: &[&str]) -> bool {
+        let Some(body) = http_get(self.client, "/rest/v2/cluster/topology") else {
+            return false;
+        };
+        let report: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+        report["caches"].as_array().is_some_and(|caches| {
+            caches.iter().any(|report| {
+                let mut named: Vec<&str> = report["members"]
+                    .as_array()
+                    .map(|m| m.iter().filter_map(|m| m.as_str()).collect())
+                    .unwrap_or_default();
+                named.sort_unstable();
+                let mut expected = members.to_vec();
+                expected.sort_unstable();
+                report["cache"] == cache && report["phase"] == "stable" && named == expected
+            })
+        })
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Waits until every node in `nodes` reports `cache` stable with exactly their names.
+pub fn wait_stable(nodes: &[&Node], cache: &str, limit: Duration) {
+    let names: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
+    let start = Instant::now();
+    while !nodes.iter().all(|node| node.stable_with(cache, &names)) {
+        assert!(
+            start.elapsed() < limit,
+            "after {limit:?}, `{cache}` is not stable with {names:?} on every node"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// GET `path` over HTTP/1.1; the body, or `None` when the node did not answer.
+pub fn http_get(addr: SocketAddr, path: &str) -> Option<String> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: weft\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+}
+
+/// A minimal RESP client: one connection, one command at a time; errors are `Err`.
+pub struct Resp {
+    reader: BufReader<TcpStream>,
+}
+
+impl Resp {
+    /// Connects (2 s), with a 30 s reply timeout.
+    pub fn connect(addr: SocketAddr) -> std::io::Result<Self> {
+        let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+        stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+        Ok(Self {
+            reader: BufReader::new(stream),
+        })
+    }
+
+    /// Sends one command; a simple string, integer or bulk reply as bytes (`None` for nil).
+    pub fn command(&mut self, args: &[&[u8]]) -> std::io::Result<Option<Vec<u8>>> {
+        let mut request = format!("*{}\r\n", args.len()).into_bytes();
+        for arg in args {
+            request.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
+            request.extend_from_slice(arg);
+            request.extend_from_slice(b"\r\n");
+        }
+        self.reader.get_mut().write_all(&request)?;
+        let mut line = String::new();
+        self.reader.read_line(&mut line)?;
+        let line = line.trim_end();
+        match line.as_bytes().first() {
+            Some(b'+' | b':') => Ok(Some(line.as_bytes()[1..].to_vec())),
+            Some(b'-') => Err(std::io::Error::other(line.to_owned())),
+            Some(b'$') => {
+                let len: i64 = line[1..].parse().map_err(std::io::Error::other)?;
+                if len < 0 {
+                    return Ok(None);
+                }
+                let mut value = vec![0; usize::try_from(len).unwrap_or(0) + 2];
+                self.reader.read_exact(&mut value)?;
+                value.truncate(value.len() - 2);
+                Ok(Some(value))
+            }
+            _ => Err(std::io::Error::other(format!("unexpected reply {line:?}"))),
+        }
+    }
+}
