@@ -145,14 +145,6 @@ pub enum Request {
         /// The key, as stored.
         key: Vec<u8>,
     },
-    /// Store an entry as the key's primary unless the key has a value (a merge keeping
-    /// what only the returning side had).
-    Restore {
-        /// The cache.
-        cache: String,
-        /// The entry.
-        entry: EntryImage,
-    },
     /// Remove every entry of the cache this node holds.
     Clear {
         /// The cache.
@@ -198,6 +190,9 @@ pub enum Request {
         segment: u32,
         /// The entries.
         entries: Vec<EntryImage>,
+        /// Keep an entry only where the key holds nothing (a merge that prefers the other
+        /// side's values, `PREFERRED_NON_NULL`), rather than where it is newer.
+        only_if_absent: bool,
     },
     /// A page of one segment's entries in key order, from the member that reads it now
     /// (for iteration): the keys after `after`, at least `limit` of them when there are

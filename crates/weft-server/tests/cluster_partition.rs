@@ -1,12 +1,15 @@
 //! A real network partition: three `weft` processes, each in a network namespace of its
 //! own, talking cluster traffic over a bridge in a fourth namespace. Cutting one node's
-//! cluster link makes it a minority: its caches go DEGRADED and refuse reads and writes
-//! (DENY_READ_WRITES) with a clear error, while the other two go on. When the link comes
-//! back, the node rejoins and serves the values written while it was cut off, not its
-//! stale ones.
+//! cluster link makes it a minority: its caches go DEGRADED. With DENY_READ_WRITES they
+//! refuse reads and writes with a clear error, with ALLOW_READS they refuse writes only, with
+//! ALLOW_READ_WRITES they take writes — while the other two go on. When the link comes back,
+//! the node rejoins and serves the values written while it was cut off, not its stale ones,
+//! and what it wrote meanwhile is merged by PREFERRED_NON_NULL: the majority's values win,
+//! keys only the minority wrote are kept.
 //!
-//! Each node also has a client link straight to the test's namespace, which the partition
-//! leaves up. Needs root and `ip netns` (CI runs as root); elsewhere it says so and skips.
+//! Each node also has a client link straight to the test's namespace (addresses in the
+//! test's own namespace: two runs at once would clash), which the partition leaves up.
+//! Needs root and `ip netns` (CI runs as root); elsewhere it says so and skips.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -147,7 +150,16 @@ impl Lab {
                 .args(["--cluster-listen", &Self::cluster(i)])
                 .args(["--node-name", &format!("node-{i}")])
                 .args(["--join", &seeds.join(",")])
-                .stdout(Stdio::null())
+                .stdout(match std::env::var("WEFT_TEST_LOGS") {
+                    // WEFT_TEST_LOGS=DIR keeps each node's log there.
+                    Ok(dir) => Stdio::from(
+                        std::fs::File::create(
+                            std::path::Path::new(&dir).join(format!("partition-node-{i}.log")),
+                        )
+                        .expect("a log file"),
+                    ),
+                    Err(_) => Stdio::null(),
+                })
                 .stderr(Stdio::null())
                 .spawn()
                 .expect("start weft in its namespace");
@@ -262,21 +274,36 @@ fn a_minority_partition_refuses_and_heals_without_stale_reads() {
     let config = dir.path().join("weft.toml");
     std::fs::write(
         &config,
-        "[caches.default]\nmode = \"distributed\"\nowners = 2\nsegments = 32\n",
+        "[caches.default]\nmode = \"distributed\"\nowners = 2\nsegments = 32\n\
+         [caches.reads]\nmode = \"distributed\"\nowners = 2\nsegments = 32\nresp-database = 1\n\
+         partition-handling = { when-split = \"ALLOW_READS\" }\n\
+         [caches.lenient]\nmode = \"distributed\"\nowners = 2\nsegments = 32\nresp-database = 2\n\
+         partition-handling = { when-split = \"ALLOW_READ_WRITES\", merge-policy = \"PREFERRED_NON_NULL\" }\n",
     )
     .unwrap();
     lab.start(&config, 3);
     let clients: Vec<SocketAddr> = (0..3).map(Lab::client).collect();
     wait("the cluster to form", Duration::from_secs(60), || {
-        clients
-            .iter()
-            .all(|c| view(*c).is_some_and(|(members, phase, _)| members == 3 && phase == "stable"))
+        clients.iter().all(|c| {
+            view(*c).is_some_and(|(members, phase, _)| members == 3 && phase == "stable")
+                && http_get(*c, "/rest/v2/cluster/topology").is_some_and(|report| {
+                    report["caches"].as_array().is_some_and(|caches| {
+                        caches.len() == 3 && caches.iter().all(|c| c["phase"] == "stable")
+                    })
+                })
+        })
     });
     for k in 0..60 {
         assert_eq!(
             resp(clients[0], &["SET", &format!("k{k}"), "before"]),
             "+OK"
         );
+        for db in ["1", "2"] {
+            assert_eq!(
+                resp_in(clients[0], db, &["SET", &format!("k{k}"), "before"]),
+                "+OK"
+            );
+        }
     }
 
     // Cut node-2's cluster link: it is a minority of one.
@@ -294,6 +321,19 @@ fn a_minority_partition_refuses_and_heals_without_stale_reads() {
         refused_write.contains("DEGRADED"),
         "write on the minority: {refused_write}"
     );
+    // ALLOW_READS: the minority reads what it holds and refuses writes.
+    assert_eq!(resp_in(clients[2], "1", &["GET", "k1"]), "before");
+    let refused = resp_in(clients[2], "1", &["SET", "k1", "minority"]);
+    assert!(refused.contains("DEGRADED"), "ALLOW_READS write: {refused}");
+    // ALLOW_READ_WRITES: the minority takes writes; they are reconciled on the merge.
+    for k in 0..10 {
+        let key = format!("minority-only-{k}");
+        assert_eq!(resp_in(clients[2], "2", &["SET", &key, "minority"]), "+OK");
+        assert_eq!(
+            resp_in(clients[2], "2", &["SET", &format!("k{k}"), "minority"]),
+            "+OK"
+        );
+    }
     // The majority drops node-2 and goes on.
     wait(
         "the majority to drop node-2",
@@ -311,6 +351,10 @@ fn a_minority_partition_refuses_and_heals_without_stale_reads() {
             resp(clients[k % 2], &["SET", &format!("k{k}"), "after"]),
             "+OK"
         );
+        assert_eq!(
+            resp_in(clients[k % 2], "2", &["SET", &format!("k{k}"), "after"]),
+            "+OK"
+        );
     }
 
     // Heal: node-2 comes back, is re-admitted and fetches what it owns again.
@@ -324,11 +368,76 @@ fn a_minority_partition_refuses_and_heals_without_stale_reads() {
     });
     for client in &clients {
         for k in 0..60 {
+            let got = resp(*client, &["GET", &format!("k{k}")]);
+            if got != "after" {
+                let everywhere: Vec<String> = clients
+                    .iter()
+                    .map(|c| resp(*c, &["GET", &format!("k{k}")]))
+                    .collect();
+                panic!("k{k} via {client}: {got}; through each node: {everywhere:?}");
+            }
+        }
+    }
+    // PREFERRED_NON_NULL: where both sides wrote, the majority's value; what only the
+    // minority wrote is kept, through every node. (The merge runs as node-2 fetches its
+    // segments again; give it a moment to reach the primaries.)
+    let merged = |client: &SocketAddr| -> Vec<String> {
+        (0..10)
+            .map(|k| resp_in(*client, "2", &["GET", &format!("minority-only-{k}")]))
+            .collect()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !clients
+        .iter()
+        .all(|client| merged(client).iter().all(|v| v == "minority"))
+    {
+        if Instant::now() > deadline {
+            let seen: Vec<Vec<String>> = clients.iter().map(merged).collect();
+            panic!("minority-only entries after the merge, per node: {seen:?}");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    for client in &clients {
+        for k in 0..60 {
             assert_eq!(
-                resp(*client, &["GET", &format!("k{k}")]),
+                resp_in(*client, "2", &["GET", &format!("k{k}")]),
                 "after",
-                "k{k} via {client}"
+                "lenient k{k} via {client}"
             );
         }
     }
+}
+
+/// One RESP command on database `db` (SELECT first, on the same connection).
+fn resp_in(addr: SocketAddr, db: &str, args: &[&str]) -> String {
+    let Ok(stream) = TcpStream::connect_timeout(&addr, Duration::from_secs(2)) else {
+        return "-unreachable".to_owned();
+    };
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut send = |args: &[&str]| -> String {
+        let mut request = format!("*{}\r\n", args.len());
+        for arg in args {
+            request.push_str(&format!("${}\r\n{arg}\r\n", arg.len()));
+        }
+        reader.get_mut().write_all(request.as_bytes()).unwrap();
+        let mut line = String::new();
+        if reader.read_line(&mut line).is_err() {
+            return "-no reply".to_owned();
+        }
+        let line = line.trim_end().to_owned();
+        if line.starts_with('$') && line != "$-1" {
+            let mut value = String::new();
+            let _ = reader.read_line(&mut value);
+            return value.trim_end().to_owned();
+        }
+        line
+    };
+    let selected = send(&["SELECT", db]);
+    if selected != "+OK" {
+        return selected;
+    }
+    send(args)
 }

@@ -33,6 +33,15 @@ const TICK: Duration = Duration::from_millis(300);
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// Consensus voters wanted (the others are learners).
 const VOTERS: usize = 3;
+/// What [`Node::start_reconcile`] merges into the cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Merge {
+    /// Everything this node stored (a cluster formed anew).
+    All,
+    /// The segments this node no longer owns (back from a partition).
+    Unowned,
+}
+
 /// How long a forming cluster waits for the nodes in sight to be members before it defines
 /// its caches over those that are.
 const FORMATION_WAIT_MAX: Duration = Duration::from_secs(10);
@@ -103,6 +112,10 @@ pub struct Node {
     /// is stable, and those it decided about already.
     reconcile: Mutex<HashSet<String>>,
     reconcile_checked: Mutex<HashSet<String>>,
+    /// Caches whose entries in segments this node no longer owns are merged into the
+    /// cluster by their merge policy once their topology is stable (after this node was cut
+    /// off and re-admitted: the segments it fetched were merged as they came).
+    merge_pending: Mutex<HashSet<String>>,
     /// Requests sent on to their keys' owner: RESP, Hot Rod.
     forwarded: [std::sync::atomic::AtomicU64; 4],
     /// Entries per fetch request, and the fetch rate limit (bytes per second, 0 = none).
@@ -172,6 +185,7 @@ impl Node {
             first_of_name: std::sync::atomic::AtomicBool::new(false),
             reconcile: Mutex::new(HashSet::new()),
             reconcile_checked: Mutex::new(HashSet::new()),
+            merge_pending: Mutex::new(HashSet::new()),
             chunk_entries: transfer.0.max(1),
             fetch_rate: transfer.1,
             fetched: Mutex::new(HashMap::new()),
@@ -853,8 +867,25 @@ impl Node {
             tracing::warn!("this node was dropped from the cluster; writes in flight fail");
             self.replication.fence();
         }
+        let readmitted = joined.is_some()
+            && *last != joined
+            && self.admitted.load(std::sync::atomic::Ordering::SeqCst);
         *last = joined;
         drop(last);
+        if readmitted {
+            // Back from a partition: what this node held of segments it will not own goes
+            // through the merge policy too, once the topology is stable. And the majority
+            // re-admitted it in the state it now has: its topologies are the agreed ones,
+            // so its caches are no longer DEGRADED (the merge needs their real owners).
+            self.merge_pending
+                .lock()
+                .extend(state.caches().keys().cloned());
+            for name in state.caches().keys() {
+                if self.routing.set_degraded(name, None) {
+                    tracing::info!(cache = %name, "cache available again: re-admitted to the cluster");
+                }
+            }
+        }
         let admitted = joined.is_some();
         let first_admission = admitted
             && !self
@@ -942,7 +973,9 @@ impl Node {
             match topology.phase() {
                 Phase::Stable => {
                     if self.reconcile.lock().remove(name) {
-                        self.start_reconcile(name);
+                        self.start_reconcile(name, Merge::All);
+                    } else if self.merge_pending.lock().remove(name) {
+                        self.start_reconcile(name, Merge::Unowned);
                     } else if previous.is_some() {
                         self.drop_unowned(name, topology.current());
                     }
@@ -1045,38 +1078,58 @@ impl Node {
         }
     }
 
-    /// Merges what this node stored of `cache` into the cluster: every entry whose primary
-    /// is another member goes to it, which keeps it unless it holds the same or a newer
-    /// version; then the segments this node does not own are dropped. After a cluster
-    /// restarted whole, every key ends up with its newest stored version where the hash
-    /// now puts it.
-    fn start_reconcile(self: &Arc<Self>, cache: &str) {
+    /// Merges what this node holds of `cache` into the cluster, then drops the segments it
+    /// does not own. [`Merge::All`] (a cluster formed anew from stores): every entry whose
+    /// primary is another member goes to it, which keeps it unless it holds the same or a
+    /// newer version — after a cluster restarted whole, every key ends up with its newest
+    /// stored version where the hash now puts it. [`Merge::Unowned`] (back from a partition):
+    /// the entries of segments this node no longer owns go by the cache's merge policy —
+    /// `NONE` as above, `PREFERRED_NON_NULL` only where the key holds nothing;
+    /// `PREFERRED_ALWAYS` and `REMOVE_ALL` keep the other side's, so nothing is sent.
+    fn start_reconcile(self: &Arc<Self>, cache: &str, merge: Merge) {
         let node = Arc::clone(self);
         let cache = cache.to_owned();
         tokio::spawn(async move {
             let Some(local) = node.manager.cache(&cache) else {
                 return;
             };
-            tracing::info!(cache = %cache, entries = local.size(), "merging what this node stored into the cluster");
+            let Some(route) = node.routing.cache(&cache) else {
+                return;
+            };
+            let me = MemberId(node.me.name.clone());
+            let hash = route.topology.current().clone();
+            let only_if_absent = match (merge, local.config().partition_handling.merge_policy) {
+                (Merge::All, _) | (Merge::Unowned, weft_core::MergePolicy::None) => false,
+                (Merge::Unowned, weft_core::MergePolicy::PreferredNonNull) => true,
+                (Merge::Unowned, _) => {
+                    node.drop_unowned(&cache, &hash);
+                    return;
+                }
+            };
+            let segments: Vec<u32> = (0..local.segment_count())
+                .filter(|&s| merge == Merge::All || !hash.owner_ids(s as usize).contains(&&me))
+                .collect();
+            tracing::info!(cache = %cache, segments = segments.len(), ?merge, "merging what this node holds into the cluster");
             let mut sent = 0u64;
-            for segment in 0..local.segment_count() {
+            for segment in segments {
                 let entries: Vec<EntryImage> = local
                     .iter_segments(vec![segment])
                     .map(|entry| EntryImage::of(&entry))
                     .collect();
                 for chunk in entries.chunks(1_000) {
-                    match node.reconcile_chunk(&cache, segment, chunk).await {
+                    match node
+                        .reconcile_chunk(&cache, segment, chunk, only_if_absent)
+                        .await
+                    {
                         Ok(count) => sent += count,
                         Err(error) => {
-                            tracing::warn!(cache = %cache, segment, %error, "could not merge stored entries into the cluster");
+                            tracing::warn!(cache = %cache, segment, %error, "could not merge entries into the cluster");
                         }
                     }
                 }
             }
-            if let Some(route) = node.routing.cache(&cache) {
-                node.drop_unowned(&cache, route.topology.current());
-            }
-            tracing::info!(cache = %cache, sent, "merged what this node stored into the cluster");
+            node.drop_unowned(&cache, &hash);
+            tracing::info!(cache = %cache, sent, "merged what this node held into the cluster");
         });
     }
 
@@ -1087,6 +1140,7 @@ impl Node {
         cache: &str,
         segment: u32,
         entries: &[EntryImage],
+        only_if_absent: bool,
     ) -> anyhow::Result<u64> {
         for _ in 0..50 {
             let super::routing::Route::Remote(member, addr) =
@@ -1098,6 +1152,7 @@ impl Node {
                 cache: cache.to_owned(),
                 segment,
                 entries: entries.to_vec(),
+                only_if_absent,
             };
             match self.transport.call(addr, request, CALL_TIMEOUT).await {
                 Ok(Response::Ok) => return Ok(entries.len() as u64),
@@ -1340,25 +1395,23 @@ impl Node {
                 continue;
             }
             match policy {
-                weft_core::MergePolicy::None => {}
-                weft_core::MergePolicy::PreferredAlways => {
+                weft_core::MergePolicy::PreferredAlways | weft_core::MergePolicy::RemoveAll => {
                     applying_remote(|| local.apply_remote(&key, RemoteChange::Remove))?;
                 }
-                weft_core::MergePolicy::RemoveAll => {
-                    applying_remote(|| local.apply_remote(&key, RemoteChange::Remove))?;
-                }
-                weft_core::MergePolicy::PreferredNonNull => {
+                weft_core::MergePolicy::None | weft_core::MergePolicy::PreferredNonNull => {
                     // The preferred side has none: this node's entry goes to the cluster
-                    // through the key's primary.
-                    let restore = Request::Restore {
-                        cache: cache.to_owned(),
-                        entry: EntryImage::of(&entry),
-                    };
-                    let primary = self.routing.write_route(cache, segment);
-                    if let super::routing::Route::Remote(_, addr) = primary {
-                        match self.transport.call(addr, restore, CALL_TIMEOUT).await? {
-                            Response::Ok => {}
-                            other => anyhow::bail!("restoring a merged entry: {other:?}"),
+                    // through the key's primary (NONE: unless it holds a newer version;
+                    // PREFERRED_NON_NULL: unless it holds one at all).
+                    let only_if_absent = policy == weft_core::MergePolicy::PreferredNonNull;
+                    match self.routing.write_route(cache, segment) {
+                        super::routing::Route::Remote(..) => {
+                            let image = [EntryImage::of(&entry)];
+                            self.reconcile_chunk(cache, segment, &image, only_if_absent)
+                                .await?;
+                        }
+                        // This node orders the key's writes: its copy goes to the backups.
+                        super::routing::Route::Local => {
+                            local.apply_remote(&key, RemoteChange::Put(entry))?;
                         }
                     }
                 }
@@ -1401,6 +1454,7 @@ impl Node {
         cache: &str,
         segment: u32,
         entries: Vec<EntryImage>,
+        only_if_absent: bool,
     ) -> Response {
         let Some(local) = self.manager.cache(cache) else {
             return Response::Error(format!("no cache `{cache}`"));
@@ -1416,6 +1470,18 @@ impl Node {
         let (applied, durability) = weft_core::collect_durability(|| {
             for image in &entries {
                 let entry = image.to_entry().map_err(|error| error.to_string())?;
+                if only_if_absent {
+                    if local
+                        .get_entry(&image.key)
+                        .map_err(|e| e.to_string())?
+                        .is_none()
+                    {
+                        local
+                            .apply_remote(&image.key, RemoteChange::Put(entry))
+                            .map_err(|error| error.to_string())?;
+                    }
+                    continue;
+                }
                 let changed = local
                     .apply_remote(&image.key, RemoteChange::PutIfNewer(entry))
                     .map_err(|error| error.to_string())?;
@@ -1777,10 +1843,6 @@ impl Handler for NodeHandler {
                     }
                     None => Response::Error(format!("no cache `{cache}`")),
                 },
-                Request::Restore { cache, entry } => match node.manager.cache(&cache) {
-                    Some(local) => restore(&local, &entry).await,
-                    None => Response::Error(format!("no cache `{cache}`")),
-                },
                 Request::Clear { cache } => match node.manager.cache(&cache) {
                     Some(local) => match local.clear() {
                         Ok(()) => Response::Ok,
@@ -1798,7 +1860,11 @@ impl Handler for NodeHandler {
                     cache,
                     segment,
                     entries,
-                } => node.answer_reconcile(&cache, segment, entries).await,
+                    only_if_absent,
+                } => {
+                    node.answer_reconcile(&cache, segment, entries, only_if_absent)
+                        .await
+                }
                 Request::PutEntries {
                     cache,
                     entries,
@@ -1842,42 +1908,6 @@ impl Handler for NodeHandler {
             Some(node) => apply(node, replicas),
             None => Response::Error("node starting".to_owned()),
         }
-    }
-}
-
-/// Stores a merged entry as the key's primary, unless the key has a value already.
-async fn restore(local: &weft_core::Cache, image: &EntryImage) -> Response {
-    use weft_core::{Compute, Expiry, Lifetime, NewValue};
-    let entry = match image.to_entry() {
-        Ok(entry) => entry,
-        Err(error) => return Response::Error(error.to_string()),
-    };
-    let now = local.clock().now_ms();
-    let metadata = entry.metadata();
-    let lifespan = match metadata.expires_at_ms() {
-        _ if metadata.lifespan_ms.is_none() => Lifetime::Never,
-        Some(at) => Lifetime::millis(at.saturating_sub(now).max(1)),
-        None => Lifetime::Never,
-    };
-    let max_idle = metadata
-        .max_idle_ms
-        .map_or(Lifetime::Never, Lifetime::millis);
-    let expiry = Expiry { lifespan, max_idle };
-    let value = NewValue::of(&entry);
-    let (result, durability) = weft_core::collect_durability(|| {
-        local.compute(
-            &image.key,
-            &weft_core::WriteOptions::default(),
-            |current| match current {
-                Some(_) => Compute::Keep(()),
-                None => Compute::PutValue(value, expiry, ()),
-            },
-        )
-    });
-    match (result, durability.wait().await) {
-        (Ok(()), Ok(())) => Response::Ok,
-        (Err(error), _) => Response::Error(error.to_string()),
-        (_, Err(error)) => Response::Error(error.to_string()),
     }
 }
 

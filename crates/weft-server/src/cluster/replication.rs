@@ -309,7 +309,7 @@ impl Replicator {
     }
 
     fn replicate(&self, segment: u32, key: &[u8], entry: Option<&CacheEntry>) {
-        if APPLYING_REMOTE.with(Cell::get) {
+        if APPLYING_REMOTE.with(Cell::get) || self.diverging() {
             return;
         }
         let Some(route) = self.replication.routing.cache(&self.cache) else {
@@ -345,6 +345,23 @@ impl Replicator {
 }
 
 impl Replicator {
+    /// Whether this cache is DEGRADED and its policy lets writes go on: each side then
+    /// diverges on purpose (reconciled by the merge policy when the partition heals), so a
+    /// write stays on this node — it is neither sent to backups that cannot be reached nor
+    /// waited for.
+    fn diverging(&self) -> bool {
+        self.when_split == weft_core::WhenSplit::AllowReadWrites
+            && self.replication.routing.degraded(&self.cache).is_some()
+    }
+
+    /// Whether reads wait for the writes they may have seen to reach the backups: in a sync
+    /// cache, unless it is DEGRADED and serves reads anyway (they may be stale by policy).
+    fn reads_wait(&self) -> bool {
+        self.sync
+            && !(self.when_split != weft_core::WhenSplit::DenyReadWrites
+                && self.replication.routing.degraded(&self.cache).is_some())
+    }
+
     /// Refuses requests on a node that has no topology of the cache yet (it has not joined,
     /// or not heard of the cache): it cannot know who owns what, and what it holds may be
     /// nothing, or what it stored before. Clients retry, or try another node.
@@ -424,7 +441,7 @@ impl Persistence for Replicator {
     }
 
     fn read_barrier(&self) -> bool {
-        self.sync
+        self.reads_wait()
     }
 
     fn load(&self, segment: u32, key: &[u8]) -> Result<Option<CacheEntry>, PersistenceError> {
@@ -444,7 +461,7 @@ impl Persistence for Replicator {
         if let Some(inner) = &self.inner {
             inner.wait()?;
         }
-        if !self.sync {
+        if !self.sync || self.diverging() {
             return Ok(());
         }
         let pending = self.replication.snapshot();
@@ -467,7 +484,7 @@ impl Persistence for Replicator {
 
     fn wait_async(&self) -> BoxFuture<Result<(), PersistenceError>> {
         let stores = self.inner.as_ref().map(|inner| inner.wait_async());
-        let pending = if self.sync {
+        let pending = if self.sync && !self.diverging() {
             self.replication.snapshot()
         } else {
             Vec::new()
