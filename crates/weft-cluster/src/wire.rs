@@ -180,9 +180,10 @@ pub enum Request {
         /// The keys, as stored.
         keys: Vec<Vec<u8>>,
     },
-    /// Store each entry as its key's primary unless the key holds the same or a newer
-    /// version (a node merging what it stored into a cluster it was admitted to). Answered
-    /// by `Ok`, or `NotOwner` by a member that is not the primary of them all.
+    /// Merge entries another node held into the cluster, as their keys' primary (a node
+    /// merging what it stored into a cluster formed anew, or what it held through a
+    /// partition). Answered by `Ok`, or `NotOwner` by a member that is not the primary of
+    /// them all.
     Reconcile {
         /// The cache.
         cache: String,
@@ -190,9 +191,8 @@ pub enum Request {
         segment: u32,
         /// The entries.
         entries: Vec<EntryImage>,
-        /// Keep an entry only where the key holds nothing (a merge that prefers the other
-        /// side's values, `PREFERRED_NON_NULL`), rather than where it is newer.
-        only_if_absent: bool,
+        /// How each entry is merged.
+        how: MergeHow,
     },
     /// A page of one segment's entries in key order, from the member that reads it now
     /// (for iteration): the keys after `after`, at least `limit` of them when there are
@@ -246,6 +246,18 @@ pub enum Response {
         /// Who this node thinks is.
         owner: Option<MemberId>,
     },
+}
+
+/// How the primary merges an entry another node held (see [`Request::Reconcile`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MergeHow {
+    /// Keep it unless the key holds the same or a newer version (a cluster formed anew from
+    /// stores; the `NONE` merge policy).
+    Newest,
+    /// Keep it only where the key holds nothing (`PREFERRED_NON_NULL`).
+    IfAbsent,
+    /// Remove the key everywhere where it holds something else, or nothing (`REMOVE_ALL`).
+    RemoveIfDifferent,
 }
 
 /// A lifespan or max idle time, as a write asks for it.

@@ -256,18 +256,176 @@ fn resp(addr: SocketAddr, args: &[&str]) -> String {
 // Proves a node cut off from the others goes DEGRADED and refuses reads and writes with a
 // clear error while the majority goes on, and after the cut heals serves the majority's
 // writes, not its stale values.
-#[test]
-fn a_minority_partition_refuses_and_heals_without_stale_reads() {
+/// The labs use the same addresses in the test's namespace: one at a time.
+static LAB: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Root, and `ip netns`, or `None` (the test says why and skips).
+fn lab_for_test() -> Option<(std::sync::MutexGuard<'static, ()>, Lab)> {
     let is_root = Command::new("id")
         .arg("-u")
         .output()
         .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).trim() == "0");
     if !is_root {
         eprintln!("skipped: network namespaces need root");
-        return;
+        return None;
     }
-    let Some(mut lab) = Lab::build(3) else {
+    let guard = LAB
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let Some(lab) = Lab::build(3) else {
         eprintln!("skipped: `ip netns` is not available");
+        return None;
+    };
+    Some((guard, lab))
+}
+
+/// Starts three nodes with `caches` and waits until every cache is stable on all of them.
+fn start_lab(lab: &mut Lab, caches: &str, count: usize) -> (tempfile::TempDir, Vec<SocketAddr>) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("weft.toml");
+    std::fs::write(&config, caches).unwrap();
+    lab.start(&config, 3);
+    let clients: Vec<SocketAddr> = (0..3).map(Lab::client).collect();
+    wait("the cluster to form", Duration::from_secs(60), || {
+        clients.iter().all(|c| {
+            http_get(*c, "/rest/v2/cluster/topology").is_some_and(|report| {
+                report["caches"].as_array().is_some_and(|found| {
+                    found.len() == count
+                        && found.iter().all(|c| {
+                            c["phase"] == "stable"
+                                && c["members"].as_array().is_some_and(|m| m.len() == 3)
+                        })
+                })
+            })
+        })
+    });
+    (dir, clients)
+}
+
+// Proves the merge policies on what both sides wrote through a partition (ALLOW_READ_WRITES),
+// read through every node: PREFERRED_ALWAYS keeps the majority's values and drops keys only
+// the minority wrote; REMOVE_ALL removes every key the sides disagree on, those only the
+// minority wrote included; NONE keeps keys only the minority wrote and, where both wrote, the
+// newer version, the same everywhere. Keys neither side touched stay as they were.
+#[test]
+fn merge_policies_reconcile_what_both_sides_wrote() {
+    let Some((_guard, mut lab)) = lab_for_test() else {
+        return;
+    };
+    let lenient = |name: &str, db: usize, policy: &str| {
+        format!(
+            "[caches.{name}]\nmode = \"distributed\"\nowners = 2\nsegments = 32\n\
+             resp-database = {db}\npartition-handling = {{ when-split = \"ALLOW_READ_WRITES\", \
+             merge-policy = \"{policy}\" }}\n"
+        )
+    };
+    let caches = format!(
+        "[caches.default]\nmode = \"distributed\"\nowners = 2\nsegments = 32\n{}{}{}",
+        lenient("always", 1, "PREFERRED_ALWAYS"),
+        lenient("remove", 2, "REMOVE_ALL"),
+        lenient("none", 3, "NONE"),
+    );
+    let (_dir, clients) = start_lab(&mut lab, &caches, 4);
+    let dbs = ["1", "2", "3"];
+    for db in dbs {
+        for k in 0..20 {
+            assert_eq!(
+                resp_in(clients[0], db, &["SET", &format!("k{k}"), "before"]),
+                "+OK"
+            );
+        }
+    }
+    lab.cut(2, false);
+    wait("node-2 to go DEGRADED", Duration::from_secs(30), || {
+        view(clients[2]).is_some_and(|(_, _, degraded)| degraded)
+    });
+    for db in dbs {
+        for k in 0..10 {
+            let only = format!("minority-only-{k}");
+            assert_eq!(resp_in(clients[2], db, &["SET", &only, "minority"]), "+OK");
+            assert_eq!(
+                resp_in(clients[2], db, &["SET", &format!("k{k}"), "minority"]),
+                "+OK"
+            );
+        }
+    }
+    wait(
+        "the majority to drop node-2",
+        Duration::from_secs(30),
+        || {
+            clients[..2].iter().all(|c| {
+                view(*c).is_some_and(|(members, phase, degraded)| {
+                    members == 2 && phase == "stable" && !degraded
+                })
+            })
+        },
+    );
+    for db in dbs {
+        for k in 0..10 {
+            let key = format!("k{k}");
+            assert_eq!(
+                resp_in(clients[k % 2], db, &["SET", &key, "majority"]),
+                "+OK"
+            );
+        }
+    }
+    lab.cut(2, true);
+    // What each policy must leave, through every node, once the merge is done. NONE keeps,
+    // where both sides wrote, the entry with the higher version — either side's, but the
+    // same through every node.
+    let expected = |db: &str, key: &str| -> &'static [&'static str] {
+        let only = key.starts_with("minority-only");
+        let changed = !only && key[1..].parse::<usize>().is_ok_and(|k| k < 10);
+        match (db, only, changed) {
+            (_, false, false) => &["before"],
+            ("1", true, _) | ("2", true, _) | ("2", _, true) => &["$-1"],
+            ("1", _, true) => &["majority"],
+            ("3", _, true) => &["majority", "minority"],
+            _ => &["minority"],
+        }
+    };
+    let keys: Vec<String> = (0..20)
+        .map(|k| format!("k{k}"))
+        .chain((0..10).map(|k| format!("minority-only-{k}")))
+        .collect();
+    let wrong = || -> Vec<String> {
+        let mut wrong = Vec::new();
+        for db in dbs {
+            for key in &keys {
+                let seen: Vec<String> = clients
+                    .iter()
+                    .map(|client| resp_in(*client, db, &["GET", key]))
+                    .collect();
+                let agreed = seen.iter().all(|value| *value == seen[0]);
+                if !agreed || !expected(db, key).contains(&seen[0].as_str()) {
+                    wrong.push(format!("db {db} {key} through each node: {seen:?}"));
+                }
+            }
+        }
+        wrong
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let healed = clients.iter().all(|c| {
+            view(*c).is_some_and(|(members, phase, degraded)| {
+                members == 3 && phase == "stable" && !degraded
+            })
+        });
+        if healed && wrong().is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "after the merge: {:?}",
+            wrong().into_iter().take(12).collect::<Vec<_>>()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+#[test]
+fn a_minority_partition_refuses_and_heals_without_stale_reads() {
+    let Some((_guard, mut lab)) = lab_for_test() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();

@@ -14,7 +14,7 @@ use tokio::sync::{Notify, watch};
 use weft_cluster::membership::NodeIdentity;
 use weft_cluster::state::{ClusterState, Command, NodeRecord};
 use weft_cluster::topology::Phase;
-use weft_cluster::wire::{EntryImage, Protocol, Replica, Request, Response};
+use weft_cluster::wire::{EntryImage, MergeHow, Protocol, Replica, Request, Response};
 use weft_cluster::{MemberId, Mode};
 use weft_core::persistence::BoxFuture;
 use weft_core::{CacheConfig, CacheManager, RemoteChange};
@@ -891,12 +891,13 @@ impl Node {
             && !self
                 .admitted
                 .swap(true, std::sync::atomic::Ordering::SeqCst);
+        // The cluster had a process by this name before, and went on without it: what this
+        // process stored is older than what the cluster holds (keys removed since would come
+        // back). It starts empty and fetches what it owns.
+        let discard = first_admission && state.incarnation(&self.me.name) > 1;
         if first_admission {
-            if state.incarnation(&self.me.name) > 1 {
-                // The cluster had a process by this name before, and went on without it:
-                // what this process stored is older than what the cluster holds (keys
-                // removed since would come back). It starts empty and fetches what it owns.
-                self.discard_stored(state);
+            if discard {
+                tracing::info!("this node rejoins: what it stored is discarded");
             } else {
                 // A cluster (re)formed with this node: what it stored is as good as anyone's.
                 self.first_of_name
@@ -926,6 +927,9 @@ impl Node {
                         continue;
                     }
                 }
+            }
+            if discard {
+                self.discard_stored(name);
             }
             let topology = &record.topology;
             let key = (topology.id(), topology.phase(), admitted);
@@ -1098,10 +1102,13 @@ impl Node {
             };
             let me = MemberId(node.me.name.clone());
             let hash = route.topology.current().clone();
-            let only_if_absent = match (merge, local.config().partition_handling.merge_policy) {
-                (Merge::All, _) | (Merge::Unowned, weft_core::MergePolicy::None) => false,
-                (Merge::Unowned, weft_core::MergePolicy::PreferredNonNull) => true,
-                (Merge::Unowned, _) => {
+            let how = match (merge, local.config().partition_handling.merge_policy) {
+                (Merge::All, _) | (Merge::Unowned, weft_core::MergePolicy::None) => {
+                    MergeHow::Newest
+                }
+                (Merge::Unowned, weft_core::MergePolicy::PreferredNonNull) => MergeHow::IfAbsent,
+                (Merge::Unowned, weft_core::MergePolicy::RemoveAll) => MergeHow::RemoveIfDifferent,
+                (Merge::Unowned, weft_core::MergePolicy::PreferredAlways) => {
                     node.drop_unowned(&cache, &hash);
                     return;
                 }
@@ -1117,10 +1124,7 @@ impl Node {
                     .map(|entry| EntryImage::of(&entry))
                     .collect();
                 for chunk in entries.chunks(1_000) {
-                    match node
-                        .reconcile_chunk(&cache, segment, chunk, only_if_absent)
-                        .await
-                    {
+                    match node.reconcile_chunk(&cache, segment, chunk, how).await {
                         Ok(count) => sent += count,
                         Err(error) => {
                             tracing::warn!(cache = %cache, segment, %error, "could not merge entries into the cluster");
@@ -1140,7 +1144,7 @@ impl Node {
         cache: &str,
         segment: u32,
         entries: &[EntryImage],
-        only_if_absent: bool,
+        how: MergeHow,
     ) -> anyhow::Result<u64> {
         for _ in 0..50 {
             let super::routing::Route::Remote(member, addr) =
@@ -1152,7 +1156,7 @@ impl Node {
                 cache: cache.to_owned(),
                 segment,
                 entries: entries.to_vec(),
-                only_if_absent,
+                how,
             };
             match self.transport.call(addr, request, CALL_TIMEOUT).await {
                 Ok(Response::Ok) => return Ok(entries.len() as u64),
@@ -1163,22 +1167,20 @@ impl Node {
         anyhow::bail!("no primary took the entries")
     }
 
-    /// Empties, here only (memory and stores), every clustered cache this process holds
-    /// entries of: they were stored before the cluster went on without this node.
-    fn discard_stored(&self, state: &ClusterState) {
-        for name in state.caches().keys() {
-            let Some(local) = self.manager.cache(name) else {
-                continue;
-            };
-            let all: Vec<u32> = (0..local.segment_count()).collect();
-            let held = local.drop_segments(&all);
-            if held > 0 {
-                tracing::info!(
-                    cache = %name,
-                    entries = held,
-                    "discarded what this node stored before it rejoined; its segments come from the cluster"
-                );
-            }
+    /// Empties `cache` here only (memory and stores): what it holds was stored before the
+    /// cluster went on without this node.
+    fn discard_stored(&self, cache: &str) {
+        let Some(local) = self.manager.cache(cache) else {
+            return;
+        };
+        let all: Vec<u32> = (0..local.segment_count()).collect();
+        let held = local.drop_segments(&all);
+        if held > 0 {
+            tracing::info!(
+                cache,
+                entries = held,
+                "discarded what this node stored before it rejoined; its segments come from the cluster"
+            );
         }
     }
 
@@ -1402,12 +1404,15 @@ impl Node {
                     // The preferred side has none: this node's entry goes to the cluster
                     // through the key's primary (NONE: unless it holds a newer version;
                     // PREFERRED_NON_NULL: unless it holds one at all).
-                    let only_if_absent = policy == weft_core::MergePolicy::PreferredNonNull;
+                    let how = if policy == weft_core::MergePolicy::PreferredNonNull {
+                        MergeHow::IfAbsent
+                    } else {
+                        MergeHow::Newest
+                    };
                     match self.routing.write_route(cache, segment) {
                         super::routing::Route::Remote(..) => {
                             let image = [EntryImage::of(&entry)];
-                            self.reconcile_chunk(cache, segment, &image, only_if_absent)
-                                .await?;
+                            self.reconcile_chunk(cache, segment, &image, how).await?;
                         }
                         // This node orders the key's writes: its copy goes to the backups.
                         super::routing::Route::Local => {
@@ -1419,13 +1424,18 @@ impl Node {
         }
         // REMOVE_ALL: an entry that differed is removed everywhere, through its primary.
         for key in conflicts {
-            let remove = Request::Remove {
-                cache: cache.to_owned(),
-                key,
-            };
-            if let super::routing::Route::Remote(_, addr) = self.routing.write_route(cache, segment)
-            {
-                self.transport.call(addr, remove, CALL_TIMEOUT).await?;
+            match self.routing.write_route(cache, segment) {
+                super::routing::Route::Remote(_, addr) => {
+                    let remove = Request::Remove {
+                        cache: cache.to_owned(),
+                        key,
+                    };
+                    self.transport.call(addr, remove, CALL_TIMEOUT).await?;
+                }
+                // This node orders the key's writes: the removal goes to the backups.
+                super::routing::Route::Local => {
+                    local.apply_remote(&key, RemoteChange::Remove)?;
+                }
             }
         }
         Ok(())
@@ -1454,7 +1464,7 @@ impl Node {
         cache: &str,
         segment: u32,
         entries: Vec<EntryImage>,
-        only_if_absent: bool,
+        how: MergeHow,
     ) -> Response {
         let Some(local) = self.manager.cache(cache) else {
             return Response::Error(format!("no cache `{cache}`"));
@@ -1470,17 +1480,29 @@ impl Node {
         let (applied, durability) = weft_core::collect_durability(|| {
             for image in &entries {
                 let entry = image.to_entry().map_err(|error| error.to_string())?;
-                if only_if_absent {
-                    if local
-                        .get_entry(&image.key)
-                        .map_err(|e| e.to_string())?
-                        .is_none()
-                    {
-                        local
-                            .apply_remote(&image.key, RemoteChange::Put(entry))
-                            .map_err(|error| error.to_string())?;
+                match how {
+                    MergeHow::Newest => {}
+                    MergeHow::IfAbsent => {
+                        if local
+                            .get_entry(&image.key)
+                            .map_err(|e| e.to_string())?
+                            .is_none()
+                        {
+                            local
+                                .apply_remote(&image.key, RemoteChange::Put(entry))
+                                .map_err(|error| error.to_string())?;
+                        }
+                        continue;
                     }
-                    continue;
+                    MergeHow::RemoveIfDifferent => {
+                        let current = local.get_entry(&image.key).map_err(|e| e.to_string())?;
+                        if current.is_none_or(|current| current.value() != entry.value()) {
+                            local
+                                .apply_remote(&image.key, RemoteChange::Remove)
+                                .map_err(|error| error.to_string())?;
+                        }
+                        continue;
+                    }
                 }
                 let changed = local
                     .apply_remote(&image.key, RemoteChange::PutIfNewer(entry))
@@ -1860,11 +1882,8 @@ impl Handler for NodeHandler {
                     cache,
                     segment,
                     entries,
-                    only_if_absent,
-                } => {
-                    node.answer_reconcile(&cache, segment, entries, only_if_absent)
-                        .await
-                }
+                    how,
+                } => node.answer_reconcile(&cache, segment, entries, how).await,
                 Request::PutEntries {
                     cache,
                     entries,
