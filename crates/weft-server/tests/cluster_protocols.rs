@@ -478,7 +478,7 @@ fn every_node_serves_every_key_and_hash_aware_clients_go_straight_to_the_primary
     let mut masters: Vec<(i64, i64, u16)> = Vec::new();
     for range in &slots {
         let range = range.items();
-        assert_eq!(range.len(), 4, "master and one replica: {range:?}");
+        assert_eq!(range.len(), 3, "start, end and the master: {range:?}");
         let (start, end) = (range[0].int(), range[1].int());
         covered += end - start + 1;
         let master = range[2].items();

@@ -1,7 +1,10 @@
 //! `CLUSTER`: what a Redis cluster client asks to route keys itself — the slots, which node
 //! serves each, and each key's slot. A node reports the session cache's agreed topology;
-//! each segment is a run of `16384 / segments` slots, its primary the master and its backups
-//! the replicas. With `key-partitioner = "redis-slots"` the segments are Redis' own slots, so
+//! each segment is a run of `16384 / segments` slots, its primary the master. Backups are not
+//! listed as replicas: every Weft node is the primary of some segments and a backup of others,
+//! while Redis Cluster clients give each node one role (redis-py, seeing a node as a replica
+//! of any range, leaves it out of the masters it scans and flushes), and they need no
+//! replicas to route. With `key-partitioner = "redis-slots"` the segments are Redis' own slots, so
 //! a cluster client sends every key to the node that orders it; with Infinispan's hash, keys
 //! still work from any node (forwarded), one hop more.
 
@@ -50,10 +53,11 @@ pub fn cluster(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
         b"SLOTS" => {
             reply.array(view.ranges.len());
             for range in &view.ranges {
-                reply.array(2 + range.owners.len());
+                let master = &range.owners[..range.owners.len().min(1)];
+                reply.array(2 + master.len());
                 reply.integer(i64::from(range.start));
                 reply.integer(i64::from(range.end));
-                for owner in &range.owners {
+                for owner in master {
                     let (host, port) = view.endpoint(owner);
                     reply.array(3);
                     reply.bulk(host.as_bytes());
@@ -63,15 +67,13 @@ pub fn cluster(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
             }
         }
         b"SHARDS" => {
-            // One shard per distinct owner list, with all its slot ranges.
+            // One shard per master, with all its slot ranges.
             let mut shards: Vec<Shard<'_>> = Vec::new();
             for range in &view.ranges {
-                match shards
-                    .iter_mut()
-                    .find(|(owners, _)| **owners == range.owners)
-                {
+                let master = &range.owners[..range.owners.len().min(1)];
+                match shards.iter_mut().find(|(owners, _)| *owners == master) {
                     Some((_, slots)) => slots.push((range.start, range.end)),
-                    None => shards.push((&range.owners, vec![(range.start, range.end)])),
+                    None => shards.push((master, vec![(range.start, range.end)])),
                 }
             }
             reply.array(shards.len());
@@ -151,7 +153,7 @@ fn node_id(member: &MemberId) -> String {
 }
 
 /// A shard: its owners (master first) and its slot ranges.
-type Shard<'a> = (&'a Vec<MemberId>, Vec<(u32, u32)>);
+type Shard<'a> = (&'a [MemberId], Vec<(u32, u32)>);
 
 struct Range {
     start: u32,
