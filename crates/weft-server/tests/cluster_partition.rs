@@ -428,29 +428,12 @@ fn a_minority_partition_refuses_and_heals_without_stale_reads() {
     let Some((_guard, mut lab)) = lab_for_test() else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("weft.toml");
-    std::fs::write(
-        &config,
-        "[caches.default]\nmode = \"distributed\"\nowners = 2\nsegments = 32\n\
+    let caches = "[caches.default]\nmode = \"distributed\"\nowners = 2\nsegments = 32\n\
          [caches.reads]\nmode = \"distributed\"\nowners = 2\nsegments = 32\nresp-database = 1\n\
          partition-handling = { when-split = \"ALLOW_READS\" }\n\
          [caches.lenient]\nmode = \"distributed\"\nowners = 2\nsegments = 32\nresp-database = 2\n\
-         partition-handling = { when-split = \"ALLOW_READ_WRITES\", merge-policy = \"PREFERRED_NON_NULL\" }\n",
-    )
-    .unwrap();
-    lab.start(&config, 3);
-    let clients: Vec<SocketAddr> = (0..3).map(Lab::client).collect();
-    wait("the cluster to form", Duration::from_secs(60), || {
-        clients.iter().all(|c| {
-            view(*c).is_some_and(|(members, phase, _)| members == 3 && phase == "stable")
-                && http_get(*c, "/rest/v2/cluster/topology").is_some_and(|report| {
-                    report["caches"].as_array().is_some_and(|caches| {
-                        caches.len() == 3 && caches.iter().all(|c| c["phase"] == "stable")
-                    })
-                })
-        })
-    });
+         partition-handling = { when-split = \"ALLOW_READ_WRITES\", merge-policy = \"PREFERRED_NON_NULL\" }\n";
+    let (_dir, clients) = start_lab(&mut lab, caches, 3);
     for k in 0..60 {
         assert_eq!(
             resp(clients[0], &["SET", &format!("k{k}"), "before"]),

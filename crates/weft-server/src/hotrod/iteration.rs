@@ -302,7 +302,6 @@ pub(super) fn next_clustered(connection: &Arc<Connection>, frame: &Frame) -> boo
     let connection = Arc::clone(connection);
     let frame = frame.clone();
     tokio::spawn(async move {
-        let mut out = BytesMut::new();
         let outcome = match cursor {
             None => Err(Failure::server(format!(
                 "iteration {id} is already fetching a batch; wait for it"
@@ -314,24 +313,12 @@ pub(super) fn next_clustered(connection: &Arc<Connection>, frame: &Frame) -> boo
                 batch.map_err(|error| Failure::server(format!("{error:#}")))
             }
         };
-        let written = outcome.and_then(|(entries, finished)| {
+        let response = outcome.and_then(|(entries, finished)| {
+            let mut out = BytesMut::new();
             let now = cache.clock().now_ms();
-            encode(&mut out, &frame, encoding, now, &entries, &finished)
+            encode(&mut out, &frame, encoding, now, &entries, &finished).map(|()| out)
         });
-        if let Err(failure) = written {
-            out.clear();
-            weft_hotrod::response::write_error(
-                &mut out,
-                frame.header.message_id,
-                failure.status,
-                &failure.message,
-            );
-        }
-        let message = super::Outbound {
-            bytes: out.freeze(),
-            _permit: None,
-        };
-        let _ = connection.outbound.send(message).await;
+        super::ops::send_later(&connection, &frame, response).await;
     });
     true
 }

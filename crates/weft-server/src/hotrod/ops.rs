@@ -211,6 +211,33 @@ fn clustered_topology(
     }))
 }
 
+/// Sends the response to `frame` that a task off the reading loop produced, through the
+/// connection's outbound queue: the bytes written, or the failure's error response.
+pub(super) async fn send_later(
+    connection: &Connection,
+    frame: &Frame,
+    response: Result<BytesMut, Failure>,
+) {
+    let bytes = match response {
+        Ok(out) => out.freeze(),
+        Err(failure) => {
+            let mut out = BytesMut::new();
+            write_error(
+                &mut out,
+                frame.header.message_id,
+                failure.status,
+                &failure.message,
+            );
+            out.freeze()
+        }
+    };
+    let message = super::Outbound {
+        bytes,
+        _permit: None,
+    };
+    let _ = connection.outbound.send(message).await;
+}
+
 /// Answers SIZE and CLEAR on a clustered cache across the cluster, through the connection's
 /// outbound queue; returns false for any other request (served as usual).
 pub(super) fn cluster_wide(connection: &Arc<Connection>, frame: &Frame) -> bool {
@@ -229,30 +256,21 @@ pub(super) fn cluster_wide(connection: &Arc<Connection>, frame: &Frame) -> bool 
     let connection = Arc::clone(connection);
     let frame = frame.clone();
     tokio::spawn(async move {
-        let mut out = BytesMut::new();
         let outcome = match frame.request {
             Request::Size => node.cluster_size(&cache).await.map(Some),
             _ => node.cluster_clear(&cache).await.map(|()| None),
         };
-        match outcome {
-            Ok(size) => {
+        let response = outcome
+            .map(|size| {
+                let mut out = BytesMut::new();
                 header(&mut out, &connection, &frame, &cache, Status::Success);
                 if let Some(size) = size {
                     put_vlong(&mut out, size);
                 }
-            }
-            Err(error) => write_error(
-                &mut out,
-                frame.header.message_id,
-                Status::ServerError,
-                &format!("{error:#}"),
-            ),
-        }
-        let message = super::Outbound {
-            bytes: out.freeze(),
-            _permit: None,
-        };
-        let _ = connection.outbound.send(message).await;
+                out
+            })
+            .map_err(|error| Failure::server(format!("{error:#}")));
+        send_later(&connection, &frame, response).await;
     });
     true
 }
@@ -298,7 +316,6 @@ pub(super) fn multi_key_clustered(connection: &Arc<Connection>, frame: &Frame) -
     let connection = Arc::clone(connection);
     let frame = frame.clone();
     tokio::spawn(async move {
-        let mut out = BytesMut::new();
         let target = Target::new(cache.clone(), &frame);
         let outcome = match &frame.request {
             Request::PutAll {
@@ -308,23 +325,13 @@ pub(super) fn multi_key_clustered(connection: &Arc<Connection>, frame: &Frame) -
             Request::GetAll { keys } => get_all_at_primaries(&node, &target, &frame, keys).await,
             _ => Ok(Vec::new()),
         };
-        match outcome {
-            Ok(body) => {
-                header(&mut out, &connection, &frame, &cache, Status::Success);
-                out.extend_from_slice(&body);
-            }
-            Err(failure) => write_error(
-                &mut out,
-                frame.header.message_id,
-                failure.status,
-                &failure.message,
-            ),
-        }
-        let message = super::Outbound {
-            bytes: out.freeze(),
-            _permit: None,
-        };
-        let _ = connection.outbound.send(message).await;
+        let response = outcome.map(|body| {
+            let mut out = BytesMut::new();
+            header(&mut out, &connection, &frame, &cache, Status::Success);
+            out.extend_from_slice(&body);
+            out
+        });
+        send_later(&connection, &frame, response).await;
     });
     true
 }
