@@ -17,10 +17,13 @@
 //!
 //! * [`state`]: the cluster metadata (members, caches, topologies) as a deterministic state
 //!   machine over commands, which the server orders through Raft;
+//! * [`handshake`]: how two nodes prove, when a connection opens, that they know the
+//!   cluster secret and which process (incarnation) each is;
 //! * [`wire`]: the messages nodes exchange (consensus, replication, forwarding, state
 //!   transfer) and their framing.
 
 mod consistent_hash;
+pub mod handshake;
 mod member;
 pub mod membership;
 mod partitioner;

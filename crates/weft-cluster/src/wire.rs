@@ -13,9 +13,16 @@ use weft_core::{CacheEntry, Payload, Structure, StructureCell};
 use crate::member::MemberId;
 use crate::state::NodeRecord;
 
-/// The largest frame a node accepts (a batch of replicated changes or a chunk of a segment
-/// stays well below it; entries are at most 1 GiB + keys).
+/// The largest frame a node can be configured to accept: room for one entry of the largest
+/// key and value a cache takes (512 MiB each) and its framing. A node's own limit
+/// (`cluster-frame-bytes-max`) may be lower; batches of replicated changes and chunks of
+/// segments are cut well below it ([`BATCH_BYTES_MAX`]), so only a single huge entry needs
+/// a frame this large.
 pub const FRAME_BYTES_MAX: usize = (1 << 30) + (16 << 20);
+
+/// How many bytes of entries a sender puts in one batch of replicated changes or one chunk
+/// of a segment before it starts another (one entry is always sent, whatever its size).
+pub const BATCH_BYTES_MAX: usize = 4 << 20;
 
 /// Bytes of the length prefix.
 pub const FRAME_HEADER_BYTES: usize = 4;
@@ -408,14 +415,29 @@ pub fn encode(envelope: &Envelope, out: &mut Vec<u8>) {
 /// # Errors
 /// [`FrameError::TooLarge`] past [`FRAME_BYTES_MAX`].
 pub fn body_len(buffer: &[u8]) -> Result<Option<usize>, FrameError> {
+    body_len_within(buffer, FRAME_BYTES_MAX)
+}
+
+/// The body length a frame announces, once its header is in `buffer`, refusing lengths
+/// past `limit` (a node's configured frame limit, at most [`FRAME_BYTES_MAX`]).
+///
+/// # Errors
+/// [`FrameError::TooLarge`] past `limit`.
+pub fn body_len_within(buffer: &[u8], limit: usize) -> Result<Option<usize>, FrameError> {
     let Some(header) = buffer.first_chunk::<FRAME_HEADER_BYTES>() else {
         return Ok(None);
     };
     let len = u32::from_be_bytes(*header) as usize;
-    if len > FRAME_BYTES_MAX {
+    if len > limit.min(FRAME_BYTES_MAX) {
         return Err(FrameError::TooLarge(len));
     }
     Ok(Some(len))
+}
+
+/// Bytes an entry image takes in a frame, roughly (for cutting batches by size).
+#[must_use]
+pub fn image_bytes(image: &EntryImage) -> usize {
+    image.key.len() + image.value.len() + 64
 }
 
 /// Decodes one frame's body.

@@ -607,6 +607,15 @@ impl Cache {
         }
     }
 
+    /// Before a write of one key of `segment`: as [`Cache::admit`], and a clustered cache
+    /// refuses it where this node does not order the segment's writes.
+    fn admit_at(&self, segment: usize) -> Result<(), CacheError> {
+        match &self.inner.persistence {
+            Some(persistence) => Ok(persistence.admit_write_at(segment as u32)?),
+            None => Ok(()),
+        }
+    }
+
     /// After a write: waits until the stores have made it durable, or leaves the wait to the
     /// surrounding [`crate::persistence::collect_durability`].
     fn settle(&self) -> Result<(), CacheError> {
@@ -734,8 +743,8 @@ impl Cache {
         decide: impl FnOnce(Option<&CacheEntry>) -> Change,
     ) -> Result<Applied, CacheError> {
         self.check_live()?;
-        self.admit()?;
         let (segment, hash) = self.inner.container.locate(key);
+        self.admit_at(segment)?;
         self.record_access(hash);
         let mut failure = None;
         let (applied, ()) = self.inner.container.update(
@@ -1069,9 +1078,9 @@ impl Cache {
         f: impl FnOnce(Option<&CacheEntry>) -> Compute<R>,
     ) -> Result<(Option<CacheEntry>, R), CacheError> {
         self.check_live()?;
-        self.admit()?;
-        let timer = self.inner.stats.start();
         let (segment, hash) = self.inner.container.locate(key);
+        self.admit_at(segment)?;
+        let timer = self.inner.stats.start();
         self.record_access(hash);
         let mut size_error = None;
         let mut failure = None;

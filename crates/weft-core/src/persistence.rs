@@ -60,6 +60,17 @@ pub enum PersistenceError {
         /// The cache.
         cache: String,
     },
+    /// The cache is clustered and this node does not order writes of the key's segment in
+    /// its topology (a request routed by a topology that changed since): the client retries.
+    #[error(
+        "segment {segment} of cache `{cache}` is not owned by this node in the current topology; retry"
+    )]
+    NotOwner {
+        /// The cache.
+        cache: String,
+        /// The key's segment.
+        segment: u32,
+    },
     /// A read, write or flush failed.
     #[error("store of cache `{cache}` failed: {reason}")]
     Failed {
@@ -95,6 +106,17 @@ pub trait Persistence: Send + Sync + fmt::Debug + 'static {
     /// # Errors
     /// If the stores refuse writes.
     fn admit_write(&self) -> Result<(), PersistenceError>;
+
+    /// Called before each write of one key, with its segment: a clustered cache refuses a
+    /// write this node does not order (it is not the segment's primary owner in its
+    /// topology), so that no node acknowledges a write it could not have owned.
+    ///
+    /// # Errors
+    /// If the write is refused; by default as [`Persistence::admit_write`].
+    fn admit_write_at(&self, segment: u32) -> Result<(), PersistenceError> {
+        let _ = segment;
+        self.admit_write()
+    }
 
     /// Called before each read: a clustered cache refuses reads while a partition makes it
     /// DEGRADED and its policy says so.

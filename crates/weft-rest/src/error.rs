@@ -69,7 +69,8 @@ impl From<CacheError> for RestError {
             // A partition, or a node not joined yet: retry.
             CacheError::Persistence(
                 weft_core::PersistenceError::Degraded { .. }
-                | weft_core::PersistenceError::NotJoined { .. },
+                | weft_core::PersistenceError::NotJoined { .. }
+                | weft_core::PersistenceError::NotOwner { .. },
             ) => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };

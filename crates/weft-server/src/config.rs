@@ -74,6 +74,18 @@ pub struct ServerSection {
     /// Nodes to join, as `host:port` of their `cluster-listen` (names are resolved at
     /// start, e.g. a Kubernetes headless service).
     pub join: Vec<String>,
+    /// The secret the nodes of a cluster share: each proves it knows it (HMAC-SHA256
+    /// challenge and response) when it opens a cluster connection, and signs its membership
+    /// datagrams with it; nothing else from a peer is read before. Absent = any process
+    /// that reaches the cluster port is taken for a node (the log says so at start).
+    pub cluster_secret: Option<String>,
+    /// Largest frame accepted on the cluster port (memory is taken as its bytes arrive, and
+    /// only from a node that proved itself). At least 1 MiB; by default room for one entry
+    /// of the largest key and value a cache takes.
+    #[serde(deserialize_with = "cluster_frame_bytes")]
+    pub cluster_frame_bytes_max: usize,
+    /// Inbound cluster connections open at once; more are closed as they arrive.
+    pub cluster_connections_max: usize,
     /// Site (data center) of this node, for placing backups.
     pub site: Option<String>,
     /// Rack of this node.
@@ -124,6 +136,9 @@ impl Default for ServerSection {
             node_name: None,
             cluster_listen: None,
             join: Vec::new(),
+            cluster_secret: None,
+            cluster_frame_bytes_max: weft_cluster::wire::FRAME_BYTES_MAX,
+            cluster_connections_max: crate::cluster::transport::CONNECTIONS_MAX_DEFAULT,
             site: None,
             rack: None,
             machine: None,
@@ -151,6 +166,17 @@ fn memcached_item_bytes<'de, D: serde::Deserializer<'de>>(d: D) -> Result<usize,
         return Err(serde::de::Error::custom(format!(
             "memcached-item-bytes-max must be between {MEMCACHED_ITEM_BYTES_MIN} and {} bytes",
             weft_core::cache::VALUE_BYTES_MAX
+        )));
+    }
+    Ok(bytes)
+}
+
+fn cluster_frame_bytes<'de, D: serde::Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+    let bytes = usize::deserialize(d)?;
+    let max = weft_cluster::wire::FRAME_BYTES_MAX;
+    if !((1 << 20)..=max).contains(&bytes) {
+        return Err(serde::de::Error::custom(format!(
+            "cluster-frame-bytes-max must be between 1048576 and {max} bytes"
         )));
     }
     Ok(bytes)

@@ -37,6 +37,10 @@ enum Command {
         /// This node's name in the cluster (default: its bind address).
         #[arg(long, env = "WEFT_NODE_NAME")]
         node_name: Option<String>,
+        /// The secret every node of the cluster shares, overriding `cluster-secret`
+        /// (prefer the environment variable: a command line is visible to other users).
+        #[arg(long, env = "WEFT_CLUSTER_SECRET", hide_env_values = true)]
+        cluster_secret: Option<String>,
     },
     /// Show a running cluster, as one of its nodes sees it.
     Cluster {
@@ -83,6 +87,7 @@ fn main() -> anyhow::Result<()> {
             join,
             cluster_listen,
             node_name,
+            cluster_secret,
         } => {
             let mut config = match config {
                 Some(path) => ServerConfig::load(&path)?,
@@ -97,6 +102,9 @@ fn main() -> anyhow::Result<()> {
             }
             if node_name.is_some() {
                 config.server.node_name = node_name;
+            }
+            if cluster_secret.is_some() {
+                config.server.cluster_secret = cluster_secret;
             }
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()

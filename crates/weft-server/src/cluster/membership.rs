@@ -41,6 +41,7 @@ impl MembershipService {
         settings: &ServerSection,
         address: SocketAddr,
         name: String,
+        secret: weft_cluster::handshake::Secret,
         shutdown: watch::Receiver<bool>,
     ) -> anyhow::Result<Self> {
         let socket = UdpSocket::bind(address)
@@ -72,6 +73,7 @@ impl MembershipService {
             pending: BTreeMap::new(),
             sequence: 0,
             peers: Arc::clone(&peers),
+            secret,
         };
         tracing::info!(node = %identity.name, %address, ?seeds, "cluster membership starting");
         let task = tokio::spawn(driver.run(seeds, shutdown));
@@ -121,6 +123,8 @@ struct Driver {
     sequence: u64,
     peers: Arc<RwLock<Vec<NodeIdentity>>>,
     changed: Arc<Notify>,
+    /// Signs and checks every datagram (see `weft_cluster::handshake::seal_datagram`).
+    secret: weft_cluster::handshake::Secret,
 }
 
 impl Driver {
@@ -135,7 +139,11 @@ impl Driver {
             tokio::select! {
                 received = self.socket.recv_from(&mut buffer) => match received {
                     Ok((len, from)) => {
-                        let handled = self.membership.handle_datagram(&buffer[..len]);
+                        let Some(datagram) = weft_cluster::handshake::open_datagram(&self.secret, &buffer[..len]) else {
+                            tracing::debug!(%from, "ignored a cluster datagram without a valid tag");
+                            continue;
+                        };
+                        let handled = self.membership.handle_datagram(datagram);
                         if let Err(error) = &handled {
                             tracing::debug!(%from, %error, "ignored a cluster datagram");
                         }
@@ -175,7 +183,8 @@ impl Driver {
             }
         };
         for (to, data) in &output.send {
-            if let Err(error) = self.socket.send_to(data, to).await {
+            let sealed = weft_cluster::handshake::seal_datagram(&self.secret, data);
+            if let Err(error) = self.socket.send_to(&sealed, to).await {
                 tracing::debug!(%to, %error, "cluster datagram not sent");
             }
         }

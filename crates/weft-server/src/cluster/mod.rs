@@ -20,6 +20,7 @@ use anyhow::Context;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use weft_cluster::Location;
+use weft_cluster::handshake::Secret;
 use weft_cluster::state::NodeRecord;
 use weft_core::{CacheConfig, CacheManager, Persistence, PersistenceFactory};
 use weft_rest::{CacheTopologyView, ClusterMembers, TransferView};
@@ -47,7 +48,20 @@ impl Prepared {
     #[must_use]
     pub fn new(settings: &ServerSection, name: &str) -> Option<Self> {
         let address = settings.cluster_address()?;
-        let transport = Transport::new();
+        let identity = weft_cluster::handshake::Identity {
+            name: name.to_owned(),
+            incarnation: raft_id(),
+        };
+        let secret = settings
+            .cluster_secret
+            .as_deref()
+            .map(|secret| Secret::new(secret.as_bytes().to_vec()))
+            .unwrap_or_default();
+        let limits = transport::Limits {
+            frame_bytes_max: settings.cluster_frame_bytes_max,
+            connections_max: settings.cluster_connections_max,
+        };
+        let transport = Transport::new(identity, secret, limits);
         let routing = Arc::new(Routing::new(name));
         let replication = Arc::new(Replication::new(Arc::clone(&routing), transport.clone()));
         Some(Self {
@@ -120,10 +134,21 @@ impl Cluster {
             .await
             .with_context(|| format!("listen on {} (cluster-listen, TCP)", prepared.address))?;
         let address = listener.local_addr().context("read the cluster address")?;
+        let secret = settings
+            .cluster_secret
+            .as_deref()
+            .map(|secret| Secret::new(secret.as_bytes().to_vec()))
+            .unwrap_or_default();
+        if secret.is_empty() {
+            tracing::warn!(
+                "no cluster-secret is configured: any process that reaches the cluster port {address} is taken for a node; set one (the same on every node)"
+            );
+        }
         let membership = MembershipService::start(
             settings,
             address,
             prepared.name.clone(),
+            secret,
             shutdown.subscribe(),
         )
         .await?;
@@ -134,7 +159,7 @@ impl Cluster {
         };
         let me = NodeRecord {
             name: prepared.name.clone(),
-            raft_id: raft_id(),
+            raft_id: prepared.transport.identity().incarnation,
             cluster_addr: address,
             endpoint,
             location: Location {

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use openraft::{BasicNode, ChangeMembers, ServerState};
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::{Notify, watch};
+use weft_cluster::handshake::Identity;
 use weft_cluster::membership::NodeIdentity;
 use weft_cluster::state::{ClusterState, Command, NodeRecord};
 use weft_cluster::topology::Phase;
@@ -192,6 +193,12 @@ impl Node {
             server: OnceLock::new(),
             started: Instant::now(),
         }))
+    }
+
+    /// Whether the agreed members admitted this process (this incarnation, not a previous
+    /// one by its name).
+    fn is_admitted(&self) -> bool {
+        self.admitted.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Gives the node the server it forwards requests into.
@@ -905,6 +912,15 @@ impl Node {
             }
         }
         self.routing.set_nodes(state.nodes().values().cloned());
+        // Requests about the data go to the processes the agreed members name, and to no
+        // other process listening at their addresses.
+        self.transport.expect(
+            state
+                .nodes()
+                .values()
+                .filter(|node| node.name != self.me.name)
+                .map(|node| (node.cluster_addr, node.raft_id)),
+        );
         let names: Vec<MemberId> = state
             .nodes()
             .keys()
@@ -1447,14 +1463,26 @@ impl Node {
         let Some(local) = self.manager.cache(cache) else {
             return Response::Error(format!("no cache `{cache}`"));
         };
-        let entries: Vec<EntryImage> = local
-            .iter_segments(vec![segment])
-            .skip(from as usize)
-            .take(limit as usize)
-            .map(|entry| EntryImage::of(&entry))
-            .collect();
-        let done = entries.len() < limit as usize;
-        Response::Entries { entries, done }
+        // A chunk ends at `limit` entries or past `BATCH_BYTES_MAX` bytes, whichever comes
+        // first, so that it always fits a frame the asker accepts.
+        let mut iter = local.iter_segments(vec![segment]).skip(from as usize);
+        let mut entries = Vec::new();
+        let mut bytes = 0;
+        while entries.len() < limit.max(1) as usize && bytes < weft_cluster::wire::BATCH_BYTES_MAX {
+            let Some(entry) = iter.next() else {
+                return Response::Entries {
+                    entries,
+                    done: true,
+                };
+            };
+            let image = EntryImage::of(&entry);
+            bytes += weft_cluster::wire::image_bytes(&image);
+            entries.push(image);
+        }
+        Response::Entries {
+            entries,
+            done: false,
+        }
     }
 
     /// Stores merged entries of `segment` as their primary, each unless the key holds the
@@ -1784,11 +1812,16 @@ impl Default for NodeHandler {
 }
 
 impl Handler for NodeHandler {
-    fn handle(&self, _from: SocketAddr, request: Request) -> BoxFuture<Response> {
+    fn handle(&self, from: &Identity, request: Request) -> BoxFuture<Response> {
         let Some(node) = self.node.get().cloned() else {
             return Box::pin(async { Response::Error("node starting".to_owned()) });
         };
         let request = match request {
+            Request::Forward { .. } | Request::Replicate(_) if !node.is_admitted() => {
+                // This process serves nothing keyed before the cluster admitted it: what
+                // reaches it was meant for its predecessor, or routed by a stale topology.
+                return Box::pin(std::future::ready(Response::NotOwner { owner: None }));
+            }
             Request::Forward {
                 protocol,
                 cache,
@@ -1796,6 +1829,7 @@ impl Handler for NodeHandler {
             } => return node.forward_now(protocol, &cache, args),
             other => other,
         };
+        let from = from.clone();
         Box::pin(async move {
             match request {
                 Request::Hello(_) => {
@@ -1832,7 +1866,7 @@ impl Handler for NodeHandler {
                     },
                     Err(error) => Response::Error(error.to_string()),
                 },
-                Request::Replicate(replicas) => apply(&node, replicas),
+                Request::Replicate(replicas) => apply(&node, &from, replicas),
                 Request::Forward { .. } => Response::Error("forwarded twice".to_owned()),
                 Request::Fetch {
                     cache,
@@ -1922,25 +1956,49 @@ impl Handler for NodeHandler {
         })
     }
 
-    fn apply(&self, replicas: Vec<Replica>) -> Response {
+    fn apply(&self, from: &Identity, replicas: Vec<Replica>) -> Response {
         match self.node.get() {
-            Some(node) => apply(node, replicas),
+            Some(node) => apply(node, from, replicas),
             None => Response::Error("node starting".to_owned()),
         }
     }
 }
 
-/// Applies changes a primary replicated here, in order.
-fn apply(node: &Node, replicas: Vec<Replica>) -> Response {
-    if !node.admitted.load(std::sync::atomic::Ordering::SeqCst) {
+/// Applies changes a primary replicated here, in order — only those `from` sent as the
+/// primary of their segment, in this node's topology, in the incarnation the agreed members
+/// name: a process restarted under a primary's name, or a primary whose topology is stale,
+/// writes nothing here. The first refused change stops the batch (what came before it is
+/// applied; the sender sends the rest again, or drops what it no longer orders).
+fn apply(node: &Node, from: &Identity, replicas: Vec<Replica>) -> Response {
+    if !node.is_admitted() {
         // Meant for this node's predecessor, or sent before this node saw its admission (and
         // emptied what it stored before): the primary sends them again.
-        return Response::Error("this node is not admitted to the cluster yet".to_owned());
+        return Response::NotOwner { owner: None };
+    }
+    let sender = MemberId(from.name.clone());
+    if node
+        .routing
+        .node(&sender)
+        .is_none_or(|record| record.raft_id != from.incarnation)
+    {
+        return Response::NotOwner { owner: None };
     }
     for replica in replicas {
         let Some(cache) = node.manager.cache(&replica.cache) else {
             continue;
         };
+        if let Some(route) = node.routing.cache(&replica.cache) {
+            let primary = route
+                .segment(replica.segment)
+                .and_then(|owners| owners.write.first());
+            if primary != Some(&sender) {
+                return Response::NotOwner {
+                    owner: primary.cloned(),
+                };
+            }
+        } else {
+            return Response::NotOwner { owner: None };
+        }
         {
             let mut touched = node.touched.lock();
             if let Some(keys) = touched.get_mut(&(replica.cache.clone(), replica.segment)) {

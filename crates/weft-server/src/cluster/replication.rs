@@ -57,6 +57,9 @@ struct Progress {
     /// This node left the agreed members (and may have come back): writes it had in flight
     /// were not acknowledged by the cluster, and fail.
     fenced: bool,
+    /// Changes up to this sequence number may have been dropped unreplicated (this node no
+    /// longer ordered them): a write waiting on any of them fails.
+    dropped_through: u64,
 }
 
 /// Changes owed to a backup: those not sent yet, and those sent but not acknowledged
@@ -107,7 +110,7 @@ impl Stream {
         let waited = tokio::time::timeout(UNREACHABLE_WAIT, async {
             loop {
                 let now = *progress.borrow_and_update();
-                if now.fenced {
+                if now.fenced || now.dropped_through >= sequence {
                     return Err(());
                 }
                 if now.retired || now.acked >= sequence {
@@ -122,7 +125,7 @@ impl Stream {
         match waited {
             Ok(Ok(())) => Ok(()),
             Ok(Err(())) => Err(
-                "this node was dropped from the cluster before its backups acknowledged the write"
+                "the topology changed before the backups acknowledged the write (this node was dropped from the cluster, or no longer owns the key)"
                     .to_owned(),
             ),
             Err(_) => Err(format!(
@@ -134,7 +137,18 @@ impl Stream {
 
     /// Sends queued changes in batches, in order, records acknowledgements, and after a
     /// broken connection sends again what was not acknowledged.
-    async fn run(self: Arc<Self>, transport: Transport, to: SocketAddr) {
+    /// Whether this node still orders the writes of `replica`'s segment and the backup
+    /// still owns it.
+    fn still_orders(&self, routing: &Routing, replica: &Replica) -> bool {
+        let Some(route) = routing.cache(&replica.cache) else {
+            return false;
+        };
+        route.segment(replica.segment).is_some_and(|owners| {
+            owners.write.first() == Some(routing.local()) && owners.write.contains(&self.member)
+        })
+    }
+
+    async fn run(self: Arc<Self>, transport: Transport, to: SocketAddr, routing: Arc<Routing>) {
         loop {
             if self.progress.borrow().retired {
                 return;
@@ -142,7 +156,10 @@ impl Stream {
             let (batch, last) = {
                 let mut pending = self.pending.lock();
                 if pending.broken {
-                    // Everything not acknowledged goes again, first.
+                    // Everything not acknowledged goes again, first — but only what this
+                    // node still orders, for a backup that is still an owner: a change this
+                    // node no longer orders would be refused for ever, and holds back no
+                    // one but the writes it belongs to, which fail.
                     pending.broken = false;
                     let acked = self.progress.borrow().acked;
                     let mut again: std::collections::VecDeque<(u64, Replica)> =
@@ -151,9 +168,28 @@ impl Stream {
                             .filter(|(sequence, _)| *sequence > acked)
                             .collect();
                     again.extend(pending.unsent.drain(..));
+                    let before = again.len();
+                    again.retain(|(_, replica)| self.still_orders(&routing, replica));
+                    if again.len() < before {
+                        tracing::warn!(backup = %self.member, dropped = before - again.len(), "changes this node no longer orders were not replicated; their writes fail");
+                        self.progress.send_modify(|progress| {
+                            progress.dropped_through = pending.queued;
+                        });
+                    }
                     pending.unsent = again;
                 }
-                let take = pending.unsent.len().min(BATCH_MAX);
+                let mut take = 0;
+                let mut bytes = 0;
+                while take < pending.unsent.len().min(BATCH_MAX)
+                    && (take == 0 || bytes < weft_cluster::wire::BATCH_BYTES_MAX)
+                {
+                    bytes += pending.unsent[take]
+                        .1
+                        .entry
+                        .as_ref()
+                        .map_or(64, weft_cluster::wire::image_bytes);
+                    take += 1;
+                }
                 let batch: Vec<(u64, Replica)> = pending.unsent.drain(..take).collect();
                 let last = batch.last().map_or(0, |(sequence, _)| *sequence);
                 pending.inflight.extend(batch.iter().cloned());
@@ -180,6 +216,15 @@ impl Stream {
                             .lock()
                             .inflight
                             .retain(|(sequence, _)| *sequence > acked);
+                    }
+                    Ok(Response::NotOwner { owner }) => {
+                        // The backup's topology names another primary (or another process by
+                        // this node's name): whichever of the two is behind catches up; what
+                        // this node no longer orders is then dropped (`Stream::run`).
+                        tracing::debug!(backup = %stream.member, ?owner, "backup refused changes from this node; sending again");
+                        stream.pending.lock().broken = true;
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        stream.wake.notify_one();
                     }
                     failed => {
                         tracing::debug!(backup = %stream.member, ?failed, "replication batch failed; sending again");
@@ -238,7 +283,11 @@ impl Replication {
             progress: watch::Sender::new(Progress::default()),
         });
         streams.insert(member.clone(), Arc::clone(&stream));
-        tokio::spawn(Arc::clone(&stream).run(self.transport.clone(), node.cluster_addr));
+        tokio::spawn(Arc::clone(&stream).run(
+            self.transport.clone(),
+            node.cluster_addr,
+            Arc::clone(&self.routing),
+        ));
         Some(stream)
     }
 
@@ -390,6 +439,34 @@ impl Persistence for Replicator {
             Some(inner) => inner.admit_write(),
             None => Ok(()),
         }
+    }
+
+    fn admit_write_at(&self, segment: u32) -> Result<(), PersistenceError> {
+        self.admit_write()?;
+        if self.diverging() {
+            // DEGRADED with writes allowed: this side diverges on purpose.
+            return Ok(());
+        }
+        // Only the segment's primary orders its writes; any other node (one not admitted
+        // yet, whose routes leave it out, or one whose topology moved the segment away
+        // since the request was routed) refuses, and the client retries at the owner.
+        let local = self.replication.routing.local();
+        let primary = self
+            .replication
+            .routing
+            .cache(&self.cache)
+            .and_then(|route| {
+                route
+                    .segment(segment)
+                    .and_then(|owners| owners.write.first().cloned())
+            });
+        if primary.as_ref() != Some(local) {
+            return Err(PersistenceError::NotOwner {
+                cache: self.cache.clone(),
+                segment,
+            });
+        }
+        Ok(())
     }
 
     fn admit_read(&self) -> Result<(), PersistenceError> {

@@ -1,6 +1,12 @@
 //! Node-to-node messaging over TCP: one outbound connection per peer, requests tagged with
 //! an id and matched to their responses, frames from `weft_cluster::wire`.
 //!
+//! Every connection opens with `weft_cluster::handshake`: both ends prove they know the
+//! cluster secret and say which process (name and incarnation) they are, and nothing else
+//! is read from a peer before it has. Each request is addressed to the incarnation the
+//! sender expects at that address ([`Transport::expect`]): a process restarted on the same
+//! address is another incarnation, and what was meant for its predecessor never reaches it.
+//!
 //! Requests to one peer leave in the order they were sent, over one connection, and the
 //! receiver applies replicated changes in that order before reading the next frame: that is
 //! what keeps a key's changes in the primary's order on every backup. Everything else a
@@ -13,18 +19,43 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{Semaphore, mpsc, oneshot, watch};
+use weft_cluster::handshake::{self, HandshakeError, Identity, Secret};
 use weft_cluster::wire::{self, Envelope, Request, Response};
 
 use weft_core::persistence::BoxFuture;
 
 /// How long a connection attempt may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
-/// Bytes read at a time.
+/// How long the handshake of a new connection may take, either way.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Bytes read at a time (and the most memory a frame takes ahead of its bytes).
 const READ_CHUNK: usize = 64 * 1024;
+
+/// What the transport accepts from the cluster port.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// The largest frame accepted (at most `wire::FRAME_BYTES_MAX`).
+    pub frame_bytes_max: usize,
+    /// Inbound connections open at once; more are closed as they arrive.
+    pub connections_max: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            frame_bytes_max: wire::FRAME_BYTES_MAX,
+            connections_max: CONNECTIONS_MAX_DEFAULT,
+        }
+    }
+}
+
+/// Inbound cluster connections open at once, by default (a node holds one from each peer,
+/// plus short-lived ones from nodes starting).
+pub const CONNECTIONS_MAX_DEFAULT: usize = 256;
 
 /// Why a request got no response.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -37,15 +68,27 @@ pub enum TransportError {
     Timeout(SocketAddr),
 }
 
+/// Why a connection's handshake failed.
+#[derive(Debug, thiserror::Error)]
+enum HandshakeFailure {
+    #[error("{0}")]
+    Refused(#[from] HandshakeError),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("no handshake in time")]
+    Timeout,
+}
+
 /// What a node does with the requests it receives.
 pub trait Handler: Send + Sync + 'static {
-    /// Answers a request. Called in the order requests arrive on a connection; what it does
-    /// before returning its future happens in that order, the rest concurrently.
-    fn handle(&self, from: SocketAddr, request: Request) -> BoxFuture<Response>;
+    /// Answers a request from the node `from` (as its handshake proved). Called in the
+    /// order requests arrive on a connection; what it does before returning its future
+    /// happens in that order, the rest concurrently.
+    fn handle(&self, from: &Identity, request: Request) -> BoxFuture<Response>;
 
-    /// Applies replicated changes, in the order they arrive (called on the connection's
-    /// reader, before the next frame is read).
-    fn apply(&self, replicas: Vec<wire::Replica>) -> Response;
+    /// Applies changes `from` replicated, in the order they arrive (called on the
+    /// connection's reader, before the next frame is read).
+    fn apply(&self, from: &Identity, replicas: Vec<wire::Replica>) -> Response;
 }
 
 type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Response>>>>;
@@ -68,7 +111,14 @@ pub struct Transport {
 }
 
 struct Inner {
+    me: Identity,
+    secret: Secret,
+    limits: Limits,
     peers: Mutex<HashMap<SocketAddr, Peer>>,
+    /// The incarnation each member's address belongs to, as the agreed members say; a
+    /// connection to another process at that address carries nothing.
+    expected: RwLock<HashMap<SocketAddr, u64>>,
+    inbound: Arc<Semaphore>,
     next_id: AtomicU64,
     sent_bytes: AtomicU64,
     received_bytes: AtomicU64,
@@ -83,17 +133,43 @@ impl std::fmt::Debug for Transport {
 }
 
 impl Transport {
-    /// A transport with no connections yet.
+    /// A transport for the process `me`, proving itself with `secret`, with no
+    /// connections yet.
     #[must_use]
-    pub fn new() -> Self {
+    pub fn new(me: Identity, secret: Secret, limits: Limits) -> Self {
+        let inbound = Arc::new(Semaphore::new(limits.connections_max.max(1)));
         Self {
             inner: Arc::new(Inner {
+                me,
+                secret,
+                limits,
                 peers: Mutex::new(HashMap::new()),
+                expected: RwLock::new(HashMap::new()),
+                inbound,
                 next_id: AtomicU64::new(1),
                 sent_bytes: AtomicU64::new(0),
                 received_bytes: AtomicU64::new(0),
             }),
         }
+    }
+
+    /// This process, as it presents itself.
+    #[must_use]
+    pub fn identity(&self) -> &Identity {
+        &self.inner.me
+    }
+
+    /// From now on, requests to each of these addresses are for the given incarnation
+    /// only (the agreed members); addresses not listed take whoever answers there (seeds,
+    /// nodes not admitted yet). A connection to another process at a listed address is
+    /// closed, and its waiters see the peer as unreachable.
+    pub fn expect(&self, peers: impl IntoIterator<Item = (SocketAddr, u64)>) {
+        let peers: HashMap<SocketAddr, u64> = peers.into_iter().collect();
+        *self.inner.expected.write() = peers;
+    }
+
+    fn expected(&self, addr: SocketAddr) -> Option<u64> {
+        self.inner.expected.read().get(&addr).copied()
     }
 
     /// Bytes sent and received over cluster connections.
@@ -118,8 +194,17 @@ impl Transport {
                 tokio::select! {
                     accepted = listener.accept() => match accepted {
                         Ok((stream, from)) => {
+                            let Ok(permit) = Arc::clone(&transport.inner.inbound).try_acquire_owned() else {
+                                tracing::warn!(%from, limit = transport.inner.limits.connections_max, "too many cluster connections; closing a new one");
+                                continue;
+                            };
                             let _ = stream.set_nodelay(true);
-                            tokio::spawn(transport.clone().serve_connection(stream, from, Arc::clone(&handler)));
+                            let transport = transport.clone();
+                            let handler = Arc::clone(&handler);
+                            tokio::spawn(async move {
+                                let _permit = permit;
+                                transport.accept_connection(stream, from, handler).await;
+                            });
                         }
                         Err(error) => {
                             tracing::debug!(%error, "cluster accept failed");
@@ -132,10 +217,33 @@ impl Transport {
         })
     }
 
+    /// Proves both ends of a new inbound connection, then serves it.
+    async fn accept_connection(
+        self,
+        mut stream: TcpStream,
+        from: SocketAddr,
+        handler: Arc<dyn Handler>,
+    ) {
+        let proven = tokio::time::timeout(
+            HANDSHAKE_TIMEOUT,
+            accept_handshake(&mut stream, &self.inner.me, &self.inner.secret),
+        )
+        .await
+        .unwrap_or(Err(HandshakeFailure::Timeout));
+        match proven {
+            Ok(peer) => self.serve_connection(stream, from, peer, handler).await,
+            Err(HandshakeFailure::Refused(HandshakeError::BadCode)) => {
+                tracing::warn!(%from, "refused a cluster connection: the peer does not know the cluster secret");
+            }
+            Err(error) => tracing::debug!(%from, %error, "cluster connection handshake failed"),
+        }
+    }
+
     async fn serve_connection(
         self,
         stream: TcpStream,
         from: SocketAddr,
+        peer: Identity,
         handler: Arc<dyn Handler>,
     ) {
         let (mut reader, mut writer) = stream.into_split();
@@ -158,17 +266,18 @@ impl Transport {
             }
         });
         let mut buffer = BytesMut::with_capacity(READ_CHUNK);
+        let limit = self.inner.limits.frame_bytes_max;
         loop {
-            match read_frame(&mut reader, &mut buffer, &self.inner.received_bytes).await {
+            match read_frame(&mut reader, &mut buffer, limit, &self.inner.received_bytes).await {
                 Ok(Some(Envelope::Request(id, Request::Replicate(replicas)))) => {
-                    let response = handler.apply(replicas);
+                    let response = handler.apply(&peer, replicas);
                     if replies.send((id, response)).is_err() {
                         break;
                     }
                 }
                 Ok(Some(Envelope::Request(id, request))) => {
                     let replies = replies.clone();
-                    let handling = handler.handle(from, request);
+                    let handling = handler.handle(&peer, request);
                     tokio::spawn(async move {
                         let response = handling.await;
                         let _ = replies.send((id, response));
@@ -249,7 +358,7 @@ impl Transport {
         pending: Pending,
     ) {
         let connected = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(to)).await;
-        let stream = match connected {
+        let mut stream = match connected {
             Ok(Ok(stream)) => stream,
             Ok(Err(error)) => {
                 tracing::debug!(%to, %error, "cluster connection failed");
@@ -263,6 +372,20 @@ impl Transport {
             }
         };
         let _ = stream.set_nodelay(true);
+        let proven = tokio::time::timeout(
+            HANDSHAKE_TIMEOUT,
+            open_handshake(&mut stream, &self.inner.me, &self.inner.secret),
+        )
+        .await
+        .unwrap_or(Err(HandshakeFailure::Timeout));
+        let peer = match proven {
+            Ok(peer) => peer,
+            Err(error) => {
+                tracing::debug!(%to, %error, "cluster connection handshake failed");
+                self.forget(to, &pending);
+                return;
+            }
+        };
         let (mut reader, mut writer) = stream.into_split();
         // Dropped when the response reader ends (the connection broke).
         let (reading, mut read_ended) = oneshot::channel::<()>();
@@ -272,8 +395,11 @@ impl Transport {
             tokio::spawn(async move {
                 let _reading = reading;
                 let mut buffer = BytesMut::with_capacity(READ_CHUNK);
+                let limit = received.limits.frame_bytes_max;
                 loop {
-                    match read_frame(&mut reader, &mut buffer, &received.received_bytes).await {
+                    match read_frame(&mut reader, &mut buffer, limit, &received.received_bytes)
+                        .await
+                    {
                         Ok(Some(Envelope::Response(id, response))) => {
                             if let Some(waiter) = pending.lock().remove(&id) {
                                 let _ = waiter.send(response);
@@ -292,11 +418,15 @@ impl Transport {
             tokio::select! {
                 next = outgoing.recv() => {
                     let Some(first) = next else { break };
-                    wire::encode(&Envelope::Request(first.id, first.request), &mut out);
+                    let expected = self.expected(to);
+                    self.encode_for(&peer, expected, first, &mut out, &pending);
                     while out.len() < (1 << 20)
                         && let Ok(more) = outgoing.try_recv()
                     {
-                        wire::encode(&Envelope::Request(more.id, more.request), &mut out);
+                        self.encode_for(&peer, expected, more, &mut out, &pending);
+                    }
+                    if out.is_empty() {
+                        continue;
                     }
                     self.inner.sent_bytes.fetch_add(out.len() as u64, Ordering::Relaxed);
                     if writer.write_all(&out).await.is_err() {
@@ -309,6 +439,28 @@ impl Transport {
         }
         responses.abort();
         self.forget(to, &pending);
+    }
+
+    /// Appends `outgoing` to `out` — unless it is meant for a member (a request about the
+    /// data, see [`fenced`]) and `peer` is another incarnation than the one the agreed
+    /// members name at this address: a process restarted there, not admitted yet, gets
+    /// nothing meant for its predecessor, and the waiter sees the member as unreachable.
+    fn encode_for(
+        &self,
+        peer: &Identity,
+        expected: Option<u64>,
+        outgoing: Outgoing,
+        out: &mut Vec<u8>,
+        pending: &Pending,
+    ) {
+        if fenced(&outgoing.request)
+            && expected.is_some_and(|expected| expected != peer.incarnation)
+        {
+            tracing::debug!(peer = %peer.name, "request for a previous incarnation not sent");
+            pending.lock().remove(&outgoing.id);
+            return;
+        }
+        wire::encode(&Envelope::Request(outgoing.id, outgoing.request), out);
     }
 
     /// Drops a failed connection: its waiters learn the peer is unreachable.
@@ -326,27 +478,85 @@ impl Transport {
     }
 }
 
-impl Default for Transport {
-    fn default() -> Self {
-        Self::new()
-    }
+/// Whether `request` is about the data a member holds, and so only for the incarnation the
+/// agreed members name (introductions, consensus and membership requests go to whoever
+/// listens at an address: that is how a restarted process is found and admitted; consensus
+/// messages name their recipient themselves).
+fn fenced(request: &Request) -> bool {
+    !matches!(
+        request,
+        Request::Hello(_)
+            | Request::Raft(..)
+            | Request::Propose(_)
+            | Request::Leave { .. }
+            | Request::TopologyId { .. }
+    )
 }
 
-/// Reads the next frame: `None` at the end of the stream.
+/// The acceptor's side of the handshake: challenge, check the answer, reply.
+async fn accept_handshake(
+    stream: &mut TcpStream,
+    me: &Identity,
+    secret: &Secret,
+) -> Result<Identity, HandshakeFailure> {
+    let mine = handshake::nonce();
+    stream.write_all(&handshake::challenge(&mine)).await?;
+    let mut theirs = [0; handshake::NONCE_BYTES];
+    stream.read_exact(&mut theirs).await?;
+    let mut len = [0; 2];
+    stream.read_exact(&mut len).await?;
+    let mut identity = vec![0; handshake::identity_len(len)?];
+    stream.read_exact(&mut identity).await?;
+    let mut code = [0; handshake::CODE_BYTES];
+    stream.read_exact(&mut code).await?;
+    let peer = handshake::check_answer(secret, &mine, &theirs, &identity, &code)?;
+    stream
+        .write_all(&handshake::reply(secret, &theirs, &mine, me))
+        .await?;
+    Ok(peer)
+}
+
+/// The opener's side of the handshake: read the challenge, answer, check the reply.
+async fn open_handshake(
+    stream: &mut TcpStream,
+    me: &Identity,
+    secret: &Secret,
+) -> Result<Identity, HandshakeFailure> {
+    let mut challenge = [0; handshake::CHALLENGE_BYTES];
+    stream.read_exact(&mut challenge).await?;
+    let theirs = handshake::read_challenge(&challenge)?;
+    let mine = handshake::nonce();
+    stream
+        .write_all(&handshake::answer(secret, &theirs, &mine, me))
+        .await?;
+    let mut len = [0; 2];
+    stream.read_exact(&mut len).await?;
+    let mut identity = vec![0; handshake::identity_len(len)?];
+    stream.read_exact(&mut identity).await?;
+    let mut code = [0; handshake::CODE_BYTES];
+    stream.read_exact(&mut code).await?;
+    Ok(handshake::check_reply(
+        secret, &mine, &theirs, &identity, &code,
+    )?)
+}
+
+/// Reads the next frame: `None` at the end of the stream. A frame's memory is taken as its
+/// bytes arrive, not as its header announces them.
 async fn read_frame(
     reader: &mut (impl AsyncReadExt + Unpin),
     buffer: &mut BytesMut,
+    limit: usize,
     received: &AtomicU64,
 ) -> Result<Option<Envelope>, wire::FrameError> {
     loop {
-        if let Some(len) = wire::body_len(buffer)? {
+        if let Some(len) = wire::body_len_within(buffer, limit)? {
             let end = wire::FRAME_HEADER_BYTES + len;
             if buffer.len() >= end {
                 let envelope = wire::decode(&buffer[wire::FRAME_HEADER_BYTES..end]);
                 buffer.advance(end);
                 return envelope.map(Some);
             }
-            buffer.reserve(end - buffer.len());
+            buffer.reserve((end - buffer.len()).min(READ_CHUNK));
         } else {
             buffer.reserve(READ_CHUNK);
         }
