@@ -447,6 +447,32 @@ fn a_minority_partition_refuses_and_heals_without_stale_reads() {
         }
     }
 
+    // Counters incremented through the majority's nodes all along — before the cut, through
+    // it and through the heal — and once through node-2 before the cut: no acknowledged
+    // increment may be rolled back or repeated when node-2 comes back.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let counting = {
+        let stop = std::sync::Arc::clone(&stop);
+        let clients = clients.clone();
+        std::thread::spawn(move || {
+            let mut results: Vec<Vec<i64>> = vec![Vec::new(); 4];
+            let mut i = 0usize;
+            let deadline = Instant::now() + Duration::from_secs(240);
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) && Instant::now() < deadline {
+                let counter = i % 4;
+                let through = if i < 8 { clients[2] } else { clients[i % 2] };
+                let reply = resp(through, &["INCR", &format!("ctr{counter}")]);
+                if let Ok(value) = reply.trim_start_matches(':').parse::<i64>() {
+                    results[counter].push(value);
+                }
+                i += 1;
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            results
+        })
+    };
+    std::thread::sleep(Duration::from_millis(500));
+
     // Cut node-2's cluster link: it is a minority of one.
     lab.cut(2, false);
     wait("node-2 to go DEGRADED", Duration::from_secs(30), || {
@@ -517,6 +543,29 @@ fn a_minority_partition_refuses_and_heals_without_stale_reads() {
                     .collect();
                 panic!("k{k} via {client}: {got}; through each node: {everywhere:?}");
             }
+        }
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let results = counting.join().expect("the counting thread");
+    for (counter, acked) in results.iter().enumerate() {
+        let mut seen = acked.clone();
+        seen.sort_unstable();
+        seen.dedup();
+        assert_eq!(
+            seen.len(),
+            acked.len(),
+            "ctr{counter}: an INCR result was returned twice: {acked:?}"
+        );
+        let highest = acked.iter().copied().max().unwrap_or(0);
+        for client in &clients {
+            let now: i64 = resp(*client, &["GET", &format!("ctr{counter}")])
+                .parse()
+                .unwrap_or(0);
+            assert!(
+                now >= highest,
+                "ctr{counter} via {client} reads {now}, below the acknowledged {highest}"
+            );
         }
     }
     // PREFERRED_NON_NULL: where both sides wrote, the majority's value; what only the

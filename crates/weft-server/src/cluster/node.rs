@@ -201,6 +201,14 @@ impl Node {
         self.admitted.load(std::sync::atomic::Ordering::SeqCst)
     }
 
+    /// Whether `cache` may have taken writes on both sides of a partition (its policy is
+    /// ALLOW_READ_WRITES), so that what each side holds is merged by its merge policy.
+    fn diverged_when_split(&self, cache: &str) -> bool {
+        self.manager.cache(cache).is_some_and(|local| {
+            local.config().partition_handling.when_split == weft_core::WhenSplit::AllowReadWrites
+        })
+    }
+
     /// Gives the node the server it forwards requests into.
     pub fn attach(&self, server: Arc<ServerContext>) {
         let _ = self.server.set(server);
@@ -884,9 +892,16 @@ impl Node {
             // through the merge policy too, once the topology is stable. And the majority
             // re-admitted it in the state it now has: its topologies are the agreed ones,
             // so its caches are no longer DEGRADED (the merge needs their real owners).
-            self.merge_pending
-                .lock()
-                .extend(state.caches().keys().cloned());
+            // Only a cache that took writes while cut off (ALLOW_READ_WRITES) has anything
+            // to merge: under DENY_READ_WRITES and ALLOW_READS this node accepted no write
+            // on its own, so nothing it holds may overwrite what the others acknowledged.
+            self.merge_pending.lock().extend(
+                state
+                    .caches()
+                    .keys()
+                    .filter(|name| self.diverged_when_split(name))
+                    .cloned(),
+            );
             for name in state.caches().keys() {
                 if self.routing.set_degraded(name, None) {
                     tracing::info!(cache = %name, "cache available again: re-admitted to the cluster");
@@ -1335,7 +1350,14 @@ impl Node {
             .routing
             .node(source)
             .ok_or_else(|| anyhow::anyhow!("{source} is not a member"))?;
-        let policy = local.config().partition_handling.merge_policy;
+        // A cache that took no writes while split (DENY_READ_WRITES, ALLOW_READS) merges
+        // nothing: the owners' copy wins whole, even over a copy with a higher version here
+        // (one applied here but never acknowledged) or a key they removed since.
+        let policy = if self.diverged_when_split(cache) {
+            local.config().partition_handling.merge_policy
+        } else {
+            weft_core::MergePolicy::PreferredAlways
+        };
         // What this node held of the segment before: after a partition, entries the
         // preferred side (the one that kept the cluster) no longer has, or has otherwise.
         let mut held: HashMap<Vec<u8>, weft_core::CacheEntry> = local
