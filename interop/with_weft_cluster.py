@@ -15,6 +15,7 @@ cleanly; prints the nodes' output when anything failed.
 import argparse
 import json
 import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -78,6 +79,7 @@ def launch_nodes(nodes: int, config: Path | None, stdout=subprocess.DEVNULL,
     ports = [free_port() for _ in range(nodes)]
     cluster_ports = [free_udp_and_tcp_port() for _ in range(nodes)]
     seeds = ",".join(f"127.0.0.1:{p}" for p in cluster_ports)
+    secret = os.environ.get("WEFT_CLUSTER_SECRET") or secrets.token_hex(16)
     processes = []
     for i, (port, cluster_port) in enumerate(zip(ports, cluster_ports)):
         argv_node = [str(WEFT_BIN), "server", "--bind", f"127.0.0.1:{port}",
@@ -86,7 +88,10 @@ def launch_nodes(nodes: int, config: Path | None, stdout=subprocess.DEVNULL,
         if config is not None:
             argv_node += ["--config", str(config)]
         stderr = subprocess.STDOUT if stdout == subprocess.PIPE else stdout
-        processes.append(subprocess.Popen(argv_node, stdout=stdout, stderr=stderr))
+        # The nodes prove themselves to each other with a shared cluster secret, as a
+        # deployment should; one per cluster, so clusters started side by side stay apart.
+        env = dict(os.environ, WEFT_CLUSTER_SECRET=secret)
+        processes.append(subprocess.Popen(argv_node, stdout=stdout, stderr=stderr, env=env))
     return ports, processes
 
 

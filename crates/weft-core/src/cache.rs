@@ -616,8 +616,30 @@ impl Cache {
         }
     }
 
-    /// After a write: waits until the stores have made it durable, or leaves the wait to the
-    /// surrounding [`crate::persistence::collect_durability`].
+    /// Before a write waited for on its own (not collected by a surrounding
+    /// [`crate::persistence::collect_durability`]): the number its wait is checked against
+    /// (see [`crate::persistence::next_epoch`]).
+    fn write_epoch(&self) -> u64 {
+        if self.inner.persistence.is_some() && !crate::persistence::collecting() {
+            crate::persistence::next_epoch()
+        } else {
+            0
+        }
+    }
+
+    /// After a write started at `epoch`: waits until the stores have made it durable, or
+    /// leaves the wait to the surrounding [`crate::persistence::collect_durability`].
+    fn settle_write(&self, epoch: u64) -> Result<(), CacheError> {
+        let Some(persistence) = &self.inner.persistence else {
+            return Ok(());
+        };
+        if crate::persistence::defer(persistence) {
+            return Ok(());
+        }
+        Ok(persistence.wait_since(epoch)?)
+    }
+
+    /// After a read or a clear: as [`Cache::settle_write`], for changes recorded before now.
     fn settle(&self) -> Result<(), CacheError> {
         let Some(persistence) = &self.inner.persistence else {
             return Ok(());
@@ -745,6 +767,7 @@ impl Cache {
         self.check_live()?;
         let (segment, hash) = self.inner.container.locate(key);
         self.admit_at(segment)?;
+        let epoch = self.write_epoch();
         self.record_access(hash);
         let mut failure = None;
         let (applied, ()) = self.inner.container.update(
@@ -766,7 +789,7 @@ impl Cache {
             });
         }
         self.after_write(&applied, options.skip_listeners);
-        self.settle()?;
+        self.settle_write(epoch)?;
         Ok(applied)
     }
 
@@ -1080,6 +1103,7 @@ impl Cache {
         self.check_live()?;
         let (segment, hash) = self.inner.container.locate(key);
         self.admit_at(segment)?;
+        let epoch = self.write_epoch();
         let timer = self.inner.stats.start();
         self.record_access(hash);
         let mut size_error = None;
@@ -1166,7 +1190,7 @@ impl Cache {
             });
         }
         self.after_write(&applied, options.skip_listeners);
-        self.settle()?;
+        self.settle_write(epoch)?;
         if applied.stored.is_some() {
             self.inner.stats.write_done(timer, true);
         } else if applied.previous.is_some() {

@@ -172,6 +172,25 @@ pub trait Persistence: Send + Sync + fmt::Debug + 'static {
     /// If making them durable failed.
     fn wait(&self) -> Result<(), PersistenceError>;
 
+    /// [`Persistence::wait_async`] for writes made since `epoch` (see [`epoch`]): a
+    /// persistence that may give up on changes after they were recorded (a clustered cache
+    /// whose node no longer owns a key) fails the wait if it gave up on any since then. By
+    /// default the same as [`Persistence::wait_async`].
+    fn wait_async_since(&self, epoch: u64) -> BoxFuture<Result<(), PersistenceError>> {
+        let _ = epoch;
+        self.wait_async()
+    }
+
+    /// [`Persistence::wait`] for writes made since `epoch`, as
+    /// [`Persistence::wait_async_since`].
+    ///
+    /// # Errors
+    /// As [`Persistence::wait`].
+    fn wait_since(&self, epoch: u64) -> Result<(), PersistenceError> {
+        let _ = epoch;
+        self.wait()
+    }
+
     /// [`Persistence::wait`] for async callers: covers the changes recorded before the call.
     fn wait_async(&self) -> BoxFuture<Result<(), PersistenceError>>;
 
@@ -243,6 +262,7 @@ thread_local! {
 /// Runs `f`, collecting the durability waits of the writes it makes on this thread instead of
 /// blocking on each; the returned [`Durability`] must be awaited before acknowledging them.
 pub fn collect_durability<R>(f: impl FnOnce() -> R) -> (R, Durability) {
+    let epoch = next_epoch();
     let outer = COLLECTING.with(|cell| cell.borrow_mut().replace(Vec::new()));
     let result = f();
     let waits = COLLECTING.with(|cell| {
@@ -251,7 +271,31 @@ pub fn collect_durability<R>(f: impl FnOnce() -> R) -> (R, Durability) {
         *slot = outer;
         collected
     });
-    (result, Durability { waits })
+    (result, Durability { waits, epoch })
+}
+
+/// Batches of writes started so far (each [`collect_durability`] and each write waited for
+/// on its own takes the next number).
+static EPOCHS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// Takes a number for a batch of writes about to start: a persistence that gives up on a
+/// change after it was recorded notes [`epoch`] then, and fails the waits of every batch
+/// that started before (any of them may hold the change).
+#[must_use]
+pub fn next_epoch() -> u64 {
+    EPOCHS.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+}
+
+/// The number the next batch of writes will take: every batch with a smaller number started
+/// before now.
+#[must_use]
+pub fn epoch() -> u64 {
+    EPOCHS.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+/// Whether the writes of this thread are being collected by a [`collect_durability`].
+pub(crate) fn collecting() -> bool {
+    COLLECTING.with(|cell| cell.borrow().is_some())
 }
 
 /// Hands a write's wait to the surrounding [`collect_durability`], or returns it back when
@@ -274,6 +318,8 @@ pub(crate) fn defer(persistence: &Arc<dyn Persistence>) -> bool {
 #[derive(Default)]
 pub struct Durability {
     waits: Waits,
+    /// When the first of its batches started (see [`next_epoch`]).
+    epoch: u64,
 }
 
 impl fmt::Debug for Durability {
@@ -293,6 +339,11 @@ impl Durability {
 
     /// Adds another batch's waits to this one.
     pub fn merge(&mut self, other: Durability) {
+        if self.waits.is_empty() {
+            self.epoch = other.epoch;
+        } else if !other.waits.is_empty() {
+            self.epoch = self.epoch.min(other.epoch);
+        }
         for persistence in other.waits {
             if !self
                 .waits
@@ -310,7 +361,7 @@ impl Durability {
     /// The first store that failed to make its writes durable.
     pub async fn wait(self) -> Result<(), PersistenceError> {
         for persistence in self.waits {
-            persistence.wait_async().await?;
+            persistence.wait_async_since(self.epoch).await?;
         }
         Ok(())
     }
@@ -321,7 +372,7 @@ impl Durability {
     /// As [`Durability::wait`].
     pub fn wait_blocking(self) -> Result<(), PersistenceError> {
         for persistence in self.waits {
-            persistence.wait()?;
+            persistence.wait_since(self.epoch)?;
         }
         Ok(())
     }

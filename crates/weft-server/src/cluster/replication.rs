@@ -57,10 +57,21 @@ struct Progress {
     /// This node left the agreed members (and may have come back): writes it had in flight
     /// were not acknowledged by the cluster, and fail.
     fenced: bool,
-    /// Changes up to this sequence number may have been dropped unreplicated (this node no
-    /// longer ordered them): a write waiting on any of them fails.
-    dropped_through: u64,
+    /// Times changes were dropped unreplicated (see [`Stream::drops`]), to wake waiters.
+    drops: u64,
 }
+
+/// Changes dropped unreplicated at once: the lowest sequence number among them, the write
+/// epoch then (`weft_core::persistence::epoch`), and when.
+#[derive(Debug, Clone, Copy)]
+struct Dropped {
+    lowest: u64,
+    epoch: u64,
+    at: std::time::Instant,
+}
+
+/// How long a record of dropped changes is kept: longer than any write waits.
+const DROPS_KEPT: Duration = Duration::from_secs(60);
 
 /// Changes owed to a backup: those not sent yet, and those sent but not acknowledged
 /// (kept so that a broken connection can be replaced and they sent again, in order).
@@ -88,6 +99,9 @@ pub struct Stream {
     pending: Mutex<Pending>,
     wake: Notify,
     progress: watch::Sender<Progress>,
+    /// Changes this node dropped unreplicated because it no longer orders them: a write
+    /// waited for since before a drop, and covering a dropped change, fails.
+    drops: Mutex<std::collections::VecDeque<Dropped>>,
 }
 
 impl Stream {
@@ -104,13 +118,23 @@ impl Stream {
         self.pending.lock().queued
     }
 
-    /// Waits until the backup acknowledged change `sequence`, or was retired.
-    async fn reached(&self, sequence: u64) -> Result<(), String> {
+    /// Whether a change up to `sequence` was dropped after a write batch numbered `epoch`
+    /// started (such a batch may hold it).
+    fn dropped_since(&self, sequence: u64, epoch: u64) -> bool {
+        self.drops
+            .lock()
+            .iter()
+            .any(|drop| drop.lowest <= sequence && epoch < drop.epoch)
+    }
+
+    /// Waits until the backup acknowledged change `sequence`, or was retired; fails if a
+    /// change up to `sequence` was dropped since write batch `epoch` started.
+    async fn reached(&self, sequence: u64, epoch: u64) -> Result<(), String> {
         let mut progress = self.progress.subscribe();
         let waited = tokio::time::timeout(UNREACHABLE_WAIT, async {
             loop {
                 let now = *progress.borrow_and_update();
-                if now.fenced || now.dropped_through >= sequence {
+                if now.fenced || self.dropped_since(sequence, epoch) {
                     return Err(());
                 }
                 if now.retired || now.acked >= sequence {
@@ -168,13 +192,26 @@ impl Stream {
                             .filter(|(sequence, _)| *sequence > acked)
                             .collect();
                     again.extend(pending.unsent.drain(..));
-                    let before = again.len();
-                    again.retain(|(_, replica)| self.still_orders(&routing, replica));
-                    if again.len() < before {
-                        tracing::warn!(backup = %self.member, dropped = before - again.len(), "changes this node no longer orders were not replicated; their writes fail");
-                        self.progress.send_modify(|progress| {
-                            progress.dropped_through = pending.queued;
+                    let mut lowest = None;
+                    again.retain(|(sequence, replica)| {
+                        let keep = self.still_orders(&routing, replica);
+                        if !keep {
+                            lowest = Some(lowest.map_or(*sequence, |l: u64| l.min(*sequence)));
+                        }
+                        keep
+                    });
+                    if let Some(lowest) = lowest {
+                        tracing::warn!(backup = %self.member, from = lowest, "changes this node no longer orders were not replicated; their writes fail");
+                        let now = std::time::Instant::now();
+                        let mut drops = self.drops.lock();
+                        drops.retain(|drop| now.duration_since(drop.at) < DROPS_KEPT);
+                        drops.push_back(Dropped {
+                            lowest,
+                            epoch: weft_core::persistence::epoch(),
+                            at: now,
                         });
+                        drop(drops);
+                        self.progress.send_modify(|progress| progress.drops += 1);
                     }
                     pending.unsent = again;
                 }
@@ -281,6 +318,7 @@ impl Replication {
             pending: Mutex::new(Pending::default()),
             wake: Notify::new(),
             progress: watch::Sender::new(Progress::default()),
+            drops: Mutex::new(std::collections::VecDeque::new()),
         });
         streams.insert(member.clone(), Arc::clone(&stream));
         tokio::spawn(Arc::clone(&stream).run(
@@ -535,6 +573,11 @@ impl Persistence for Replicator {
     }
 
     fn wait(&self) -> Result<(), PersistenceError> {
+        // Reads and clears: waits for what they may have seen; no write of theirs to fail.
+        self.wait_since(u64::MAX)
+    }
+
+    fn wait_since(&self, epoch: u64) -> Result<(), PersistenceError> {
         if let Some(inner) = &self.inner {
             inner.wait()?;
         }
@@ -548,7 +591,7 @@ impl Persistence for Replicator {
         // An embedded caller on a plain thread: wait on the runtime the streams run on.
         let waiting = async move {
             for (stream, sequence) in pending {
-                stream.reached(sequence).await?;
+                stream.reached(sequence, epoch).await?;
             }
             Ok::<(), String>(())
         };
@@ -560,6 +603,10 @@ impl Persistence for Replicator {
     }
 
     fn wait_async(&self) -> BoxFuture<Result<(), PersistenceError>> {
+        self.wait_async_since(u64::MAX)
+    }
+
+    fn wait_async_since(&self, epoch: u64) -> BoxFuture<Result<(), PersistenceError>> {
         let stores = self.inner.as_ref().map(|inner| inner.wait_async());
         let pending = if self.sync && !self.diverging() {
             self.replication.snapshot()
@@ -572,13 +619,12 @@ impl Persistence for Replicator {
                 stores.await?;
             }
             for (stream, sequence) in pending {
-                stream
-                    .reached(sequence)
-                    .await
-                    .map_err(|reason| PersistenceError::Failed {
+                stream.reached(sequence, epoch).await.map_err(|reason| {
+                    PersistenceError::Failed {
                         cache: cache.clone(),
                         reason,
-                    })?;
+                    }
+                })?;
             }
             Ok(())
         })
@@ -639,5 +685,41 @@ impl Persistence for Replicator {
         if let Some(inner) = &self.inner {
             inner.destroy();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stream() -> Stream {
+        Stream {
+            member: MemberId("backup".into()),
+            pending: Mutex::new(Pending::default()),
+            wake: Notify::new(),
+            progress: watch::Sender::new(Progress::default()),
+            drops: Mutex::new(std::collections::VecDeque::new()),
+        }
+    }
+
+    // Proves a write fails when a change it may hold was dropped unreplicated after its
+    // batch started, and only then: batches that started later, or that end before the
+    // dropped change, are acknowledged once the backup has what they cover.
+    #[tokio::test]
+    async fn writes_fail_when_a_change_they_may_hold_was_dropped() {
+        let stream = stream();
+        let before = weft_core::persistence::next_epoch();
+        stream.progress.send_modify(|progress| progress.acked = 10);
+        stream.drops.lock().push_back(Dropped {
+            lowest: 5,
+            epoch: weft_core::persistence::epoch(),
+            at: std::time::Instant::now(),
+        });
+        let after = weft_core::persistence::next_epoch();
+        assert!(stream.reached(10, before).await.is_err());
+        assert!(stream.reached(4, before).await.is_ok());
+        assert!(stream.reached(10, after).await.is_ok());
+        // Reads and clears wait with no epoch of their own: never failed by a drop.
+        assert!(stream.reached(10, u64::MAX).await.is_ok());
     }
 }
