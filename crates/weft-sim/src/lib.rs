@@ -90,6 +90,8 @@ pub struct Stats {
     pub reads: u64,
     /// Crashes injected.
     pub crashes: u64,
+    /// Of those, processes restarted at once (well within failure detection).
+    pub quick_restarts: u64,
     /// Partitions injected.
     pub partitions: u64,
     /// Topologies the cluster went through.
@@ -1084,8 +1086,16 @@ impl Sim {
         }
         // At most one node (owners − 1 with two owners) away at a time.
         let victim = self.random(self.nodes.len() as u64) as usize;
-        let lasting = 200 + self.random(2_000);
-        if self.random(2) == 0 {
+        let mut lasting = 200 + self.random(2_000);
+        let kind = self.random(3);
+        if kind < 2 {
+            // A crash; one in two restarts at once, as a process supervisor would — well
+            // within failure detection, while the others still route to the process that
+            // died and the agreed members still name it.
+            if kind == 1 {
+                lasting = self.random(DETECTION_MS / 2);
+                self.stats.quick_restarts += 1;
+            }
             self.note(format!("crash n{victim}"));
             self.stats.crashes += 1;
             self.nodes[victim].up = false;

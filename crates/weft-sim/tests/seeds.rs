@@ -24,21 +24,23 @@ fn hundreds_of_seeds_pass_the_checkers() {
                 total.acknowledged += stats.acknowledged;
                 total.unanswered += stats.unanswered;
                 total.crashes += stats.crashes;
+                total.quick_restarts += stats.quick_restarts;
                 total.partitions += stats.partitions;
             }
             Err(failure) => panic!("{failure}"),
         }
     }
     eprintln!(
-        "{} seeds: {} writes acknowledged, {} unanswered, {} crashes, {} partitions",
+        "{} seeds: {} writes acknowledged, {} unanswered, {} crashes ({} restarted at once), {} partitions",
         seeds.len(),
         total.acknowledged,
         total.unanswered,
         total.crashes,
+        total.quick_restarts,
         total.partitions
     );
     assert!(
-        total.crashes > 0 && total.partitions > 0,
+        total.crashes > 0 && total.quick_restarts > 0 && total.partitions > 0,
         "no faults were injected"
     );
 }

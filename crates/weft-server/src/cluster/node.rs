@@ -30,6 +30,9 @@ use crate::ServerContext;
 const BOOTSTRAP_DELAY: Duration = Duration::from_millis(1_500);
 /// How often the node reconciles membership and definitions (also on every change).
 const TICK: Duration = Duration::from_millis(300);
+/// How long one round of coordination may wait on consensus before it is given up (and
+/// tried again at the next tick).
+const TICK_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a request to another node may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// Consensus voters wanted (the others are learners).
@@ -428,6 +431,7 @@ impl Node {
 
     /// Runs the node's loops until shutdown.
     pub fn run(self: &Arc<Self>, shutdown: watch::Receiver<bool>) {
+        tokio::spawn(Arc::clone(self).watch_partitions(shutdown.clone()));
         tokio::spawn(Arc::clone(self).coordinate(shutdown.clone()));
         tokio::spawn(Arc::clone(self).react(shutdown));
     }
@@ -521,6 +525,21 @@ impl Node {
 
     // ---- coordination -------------------------------------------------------------------
 
+    /// Decides, every tick and on every change of the failure detector's view, whether each
+    /// cache is DEGRADED — in a loop of its own, so that nothing the coordination waits for
+    /// (a proposal that a leader without a quorum can never commit) holds it back: a node
+    /// cut off from the others degrades within the failure-detection time, leader or not.
+    async fn watch_partitions(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+        loop {
+            self.assess().await;
+            tokio::select! {
+                () = tokio::time::sleep(TICK) => {}
+                () = self.view_changed.notified() => {}
+                _ = shutdown.changed() => return,
+            }
+        }
+    }
+
     async fn coordinate(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
         loop {
             tokio::select! {
@@ -528,8 +547,12 @@ impl Node {
                 () = self.view_changed.notified() => {}
                 _ = shutdown.changed() => return,
             }
-            if let Err(error) = self.tick().await {
-                tracing::debug!(%error, "cluster coordination");
+            // A tick waits on consensus (proposals, membership changes), which a leader cut
+            // off from its quorum never gets: bounded, so the next tick tries again.
+            match tokio::time::timeout(TICK_TIMEOUT, self.tick()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(error)) => tracing::debug!(%error, "cluster coordination"),
+                Err(_) => tracing::debug!("cluster coordination timed out (no consensus quorum?)"),
             }
         }
     }
@@ -537,7 +560,6 @@ impl Node {
     async fn tick(self: &Arc<Self>) -> anyhow::Result<()> {
         self.retry_rebalances();
         let peers: Vec<SocketAddr> = self.view.read().iter().map(|peer| peer.addr).collect();
-        self.assess().await;
         self.greet(&peers).await;
         let metrics = self.raft.metrics().borrow().clone();
         let membership = metrics.membership_config.membership().clone();
