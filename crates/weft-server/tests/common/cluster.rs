@@ -105,23 +105,29 @@ impl Node {
 
     /// Whether this node reports cache `cache` stable with exactly `members` (by name).
     pub fn stable_with(&self, cache: &str, members: &[&str]) -> bool {
-        let Some(body) = http_get(self.client, "/rest/v2/cluster/topology") else {
-            return false;
-        };
-        let report: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
-        report["caches"].as_array().is_some_and(|caches| {
-            caches.iter().any(|report| {
-                let mut named: Vec<&str> = report["members"]
-                    .as_array()
-                    .map(|m| m.iter().filter_map(|m| m.as_str()).collect())
-                    .unwrap_or_default();
-                named.sort_unstable();
-                let mut expected = members.to_vec();
-                expected.sort_unstable();
-                report["cache"] == cache && report["phase"] == "stable" && named == expected
-            })
-        })
+        reports_stable(self.client, cache, members)
     }
+}
+
+/// Whether the node with client address `client` reports cache `cache` stable with exactly
+/// `members` (by name).
+pub fn reports_stable(client: SocketAddr, cache: &str, members: &[&str]) -> bool {
+    let Some(body) = http_get(client, "/rest/v2/cluster/topology") else {
+        return false;
+    };
+    let report: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+    report["caches"].as_array().is_some_and(|caches| {
+        caches.iter().any(|report| {
+            let mut named: Vec<&str> = report["members"]
+                .as_array()
+                .map(|m| m.iter().filter_map(|m| m.as_str()).collect())
+                .unwrap_or_default();
+            named.sort_unstable();
+            let mut expected = members.to_vec();
+            expected.sort_unstable();
+            report["cache"] == cache && report["phase"] == "stable" && named == expected
+        })
+    })
 }
 
 impl Drop for Node {
