@@ -22,9 +22,10 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(wire::body_len(&again).ok().flatten(), Some(body.len()));
     assert_eq!(wire::decode(body).ok(), Some(envelope.clone()));
     let images: Vec<&EntryImage> = match &envelope {
-        Envelope::Request(_, Request::Replicate(replicas)) => {
-            replicas.iter().filter_map(|r| r.entry.as_ref()).collect()
-        }
+        Envelope::Request(_, Request::Replicate { replicas, .. }) => replicas
+            .iter()
+            .filter_map(|(_, replica)| replica.entry.as_ref())
+            .collect(),
         Envelope::Response(_, Response::Entries { entries, .. }) => entries.iter().collect(),
         _ => Vec::new(),
     };

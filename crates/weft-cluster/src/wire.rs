@@ -110,8 +110,19 @@ pub enum Request {
         /// Its consensus id.
         raft_id: u64,
     },
-    /// Changes the primary owner applied, for the receiver to apply in order.
-    Replicate(Vec<Replica>),
+    /// Changes the primary owner applied, for the receiver to apply in order, each with its
+    /// sequence number in the sender's stream to this receiver. The receiver applies a
+    /// stream's changes only in order: once it refuses one, it refuses every later batch of
+    /// the stream until the sender starts again from the first change not acknowledged
+    /// (`restart`), so that an acknowledged batch never covers a refused change.
+    Replicate {
+        /// The sender's stream (a new one after the sender started afresh).
+        stream: u64,
+        /// This batch starts a resend of everything not acknowledged.
+        restart: bool,
+        /// The changes and their sequence numbers, increasing.
+        replicas: Vec<(u64, Replica)>,
+    },
     /// A client request for keys this node's sender does not own, to execute here.
     Forward {
         /// The request's protocol.

@@ -260,12 +260,19 @@ fn replicas_from_a_non_member_are_refused() {
     };
     let answer = call(
         &mut stream,
-        Request::Replicate(vec![Replica {
-            cache: "default".into(),
-            segment: 0,
-            key: b"ready".to_vec(),
-            entry: Some(image),
-        }]),
+        Request::Replicate {
+            stream: 1,
+            restart: true,
+            replicas: vec![(
+                1,
+                Replica {
+                    cache: "default".into(),
+                    segment: 0,
+                    key: b"ready".to_vec(),
+                    entry: Some(image),
+                },
+            )],
+        },
     );
     assert!(
         matches!(answer, Some(Response::NotOwner { .. })),

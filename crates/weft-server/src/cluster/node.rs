@@ -93,6 +93,9 @@ pub struct Node {
     view_changed: Arc<Notify>,
     /// What other nodes said about themselves, by cluster address, and when.
     hellos: Mutex<HashMap<SocketAddr, Hello>>,
+    /// Where each sender's replication stream to this node is, by sender name, incarnation
+    /// and stream.
+    inbound: Mutex<HashMap<(String, u64, u64), InboundStream>>,
     /// Keys changed by replication while their segment is being fetched: the fetched copy
     /// of such a key is older and must not overwrite (or resurrect) it.
     touched: Mutex<HashMap<(String, u32), TouchedKeys>>,
@@ -177,6 +180,7 @@ impl Node {
             view,
             view_changed,
             hellos: Mutex::new(HashMap::new()),
+            inbound: Mutex::new(HashMap::new()),
             touched: Mutex::new(HashMap::new()),
             confirmed: Mutex::new(HashMap::new()),
             transfers_running: Mutex::new(HashSet::new()),
@@ -1861,7 +1865,7 @@ impl Handler for NodeHandler {
             return Box::pin(async { Response::Error("node starting".to_owned()) });
         };
         let request = match request {
-            Request::Forward { .. } | Request::Replicate(_) if !node.is_admitted() => {
+            Request::Forward { .. } if !node.is_admitted() => {
                 // This process serves nothing keyed before the cluster admitted it: what
                 // reaches it was meant for its predecessor, or routed by a stale topology.
                 return Box::pin(std::future::ready(Response::NotOwner { owner: None }));
@@ -1910,7 +1914,11 @@ impl Handler for NodeHandler {
                     },
                     Err(error) => Response::Error(error.to_string()),
                 },
-                Request::Replicate(replicas) => apply(&node, &from, replicas),
+                Request::Replicate {
+                    stream,
+                    restart,
+                    replicas,
+                } => apply(&node, &from, stream, restart, replicas),
                 Request::Forward { .. } => Response::Error("forwarded twice".to_owned()),
                 Request::Fetch {
                     cache,
@@ -2000,23 +2008,96 @@ impl Handler for NodeHandler {
         })
     }
 
-    fn apply(&self, from: &Identity, replicas: Vec<Replica>) -> Response {
+    fn apply(
+        &self,
+        from: &Identity,
+        stream: u64,
+        restart: bool,
+        replicas: Vec<(u64, Replica)>,
+    ) -> Response {
         match self.node.get() {
-            Some(node) => apply(node, from, replicas),
+            Some(node) => apply(node, from, stream, restart, replicas),
             None => Response::Error("node starting".to_owned()),
         }
     }
 }
 
+/// Where a sender's replication stream to this node is: the last change applied, and the
+/// change refused (later batches are refused too until the sender starts again from there).
+#[derive(Debug, Clone, Copy, Default)]
+struct InboundStream {
+    last_applied: u64,
+    refused_at: Option<u64>,
+    used: Option<Instant>,
+}
+
+/// Inbound streams kept per sender: ones unused this long are forgotten.
+const INBOUND_STREAM_IDLE: Duration = Duration::from_secs(600);
+
 /// Applies changes a primary replicated here, in order — only those `from` sent as the
 /// primary of their segment, in this node's topology, in the incarnation the agreed members
 /// name: a process restarted under a primary's name, or a primary whose topology is stale,
 /// writes nothing here. The first refused change stops the batch (what came before it is
-/// applied; the sender sends the rest again, or drops what it no longer orders).
-fn apply(node: &Node, from: &Identity, replicas: Vec<Replica>) -> Response {
+/// applied), and every later batch of the stream is refused until the sender starts again
+/// from the first change not acknowledged: an acknowledged batch never covers a refused
+/// change, and no change is applied after one that was refused. The sender sends the rest
+/// again, or drops what it no longer orders.
+fn apply(
+    node: &Node,
+    from: &Identity,
+    stream: u64,
+    restart: bool,
+    replicas: Vec<(u64, Replica)>,
+) -> Response {
+    let key = (from.name.clone(), from.incarnation, stream);
+    let now = Instant::now();
+    // One stream's batches arrive on one connection, one after the other: its state is
+    // taken out while they apply, so that other senders' streams are not held up.
+    let mut state = {
+        let mut streams = node.inbound.lock();
+        if !streams.contains_key(&key) {
+            streams.retain(|_, state| {
+                state
+                    .used
+                    .is_some_and(|used| now.duration_since(used) < INBOUND_STREAM_IDLE)
+            });
+        }
+        streams.get(&key).copied().unwrap_or_default()
+    };
+    state.used = Some(now);
+    if restart {
+        state.refused_at = None;
+    }
+    let first = replicas.first().map_or(0, |(sequence, _)| *sequence);
+    let response = if state.refused_at.is_some_and(|refused| first > refused) {
+        // Sent before the sender learned of the refusal: it comes again after the change
+        // that was refused.
+        Response::NotOwner { owner: None }
+    } else {
+        apply_in_order(node, from, &mut state, replicas)
+    };
+    node.inbound.lock().insert(key, state);
+    response
+}
+
+fn apply_in_order(
+    node: &Node,
+    from: &Identity,
+    state: &mut InboundStream,
+    replicas: Vec<(u64, Replica)>,
+) -> Response {
+    let first = replicas
+        .iter()
+        .map(|(sequence, _)| *sequence)
+        .find(|sequence| *sequence > state.last_applied);
+    let Some(first) = first else {
+        // Everything here was applied before (a resend).
+        return Response::Applied;
+    };
     if !node.is_admitted() {
         // Meant for this node's predecessor, or sent before this node saw its admission (and
         // emptied what it stored before): the primary sends them again.
+        state.refused_at = Some(first);
         return Response::NotOwner { owner: None };
     }
     let sender = MemberId(from.name.clone());
@@ -2025,23 +2106,30 @@ fn apply(node: &Node, from: &Identity, replicas: Vec<Replica>) -> Response {
         .node(&sender)
         .is_none_or(|record| record.raft_id != from.incarnation)
     {
+        state.refused_at = Some(first);
         return Response::NotOwner { owner: None };
     }
-    for replica in replicas {
+    for (sequence, replica) in replicas {
+        if sequence <= state.last_applied {
+            continue;
+        }
+        let refuse = |state: &mut InboundStream, response: Response| {
+            state.refused_at = Some(sequence);
+            response
+        };
         let Some(cache) = node.manager.cache(&replica.cache) else {
+            state.last_applied = sequence;
             continue;
         };
-        if let Some(route) = node.routing.cache(&replica.cache) {
-            let primary = route
-                .segment(replica.segment)
-                .and_then(|owners| owners.write.first());
-            if primary != Some(&sender) {
-                return Response::NotOwner {
-                    owner: primary.cloned(),
-                };
-            }
-        } else {
-            return Response::NotOwner { owner: None };
+        let Some(route) = node.routing.cache(&replica.cache) else {
+            return refuse(state, Response::NotOwner { owner: None });
+        };
+        let primary = route
+            .segment(replica.segment)
+            .and_then(|owners| owners.write.first());
+        if primary != Some(&sender) {
+            let owner = primary.cloned();
+            return refuse(state, Response::NotOwner { owner });
         }
         {
             let mut touched = node.touched.lock();
@@ -2052,13 +2140,15 @@ fn apply(node: &Node, from: &Identity, replicas: Vec<Replica>) -> Response {
         let change = match replica.entry {
             Some(image) => match image.to_entry() {
                 Ok(entry) => RemoteChange::Put(entry),
-                Err(error) => return Response::Error(error.to_string()),
+                Err(error) => return refuse(state, Response::Error(error.to_string())),
             },
             None => RemoteChange::Remove,
         };
         if let Err(error) = applying_remote(|| cache.apply_remote(&replica.key, change)) {
-            return Response::Error(error.to_string());
+            return refuse(state, Response::Error(error.to_string()));
         }
+        state.last_applied = sequence;
     }
+    state.refused_at = None;
     Response::Applied
 }

@@ -70,6 +70,9 @@ struct Dropped {
     at: std::time::Instant,
 }
 
+/// Ids of this process's streams.
+static STREAM_IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 /// How long a record of dropped changes is kept: longer than any write waits.
 const DROPS_KEPT: Duration = Duration::from_secs(60);
 
@@ -83,6 +86,8 @@ struct Pending {
     inflight: std::collections::VecDeque<(u64, Replica)>,
     /// A batch failed: what is in flight goes again on a new connection.
     broken: bool,
+    /// The next batch starts a resend (see `Request::Replicate`).
+    restart: bool,
 }
 
 /// The ordered changes owed to one backup.
@@ -95,6 +100,8 @@ struct Pending {
 /// only when the agreed members no longer include it.
 #[derive(Debug)]
 pub struct Stream {
+    /// Unique among this process's streams: the backup keeps its place in each.
+    id: u64,
     member: MemberId,
     pending: Mutex<Pending>,
     wake: Notify,
@@ -177,7 +184,7 @@ impl Stream {
             if self.progress.borrow().retired {
                 return;
             }
-            let (batch, last) = {
+            let (batch, last, restart) = {
                 let mut pending = self.pending.lock();
                 if pending.broken {
                     // Everything not acknowledged goes again, first — but only what this
@@ -185,6 +192,7 @@ impl Stream {
                     // node no longer orders would be refused for ever, and holds back no
                     // one but the writes it belongs to, which fail.
                     pending.broken = false;
+                    pending.restart = true;
                     let acked = self.progress.borrow().acked;
                     let mut again: std::collections::VecDeque<(u64, Replica)> =
                         std::mem::take(&mut pending.inflight)
@@ -230,14 +238,21 @@ impl Stream {
                 let batch: Vec<(u64, Replica)> = pending.unsent.drain(..take).collect();
                 let last = batch.last().map_or(0, |(sequence, _)| *sequence);
                 pending.inflight.extend(batch.iter().cloned());
-                (batch, last)
+                let restart = !batch.is_empty() && std::mem::take(&mut pending.restart);
+                (batch, last, restart)
             };
             if batch.is_empty() {
                 self.wake.notified().await;
                 continue;
             }
-            let replicas = batch.into_iter().map(|(_, replica)| replica).collect();
-            let answer = transport.send(to, Request::Replicate(replicas));
+            let answer = transport.send(
+                to,
+                Request::Replicate {
+                    stream: self.id,
+                    restart,
+                    replicas: batch,
+                },
+            );
             let stream = Arc::clone(&self);
             // Responses come back in order on one connection: acknowledge as they arrive,
             // while the next batch is already on its way.
@@ -314,6 +329,7 @@ impl Replication {
         }
         let node = self.routing.node(member)?;
         let stream = Arc::new(Stream {
+            id: STREAM_IDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             member: member.clone(),
             pending: Mutex::new(Pending::default()),
             wake: Notify::new(),
@@ -694,6 +710,7 @@ mod tests {
 
     fn stream() -> Stream {
         Stream {
+            id: 1,
             member: MemberId("backup".into()),
             pending: Mutex::new(Pending::default()),
             wake: Notify::new(),

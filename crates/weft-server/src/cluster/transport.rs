@@ -86,9 +86,15 @@ pub trait Handler: Send + Sync + 'static {
     /// happens in that order, the rest concurrently.
     fn handle(&self, from: &Identity, request: Request) -> BoxFuture<Response>;
 
-    /// Applies changes `from` replicated, in the order they arrive (called on the
-    /// connection's reader, before the next frame is read).
-    fn apply(&self, from: &Identity, replicas: Vec<wire::Replica>) -> Response;
+    /// Applies changes `from` replicated on its stream `stream`, in the order they arrive
+    /// (called on the connection's reader, before the next frame is read).
+    fn apply(
+        &self,
+        from: &Identity,
+        stream: u64,
+        restart: bool,
+        replicas: Vec<(u64, wire::Replica)>,
+    ) -> Response;
 }
 
 type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Response>>>>;
@@ -269,8 +275,15 @@ impl Transport {
         let limit = self.inner.limits.frame_bytes_max;
         loop {
             match read_frame(&mut reader, &mut buffer, limit, &self.inner.received_bytes).await {
-                Ok(Some(Envelope::Request(id, Request::Replicate(replicas)))) => {
-                    let response = handler.apply(&peer, replicas);
+                Ok(Some(Envelope::Request(
+                    id,
+                    Request::Replicate {
+                        stream,
+                        restart,
+                        replicas,
+                    },
+                ))) => {
+                    let response = handler.apply(&peer, stream, restart, replicas);
                     if replies.send((id, response)).is_err() {
                         break;
                     }
