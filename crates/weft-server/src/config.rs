@@ -3,14 +3,15 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use serde::Deserialize;
 use weft_core::config::{ConfigError, from_toml};
 use weft_core::{CacheConfig, DEFAULT_CACHE_NAME, ManagerConfig};
 
-/// Where file stores live unless `data-dir` says otherwise.
+/// Where file stores live unless `data-dir` says otherwise: directly for a node on its own,
+/// in a directory per node name for a clustered node (see [`ServerSection::data_dir`]).
 pub const DATA_DIR_DEFAULT: &str = "./weft-data";
 /// The default listen address: every protocol on one port, loopback only.
 pub const BIND_DEFAULT: &str = "127.0.0.1:11222";
@@ -52,8 +53,9 @@ pub struct ServerSection {
     /// Largest Hot Rod key or value accepted, in bytes; larger declared lengths get an
     /// error response and the connection is closed.
     pub hotrod_value_bytes_max: usize,
-    /// Directory under which file stores keep their data (one directory per cache).
-    pub data_dir: std::path::PathBuf,
+    /// Directory under which file stores keep their data (one directory per cache); absent =
+    /// the default of [`ServerSection::data_dir`].
+    pub data_dir: Option<std::path::PathBuf>,
     /// The cache memcached clients read and write (by default `default`, the cache RESP
     /// database 0 uses, so memcached entries are visible through RESP and REST).
     pub memcached_cache: String,
@@ -112,6 +114,42 @@ impl ServerSection {
                 .flatten()
         })
     }
+
+    /// The directory this node's file stores live under: `data-dir` when set; otherwise
+    /// [`DATA_DIR_DEFAULT`] for a node on its own, and a directory named after the node in it
+    /// for a clustered node (`./weft-data/a` for node `a`), so that nodes started from one
+    /// working directory never share their stores.
+    #[must_use]
+    pub fn data_dir(&self, node_name: &str) -> PathBuf {
+        match &self.data_dir {
+            Some(configured) => configured.clone(),
+            None if self.cluster_address().is_some() => {
+                Path::new(DATA_DIR_DEFAULT).join(node_dir_name(node_name))
+            }
+            None => PathBuf::from(DATA_DIR_DEFAULT),
+        }
+    }
+}
+
+/// A node name as a directory name: letters, digits, `-`, `_` and `.` are kept, anything
+/// else (`:` of an address, `/`, spaces) becomes `_`; a name of dots only (`.`, `..`) or
+/// none becomes underscores. Two names that map to one directory are kept apart by its lock.
+fn node_dir_name(node_name: &str) -> String {
+    let name: String = node_name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if name.chars().all(|c| c == '.') {
+        "_".repeat(name.len().max(1))
+    } else {
+        name
+    }
 }
 
 impl Default for ServerSection {
@@ -129,7 +167,7 @@ impl Default for ServerSection {
             client_output_bytes_max: CLIENT_OUTPUT_BYTES_MAX_DEFAULT,
             pubsub_output_bytes_max: PUBSUB_OUTPUT_BYTES_MAX_DEFAULT,
             hotrod_value_bytes_max: 512 << 20,
-            data_dir: std::path::PathBuf::from(DATA_DIR_DEFAULT),
+            data_dir: None,
             memcached_cache: DEFAULT_CACHE_NAME.to_owned(),
             memcached_listen: None,
             memcached_item_bytes_max: weft_memcached::DEFAULT_ITEM_BYTES_MAX,
@@ -241,6 +279,19 @@ impl ServerConfig {
         if !database_zero_taken {
             default.resp_database = Some(0);
         }
+    }
+
+    /// Whether a cache declares a file store (the server then locks its data directory at
+    /// start).
+    #[must_use]
+    pub fn declares_file_store(&self) -> bool {
+        self.caches.values().any(|cache| {
+            cache
+                .persistence
+                .stores
+                .iter()
+                .any(|store| store.kind == weft_core::StoreKind::File)
+        })
     }
 
     /// The caches as a manager configuration.
@@ -366,6 +417,40 @@ mod tests {
                 .is_some_and(|e| e.starts_with("weft.toml:2:")),
             "{error:?}"
         );
+    }
+
+    // Proves the data directory is `data-dir` when set, `./weft-data` for a node on its own,
+    // and a directory per node (its name made safe for a file system) for a clustered one.
+    #[test]
+    fn the_default_data_directory_is_per_node_in_a_cluster() {
+        let single = ServerSection::default();
+        assert_eq!(single.data_dir("a"), PathBuf::from("./weft-data"));
+        let clustered = ServerConfig::parse("weft.toml", "[server]\njoin = [\"127.0.0.1:7800\"]\n")
+            .map(|config| config.server);
+        let clustered = clustered.as_ref().ok();
+        assert_eq!(
+            clustered.map(|s| s.data_dir("a")),
+            Some(PathBuf::from("./weft-data/a"))
+        );
+        for (name, dir) in [
+            ("127.0.0.1:11222", "127.0.0.1_11222"),
+            ("../up", ".._up"),
+            ("..", "__"),
+            ("", "_"),
+            ("node a/b", "node_a_b"),
+        ] {
+            assert_eq!(
+                clustered.map(|s| s.data_dir(name)),
+                Some(Path::new("./weft-data").join(dir)),
+                "{name:?}"
+            );
+        }
+        let configured = ServerConfig::parse(
+            "weft.toml",
+            "[server]\ncluster-listen = \"127.0.0.1:7800\"\ndata-dir = \"/srv/weft\"\n",
+        )
+        .map(|config| config.server.data_dir("a"));
+        assert_eq!(configured.ok(), Some(PathBuf::from("/srv/weft")));
     }
 
     // Proves errors in either section name the file and line.

@@ -16,6 +16,7 @@ pub mod hotrod;
 mod http;
 pub mod memcached;
 pub mod resp;
+pub mod store_cli;
 mod stream;
 
 use std::net::SocketAddr;
@@ -110,6 +111,9 @@ pub struct Server {
     context: Arc<ServerContext>,
     accept_task: tokio::task::JoinHandle<()>,
     cluster: Option<cluster::Cluster>,
+    /// The data directory's lock, when a cache declares a file store: held until the
+    /// stores are stopped.
+    data_dir_lock: Option<weft_store::lock::DirLock>,
 }
 
 impl Server {
@@ -127,9 +131,11 @@ impl Server {
             .node_name
             .clone()
             .unwrap_or_else(|| local_addr.to_string());
-        let prepared = cluster::Prepared::new(&config.server, &node_name);
-        let stores: Arc<dyn weft_core::PersistenceFactory> = Arc::new(
-            weft_store::StoreFactory::new(config.server.data_dir.clone()).with_opener(
+        let data_dir = config.server.data_dir(&node_name);
+        let holder = format!("weft server, node {node_name}, listening on {local_addr}");
+        let stores = weft_store::StoreFactory::new(data_dir.clone())
+            .with_holder(holder)
+            .with_opener(
                 weft_core::StoreKind::Postgres,
                 Arc::new(
                     |cache: &str, _: &weft_core::CacheConfig, store: &weft_core::StoreConfig| {
@@ -140,8 +146,27 @@ impl Server {
                         Ok(opened)
                     },
                 ),
-            ),
-        );
+            );
+        if config.server.data_dir.is_none() && config.server.cluster_address().is_some() {
+            // Before the lock creates the directory: the warning is for its first start.
+            warn_of_stores_shared_before(&data_dir);
+        }
+        // Before any store opens: a second server on the directory stops here, naming the
+        // one that has it. Only servers whose configuration declares a file store lock it,
+        // so servers without stores may share a working directory; a file store created
+        // later (REST, another node's cache definition) still locks its own directory.
+        let data_dir_lock = if config.declares_file_store() {
+            Some(stores.lock_data_dir().with_context(|| {
+                format!(
+                    "lock the data directory {}: give each server its own (`data-dir`, `--data-dir`)",
+                    data_dir.display()
+                )
+            })?)
+        } else {
+            None
+        };
+        let prepared = cluster::Prepared::new(&config.server, &node_name);
+        let stores: Arc<dyn weft_core::PersistenceFactory> = Arc::new(stores);
         let factory = match &prepared {
             Some(prepared) => prepared.persistence(stores),
             None => stores,
@@ -238,11 +263,12 @@ impl Server {
             memcached_listener,
             Arc::clone(&context),
         ));
-        tracing::info!(address = %local_addr, memcached = ?memcached_addr, caches = ?context.manager.cache_names(), "weft server listening (Hot Rod, RESP, memcached, HTTP)");
+        tracing::info!(address = %local_addr, memcached = ?memcached_addr, caches = ?context.manager.cache_names(), data_dir = %data_dir.display(), "weft server listening (Hot Rod, RESP, memcached, HTTP)");
         Ok(Self {
             context,
             accept_task,
             cluster,
+            data_dir_lock,
         })
     }
 
@@ -271,8 +297,45 @@ impl Server {
             tracing::warn!("connections still open after the shutdown grace period; closing them");
         }
         self.context.manager.shutdown();
+        // The stores are stopped: another server may have the directory now.
+        drop(self.data_dir_lock);
         tracing::info!("weft server stopped");
     }
+}
+
+/// Warns when a clustered node's default data directory is new but the directory above it
+/// holds file stores directly: the layout from before nodes had a directory each, where every
+/// node of one working directory wrote into the same stores. They are not read from there.
+fn warn_of_stores_shared_before(node_dir: &std::path::Path) {
+    let old: Vec<_> = stores_shared_before(node_dir)
+        .iter()
+        .map(|store| store.display().to_string())
+        .collect();
+    if !old.is_empty() {
+        tracing::warn!(
+            stores = ?old,
+            node_dir = %node_dir.display(),
+            "file stores found where clustered nodes kept them before each node had a data directory of its own; this node keeps its stores in its own directory and does not read those (check them with `weft store check`, then move one node's into its directory, or set `data-dir`)"
+        );
+    }
+}
+
+/// The file stores directly in the parent of `node_dir` when `node_dir` does not exist yet.
+fn stores_shared_before(node_dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let Some(parent) = node_dir.parent() else {
+        return Vec::new();
+    };
+    if node_dir.exists() {
+        return Vec::new();
+    }
+    let Ok(survey) = weft_store::file::survey(parent) else {
+        return Vec::new();
+    };
+    survey
+        .stores
+        .into_iter()
+        .filter(|store| store.parent() == Some(parent))
+        .collect()
 }
 
 /// Which listener accepted a connection.
@@ -424,5 +487,27 @@ async fn wait_for_signal() {
     #[cfg(not(unix))]
     {
         let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves a clustered node's first start finds the stores nodes shared before each had a
+    // directory (to warn of them), and nothing once its own directory exists or when the
+    // stores are other nodes' in directories of their own.
+    #[test]
+    fn stores_from_before_per_node_directories_are_found() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+        let data = dir.path().join("weft-data");
+        let node_a = data.join("a");
+        for store in [data.join("default"), data.join("b").join("default")] {
+            std::fs::create_dir_all(&store).unwrap_or_else(|e| panic!("mkdir: {e}"));
+            std::fs::write(store.join("00000001.log"), b"").unwrap_or_else(|e| panic!("{e}"));
+        }
+        assert_eq!(stores_shared_before(&node_a), vec![data.join("default")]);
+        std::fs::create_dir_all(&node_a).unwrap_or_else(|e| panic!("mkdir: {e}"));
+        assert!(stores_shared_before(&node_a).is_empty());
     }
 }

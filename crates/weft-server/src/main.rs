@@ -1,7 +1,10 @@
 //! The `weft` command: `weft server [--config FILE]` runs a server; `weft cluster members`
-//! and `weft cluster topology` show a running cluster through a node's REST endpoint.
+//! and `weft cluster topology` show a running cluster through a node's REST endpoint;
+//! `weft store check` and `weft store repair` examine and cut the file stores of a data
+//! directory no server has open.
 
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -41,6 +44,25 @@ enum Command {
         /// (prefer the environment variable: a command line is visible to other users).
         #[arg(long, env = "WEFT_CLUSTER_SECRET", hide_env_values = true)]
         cluster_secret: Option<String>,
+        /// Directory for file stores, overriding the configuration file's `data-dir`
+        /// (default: ./weft-data on a node on its own, ./weft-data/NODE-NAME in a cluster).
+        #[arg(long, env = "WEFT_DATA_DIR")]
+        data_dir: Option<PathBuf>,
+    },
+    /// Check or repair the file stores of a data directory no server has open.
+    Store {
+        /// What to do.
+        #[command(subcommand)]
+        action: StoreAction,
+        /// A data directory, a directory of per-node data directories, or one store's
+        /// directory: every file store in it is checked.
+        #[arg(
+            long,
+            global = true,
+            env = "WEFT_DATA_DIR",
+            default_value = weft_server::config::DATA_DIR_DEFAULT
+        )]
+        data_dir: PathBuf,
     },
     /// Show a running cluster, as one of its nodes sees it.
     Cluster {
@@ -59,6 +81,20 @@ enum Command {
 }
 
 #[derive(Debug, Subcommand)]
+enum StoreAction {
+    /// Read every record of every data file and verify its checksum; report per file what
+    /// is intact and where the first bad bytes are. Exit status 1 when a store is damaged,
+    /// 2 when the check could not be made (a store in use, an unreadable file).
+    Check,
+    /// Cut each damaged data file back to its intact records and report what was cut.
+    /// Exit status 2 when the repair could not be made.
+    Repair,
+}
+
+/// Exit status of `weft store` when it could not do its work.
+const STORE_FAILED: u8 = 2;
+
+#[derive(Debug, Subcommand)]
 enum ClusterShow {
     /// Members and the coordinator.
     Members,
@@ -71,7 +107,17 @@ enum ClusterShow {
     },
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> ExitCode {
+    match run() {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("Error: {error:?}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -88,6 +134,7 @@ fn main() -> anyhow::Result<()> {
             cluster_listen,
             node_name,
             cluster_secret,
+            data_dir,
         } => {
             let mut config = match config {
                 Some(path) => ServerConfig::load(&path)?,
@@ -106,12 +153,33 @@ fn main() -> anyhow::Result<()> {
             if cluster_secret.is_some() {
                 config.server.cluster_secret = cluster_secret;
             }
+            if data_dir.is_some() {
+                config.server.data_dir = data_dir;
+            }
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .thread_name("weft-worker")
                 .build()
                 .context("start the async runtime")?;
-            runtime.block_on(weft_server::run_until_signal(config))
+            runtime.block_on(weft_server::run_until_signal(config))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Store { action, data_dir } => {
+            let outcome = match action {
+                StoreAction::Check => weft_server::store_cli::check(&data_dir)
+                    .map(|outcome| (outcome.report, u8::from(outcome.damaged))),
+                StoreAction::Repair => weft_server::store_cli::repair(&data_dir).map(|r| (r, 0)),
+            };
+            match outcome {
+                Ok((report, code)) => {
+                    print!("{report}");
+                    Ok(ExitCode::from(code))
+                }
+                Err(error) => {
+                    eprintln!("Error: {error:?}");
+                    Ok(ExitCode::from(STORE_FAILED))
+                }
+            }
         }
         Command::Cluster { show, server } => {
             let report = weft_server::cli::topology(&server)?;
@@ -122,7 +190,7 @@ fn main() -> anyhow::Result<()> {
                 }
             };
             print!("{text}");
-            Ok(())
+            Ok(ExitCode::SUCCESS)
         }
     }
 }

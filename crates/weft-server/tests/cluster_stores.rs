@@ -45,25 +45,6 @@ fn expected(i: usize) -> Option<Vec<u8>> {
     }
 }
 
-/// Sends `args` to `node`, retrying for a while on errors (a node busy with a topology
-/// change may answer that the key's owner is unreachable).
-fn command(node: &Node, args: &[&[u8]]) -> Option<Vec<u8>> {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        match Resp::connect(node.client).and_then(|mut c| c.command(args)) {
-            Ok(reply) => return reply,
-            Err(error) => {
-                assert!(
-                    Instant::now() < deadline,
-                    "{} failed: {error}",
-                    String::from_utf8_lossy(args[0])
-                );
-                std::thread::sleep(Duration::from_millis(100));
-            }
-        }
-    }
-}
-
 fn check_every_key(nodes: &[&Node], when: &str) {
     for node in nodes {
         let mut client = Resp::connect(node.client).unwrap();
@@ -104,7 +85,7 @@ fn stores_bring_back_nothing_stale_and_lose_nothing() {
     for i in 0..KEYS {
         let value = format!("first-{i}").into_bytes();
         assert_eq!(
-            command(&nodes[i % 3], &[b"SET", &key(i), &value]),
+            nodes[i % 3].command(&[b"SET", &key(i), &value]),
             Some(b"OK".to_vec())
         );
     }
@@ -117,11 +98,11 @@ fn stores_bring_back_nothing_stale_and_lose_nothing() {
     for i in 0..200 {
         let through = survivors[i % 2];
         if i < 100 {
-            assert_eq!(command(through, &[b"DEL", &key(i)]), Some(b"1".to_vec()));
+            assert_eq!(through.command(&[b"DEL", &key(i)]), Some(b"1".to_vec()));
         } else {
             let value = format!("second-{i}").into_bytes();
             assert_eq!(
-                command(through, &[b"SET", &key(i), &value]),
+                through.command(&[b"SET", &key(i), &value]),
                 Some(b"OK".to_vec())
             );
         }
@@ -157,7 +138,7 @@ fn stores_bring_back_nothing_stale_and_lose_nothing() {
     loop {
         let counts: Vec<Option<Vec<u8>>> = nodes
             .iter()
-            .map(|node| command(node, &[b"DBSIZE"]))
+            .map(|node| node.command(&[b"DBSIZE"]))
             .collect();
         if counts.iter().all(|count| count.as_deref() == Some(b"200")) {
             break;

@@ -10,12 +10,15 @@
 //! * [`manager::PersistenceManager`] — a cache's chain of stores as the core sees it
 //!   (`weft_core::Persistence`): write-through, write-behind, passivation, preload.
 //! * [`manager::StoreFactory`] — opens the stores a cache's configuration declares.
+//! * [`lock::DirLock`] — one process at a time per data directory and per file store: an
+//!   OS file lock held while the directory is in use, naming its holder to those refused.
 //!
 //! This crate never decides what a cache holds: the core calls it under its segment locks
 //! and it only buffers there; all disk work happens on the store's own threads.
 
 pub mod disk;
 pub mod file;
+pub mod lock;
 pub mod manager;
 mod store;
 #[cfg(feature = "testing")]

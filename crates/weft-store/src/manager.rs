@@ -510,6 +510,8 @@ impl PersistenceManager {
 pub struct StoreFactory {
     data_dir: PathBuf,
     openers: HashMap<StoreKind, StoreOpener>,
+    /// Who opens file stores, for their lock files (shared with the file opener).
+    holder: Arc<Mutex<String>>,
 }
 
 impl fmt::Debug for StoreFactory {
@@ -528,6 +530,8 @@ impl StoreFactory {
         let data_dir = data_dir.into();
         let mut openers: HashMap<StoreKind, StoreOpener> = HashMap::new();
         let root = data_dir.clone();
+        let holder = Arc::new(Mutex::new(String::new()));
+        let file_holder = Arc::clone(&holder);
         openers.insert(
             StoreKind::File,
             Arc::new(
@@ -541,13 +545,41 @@ impl StoreFactory {
                     file.file_size_max = store.file_size_max;
                     file.compaction_threshold_percent = store.compaction_threshold_percent;
                     file.read_only = store.read_only;
+                    file.holder.clone_from(&file_holder.lock());
                     let opened: Arc<dyn Store> =
                         Arc::new(FileStore::open(file).map_err(|e| e.to_string())?);
                     Ok(opened)
                 },
             ),
         );
-        Self { data_dir, openers }
+        Self {
+            data_dir,
+            openers,
+            holder,
+        }
+    }
+
+    /// Says who opens file stores (for example `weft server, node a`): written into each
+    /// store's lock file after the process id, for a process refused the store to name it.
+    #[must_use]
+    pub fn with_holder(self, holder: impl Into<String>) -> Self {
+        *self.holder.lock() = holder.into();
+        self
+    }
+
+    /// Locks the data directory (created if missing) for a process that uses it as a whole,
+    /// such as a server: held until the returned lock is dropped. File stores lock their own
+    /// directories when opened, whether or not this is held.
+    ///
+    /// # Errors
+    /// [`crate::lock::LockError::Held`] if another process, or another user in this one,
+    /// holds it (naming the holder); an I/O error if it cannot be created or locked.
+    pub fn lock_data_dir(&self) -> Result<crate::lock::DirLock, crate::lock::LockError> {
+        crate::lock::DirLock::acquire(
+            &self.data_dir,
+            crate::lock::DATA_DIR_LOCK_NAME,
+            &self.holder.lock(),
+        )
     }
 
     /// Adds (or replaces) how stores of `kind` are opened.

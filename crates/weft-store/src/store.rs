@@ -38,6 +38,30 @@ pub enum StoreError {
     /// The store is read-only.
     #[error("the store is read-only")]
     ReadOnly,
+    /// Another process, or another user in this one, has the store's directory open.
+    #[error("{dir} is in use by another process ({holder})")]
+    Locked {
+        /// The store's directory.
+        dir: String,
+        /// Who holds it, as its lock file says.
+        holder: String,
+    },
+}
+
+impl From<crate::lock::LockError> for StoreError {
+    fn from(error: crate::lock::LockError) -> Self {
+        match error {
+            crate::lock::LockError::Held {
+                dir,
+                holder,
+                lock_file,
+            } => Self::Locked {
+                dir: dir.display().to_string(),
+                holder: format!("{holder}; lock file {}", lock_file.display()),
+            },
+            other => Self::io("lock the store", other),
+        }
+    }
 }
 
 impl StoreError {

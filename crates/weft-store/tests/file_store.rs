@@ -1,6 +1,7 @@
 //! The file store's behaviours, one test each: restart with and without a checkpoint, torn
 //! tails, fsync failures, compaction under concurrent writes, clear, client flags and
-//! structures through restarts and compaction, and a model check.
+//! structures through restarts and compaction, the directory lock, the offline check and
+//! repair of torn and corrupt files, and a model check.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -9,8 +10,9 @@ use proptest::prelude::*;
 use weft_core::entry::StoredExpiration;
 use weft_core::{CacheEntry, Payload};
 use weft_store::Store;
+use weft_store::StoreError;
 use weft_store::disk::{FaultyDisk, RealDisk};
-use weft_store::file::{FileStore, FileStoreConfig};
+use weft_store::file::{DamageKind, FileStore, FileStoreConfig, check, lock_store, repair, survey};
 use weft_store::testing::{expect_same_entry, now_ms, sample_structures, structure_entry};
 
 const SEGMENTS: u32 = 16;
@@ -399,6 +401,197 @@ fn compaction_keeps_flags_and_structures() {
     let (store, recovery) = FileStore::open_on(cfg, Arc::new(RealDisk)).expect("reopen");
     assert!(!recovery.from_checkpoint, "{recovery:?}");
     expect_all(&store, &entries);
+}
+
+// Proves an open store keeps its directory to itself: a second open (here in the same
+// process; another process is refused the same way) fails naming the holder, and a stop or a
+// drop hands the directory on.
+#[test]
+fn a_store_in_use_refuses_a_second_open_and_names_its_holder() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut held = config(dir.path());
+    held.holder = "the first opener".to_owned();
+    let store = FileStore::open(held).expect("open");
+    put(&store, b"k", b"v", 1);
+    match FileStore::open(config(dir.path())) {
+        Err(StoreError::Locked {
+            dir: locked,
+            holder,
+        }) => {
+            assert_eq!(locked, dir.path().display().to_string());
+            assert!(
+                holder.starts_with(&format!("pid {}, the first opener", std::process::id())),
+                "{holder}"
+            );
+        }
+        other => panic!("a second open must be refused: {other:?}"),
+    }
+    // Check and repair are refused the same way while the store is open.
+    assert!(matches!(
+        lock_store(dir.path(), "weft store check"),
+        Err(StoreError::Locked { .. })
+    ));
+    store.stop().expect("stop");
+    let second = FileStore::open(config(dir.path())).expect("open after a stop");
+    assert_eq!(value(&second, b"k").as_deref(), Some(&b"v"[..]));
+    drop(second);
+    drop(store);
+    let third = FileStore::open(config(dir.path())).expect("open after a drop");
+    assert_eq!(value(&third, b"k").as_deref(), Some(&b"v"[..]));
+}
+
+// Proves the check finds a torn tail where recovery would (the newest file, at the first
+// bad byte, nothing intact after it), and the repair cuts exactly that: the store then
+// opens with nothing left to cut and every acknowledged write.
+#[test]
+fn check_finds_and_repair_cuts_a_torn_tail() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let disk = FaultyDisk::new();
+    {
+        let (store, _) =
+            FileStore::open_on(config(dir.path()), Arc::new(disk.clone())).expect("open");
+        for i in 0..50u32 {
+            put(&store, format!("k{i}").as_bytes(), b"acknowledged", 1);
+        }
+        disk.tear_next_write(40);
+        let position = store
+            .write(segment(b"torn"), &entry(b"torn", b"never acknowledged", 2))
+            .expect("submit");
+        let _ = store.wait_durable(position);
+        assert!(disk.crashed());
+    }
+    let lock = lock_store(dir.path(), "test").expect("lock");
+    let found = check(&lock).expect("check");
+    assert!(found.is_damaged(), "{found:?}");
+    let [file] = found.files.as_slice() else {
+        panic!("one data file: {found:?}");
+    };
+    assert_eq!(file.records, 50);
+    let damage = file.damage.clone().expect("damage");
+    assert_eq!(damage.kind, DamageKind::TornTail);
+    assert_eq!(damage.records_after, 0);
+    assert_eq!(damage.offset + damage.cut_bytes, file.bytes);
+    let repaired = repair(&lock).expect("repair");
+    assert_eq!(repaired.before, found);
+    let after = check(&lock).expect("check again");
+    assert!(!after.is_damaged(), "{after:?}");
+    assert_eq!(after.files[0].bytes, damage.offset);
+    assert_eq!(after.files[0].damage, None);
+    drop(lock);
+    let (store, recovery) =
+        FileStore::open_on(config(dir.path()), Arc::new(RealDisk)).expect("reopen");
+    assert_eq!(recovery.truncated_bytes, 0);
+    assert_eq!(recovery.entries, 50);
+    assert_eq!(value(&store, b"torn"), None);
+    assert_eq!(value(&store, b"k49").as_deref(), Some(&b"acknowledged"[..]));
+}
+
+// Proves a corrupt record in an older file — which stops the store from opening — is found
+// by the check with the intact records after it counted as lost, and that the repair cuts
+// it so the store opens again with everything before the damage and every later file.
+#[test]
+fn check_finds_and_repair_cuts_corruption_in_an_older_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cfg = config(dir.path());
+    cfg.file_size_max = 4096;
+    cfg.compaction_threshold_percent = 0;
+    {
+        let store = FileStore::open(cfg.clone()).expect("open");
+        for i in 0..200u32 {
+            put(
+                &store,
+                format!("k{i:03}").as_bytes(),
+                &[b'v'; 40],
+                u64::from(i) + 1,
+            );
+        }
+        // Dropped without a stop, as by a crash: no checkpoint, so the next open reads
+        // every record (a checkpoint would let it skip the damaged one until it is loaded).
+    }
+    let first = dir.path().join("00000001.log");
+    let mut bytes = std::fs::read(&first).expect("read");
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x01;
+    std::fs::write(&first, &bytes).expect("corrupt");
+    let opened = FileStore::open(cfg.clone()).map(|_| ());
+    assert!(
+        matches!(&opened, Err(StoreError::Corrupt { file, .. }) if file == "00000001.log"),
+        "{opened:?}"
+    );
+
+    let lock = lock_store(dir.path(), "test").expect("lock");
+    let found = check(&lock).expect("check");
+    assert!(found.is_damaged());
+    assert!(found.files.len() > 2, "several files: {found:?}");
+    let damage = found.files[0]
+        .damage
+        .clone()
+        .expect("the first file is damaged");
+    assert_eq!(damage.kind, DamageKind::Corrupt);
+    assert_eq!(damage.reason, "checksum mismatch");
+    assert!(damage.offset <= middle as u64 && (middle as u64) < damage.offset + 100);
+    let intact_before = found.files[0].records;
+    assert!(
+        damage.records_after_exact && damage.records_after > 0,
+        "records after the damaged one are counted: {damage:?}"
+    );
+    // The newest file, never cut back by a stop, ends in zero-filled space: not damage.
+    assert!(found.files[1..].iter().all(|file| {
+        file.damage
+            .as_ref()
+            .is_none_or(|damage| damage.kind == DamageKind::ZeroFilled)
+    }));
+    assert_eq!(found.checkpoint_valid, None);
+    let repaired = repair(&lock).expect("repair");
+    assert!(!repaired.checkpoint_removed);
+    drop(lock);
+
+    let store = FileStore::open(cfg).expect("opens after the repair");
+    let lost = 1 + damage.records_after;
+    assert_eq!(store.size(None).expect("size") as u64, 200 - lost);
+    let missing: Vec<u32> = (0..200u32)
+        .filter(|i| value(&store, format!("k{i:03}").as_bytes()).is_none())
+        .collect();
+    assert_eq!(missing.len() as u64, lost);
+    // The lost keys are the damaged record's and those after it in the first file.
+    let first_lost = u32::try_from(intact_before).expect("count");
+    assert_eq!(missing.first(), Some(&first_lost));
+    assert!(missing.windows(2).all(|pair| pair[1] == pair[0] + 1));
+}
+
+// Proves the survey finds data directories and stores under a directory of per-node data
+// directories, and a store given directly.
+#[test]
+fn survey_finds_data_directories_and_stores() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for node in ["a", "b"] {
+        let data = dir.path().join(node);
+        let _data_lock =
+            weft_store::lock::DirLock::acquire(&data, weft_store::lock::DATA_DIR_LOCK_NAME, "")
+                .expect("lock");
+        for cache in ["default", "sessions"] {
+            let store = FileStore::open(config(&data.join(cache))).expect("open");
+            put(&store, b"k", b"v", 1);
+            store.stop().expect("stop");
+        }
+    }
+    std::fs::create_dir_all(dir.path().join("empty/nothing")).expect("mkdir");
+    let found = survey(dir.path()).expect("survey");
+    assert_eq!(
+        found.data_dirs,
+        vec![dir.path().join("a"), dir.path().join("b")]
+    );
+    assert_eq!(
+        found.stores,
+        vec![
+            dir.path().join("a/default"),
+            dir.path().join("a/sessions"),
+            dir.path().join("b/default"),
+            dir.path().join("b/sessions"),
+        ]
+    );
+    let one = survey(&dir.path().join("a/default")).expect("survey a store");
+    assert_eq!(one.stores, vec![dir.path().join("a/default")]);
 }
 
 #[derive(Debug, Clone)]

@@ -82,10 +82,35 @@ impl Node {
         if !seeds.is_empty() {
             command.args(["--join", &seeds.join(",")]);
         }
+        Self::spawn(name, at.client, &mut command)
+    }
+
+    /// Starts `command`, a `weft server` named `name` that serves clients at `client`.
+    pub fn spawn(name: &str, client: SocketAddr, command: &mut Command) -> Self {
         Self {
             name: name.to_owned(),
-            client: at.client,
+            client,
             child: command.spawn().expect("start weft"),
+        }
+    }
+
+    /// Sends `args` to this node and returns the reply, retrying on errors for a while (a
+    /// node busy with a topology change may answer that the key's owner is unreachable).
+    pub fn command(&self, args: &[&[u8]]) -> Option<Vec<u8>> {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            match Resp::connect(self.client).and_then(|mut c| c.command(args)) {
+                Ok(reply) => return reply,
+                Err(error) => {
+                    assert!(
+                        Instant::now() < deadline,
+                        "{} through {} failed: {error}",
+                        String::from_utf8_lossy(args[0]),
+                        self.name
+                    );
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            }
         }
     }
 
@@ -101,6 +126,20 @@ impl Node {
     /// Waits for the process to exit (after a signal); its exit status.
     pub fn wait(&mut self) -> std::process::ExitStatus {
         self.child.wait().expect("wait for weft")
+    }
+
+    /// Waits up to `limit` for the process to exit; its status, or `None` if it still runs.
+    pub fn exit_within(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait for weft") {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// Whether this node reports cache `cache` stable with exactly `members` (by name).

@@ -7,6 +7,7 @@
 pub mod cluster;
 pub mod hotrod;
 pub mod linearizability;
+pub mod process;
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};

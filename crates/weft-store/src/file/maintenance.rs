@@ -1,10 +1,12 @@
 //! The file store's background and whole-store work: recovery at open, the checkpoint
-//! written at a clean stop, compaction, clear and segment removal.
+//! written at a clean stop, compaction, clear and segment removal. Reading a data file's
+//! records (`scan_records`) and judging where they stop (`TailKind`) are shared with the
+//! offline check and repair (`super::check`), so both see a file the same way.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use super::record::{self, DecodeError, Kind};
+use super::record::{self, DecodeError, Kind, Record};
 use super::{
     CHECKPOINT_MAGIC, CHECKPOINT_NAME, COMPACTION_BURST_BYTES, COMPACTION_PAUSE, COMPACTION_TICK,
     DATA_SUFFIX, DataFile, Inner, Recovery, SegmentIndex, Slot, file_name, now_ms,
@@ -48,6 +50,94 @@ struct Checkpoint {
     files: Vec<(u32, u64, u64)>,
     /// (segment, key, slot)
     entries: Vec<(u32, Box<[u8]>, Slot)>,
+}
+
+/// Where a data file's records stop: the first bytes that are not a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Tail {
+    /// Offset in the file of the first byte that is not part of a record.
+    pub(super) offset: u64,
+    /// Why the bytes there are not a record.
+    pub(super) error: DecodeError,
+    /// Bytes from `offset` up to and including the last non-zero byte of the file (0: only
+    /// zeros follow the records).
+    pub(super) junk_bytes: u64,
+}
+
+/// What the store makes of a file's tail at open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum TailKind {
+    /// Only zeros after the records: space zero-filled ahead of writes, left by a crash
+    /// before the file was cut back. Cut without a word.
+    ZeroFilled,
+    /// A torn record at the end of the last file: a write a crash interrupted, which was
+    /// never acknowledged (the sync it waited for did not finish). Cut, with a warning.
+    Torn,
+    /// Anything else: the store refuses to open rather than serve half-read data.
+    Corrupt,
+}
+
+impl Tail {
+    /// How the store treats this tail of a file, `last` saying whether it is the newest.
+    pub(super) fn kind(&self, last: bool) -> TailKind {
+        if self.junk_bytes == 0 {
+            TailKind::ZeroFilled
+        } else if last {
+            TailKind::Torn
+        } else {
+            // Only the last file is written to when a crash can strike: every earlier one
+            // was synced and cut back to its records before the next was started.
+            TailKind::Corrupt
+        }
+    }
+
+    /// The reason the bytes at `offset` are not a record, for people.
+    pub(super) fn reason(&self) -> String {
+        match self.error {
+            DecodeError::Truncated { .. } => "the file ends inside a record".to_owned(),
+            DecodeError::Invalid(reason) => reason.to_owned(),
+        }
+    }
+}
+
+/// Reads the records of `bytes`, the contents of a data file from offset `start`, in order:
+/// hands each to `visit` with its offset in the file and its length, and stops at the first
+/// bytes that are not a record, which it returns (`None`: the records fill `bytes`).
+///
+/// # Errors
+/// What `visit` returns.
+pub(super) fn scan_records<E>(
+    bytes: &[u8],
+    start: u64,
+    mut visit: impl FnMut(&Record<'_>, u64, usize) -> Result<(), E>,
+) -> Result<Option<Tail>, E> {
+    let mut at = 0;
+    while at < bytes.len() {
+        match record::decode(&bytes[at..]) {
+            Ok((record, used)) => {
+                visit(&record, start + at as u64, used)?;
+                at += used;
+            }
+            Err(error) => {
+                let junk_bytes = bytes[at..]
+                    .iter()
+                    .rposition(|&byte| byte != 0)
+                    .map_or(0, |last| last as u64 + 1);
+                return Ok(Some(Tail {
+                    offset: start + at as u64,
+                    error,
+                    junk_bytes,
+                }));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Whether `bytes` are a valid checkpoint (its checksum and layout; not whether it agrees
+/// with the data files).
+pub(super) fn checkpoint_is_valid(bytes: &[u8]) -> bool {
+    parse_checkpoint(bytes).is_some()
 }
 
 fn parse_checkpoint(bytes: &[u8]) -> Option<Checkpoint> {
@@ -160,83 +250,72 @@ impl Inner {
                 .read_exact_at(&mut bytes, start)
                 .map_err(|e| StoreError::io(format!("read {}", file_name(id)), e))?;
             let file = self.data_file(id);
-            let mut at = 0;
-            while at < bytes.len() {
-                match record::decode(&bytes[at..]) {
-                    Ok((record, used)) => {
-                        let offset = start + at as u64;
-                        recovery.records_replayed += 1;
-                        sequence = sequence.max(record.sequence);
-                        file.min_sequence
-                            .fetch_min(record.sequence, Ordering::Relaxed);
-                        match record.kind {
-                            Kind::Clear => clear_sequence = clear_sequence.max(record.sequence),
-                            Kind::Put | Kind::Tombstone => {
-                                let Some(index) = self.index.get(record.segment as usize) else {
-                                    return Err(StoreError::Corrupt {
-                                        file: file_name(id),
-                                        offset,
-                                        reason: format!(
-                                            "segment {} beyond the store's {}",
-                                            record.segment,
-                                            self.index.len()
-                                        ),
-                                    });
-                                };
-                                let slot = Slot {
-                                    file: id,
-                                    offset,
-                                    len: u32::try_from(used).unwrap_or(u32::MAX),
-                                    sequence: record.sequence,
-                                    expires_at_ms: record.expires_at_ms().unwrap_or(u64::MAX),
-                                    tombstone: record.kind == Kind::Tombstone,
-                                };
-                                if record.kind == Kind::Put {
-                                    self.max_version
-                                        .fetch_max(record.version, Ordering::Relaxed);
-                                }
-                                let mut index = index.write();
-                                let newer = index
-                                    .get(record.key)
-                                    .is_none_or(|existing| existing.sequence < record.sequence);
-                                if newer {
-                                    index.insert(record.key.into(), slot);
-                                }
-                            }
-                        }
-                        at += used;
-                    }
-                    Err(error) => {
-                        let offset = start + at as u64;
-                        // Zeros to the end: the preallocated space after the last record.
-                        let junk = bytes[at..].iter().rposition(|&byte| byte != 0);
-                        if let Some(junk_end) = junk {
-                            let torn =
-                                matches!(error, DecodeError::Truncated { .. }) || Some(id) == last;
-                            if Some(id) != last || !torn {
-                                return Err(StoreError::Corrupt {
-                                    file: file_name(id),
-                                    offset,
-                                    reason: format!("{error:?}"),
-                                });
-                            }
-                            // The end of the last file: a write torn by a crash, never
-                            // acknowledged (the sync it waited for did not finish).
-                            tracing::warn!(
-                                file = %file_name(id),
+            let tail = scan_records(&bytes, start, |record, offset, used| {
+                recovery.records_replayed += 1;
+                sequence = sequence.max(record.sequence);
+                file.min_sequence
+                    .fetch_min(record.sequence, Ordering::Relaxed);
+                match record.kind {
+                    Kind::Clear => clear_sequence = clear_sequence.max(record.sequence),
+                    Kind::Put | Kind::Tombstone => {
+                        let Some(index) = self.index.get(record.segment as usize) else {
+                            return Err(StoreError::Corrupt {
+                                file: file_name(id),
                                 offset,
-                                cut_bytes = junk_end + 1,
-                                "cutting a torn record off the end of the log"
-                            );
-                            recovery.truncated_bytes = junk_end as u64 + 1;
+                                reason: format!(
+                                    "segment {} beyond the store's {}",
+                                    record.segment,
+                                    self.index.len()
+                                ),
+                            });
+                        };
+                        let slot = Slot {
+                            file: id,
+                            offset,
+                            len: u32::try_from(used).unwrap_or(u32::MAX),
+                            sequence: record.sequence,
+                            expires_at_ms: record.expires_at_ms().unwrap_or(u64::MAX),
+                            tombstone: record.kind == Kind::Tombstone,
+                        };
+                        if record.kind == Kind::Put {
+                            self.max_version
+                                .fetch_max(record.version, Ordering::Relaxed);
                         }
-                        handle.truncate(offset).map_err(|e| {
-                            StoreError::io(format!("truncate {}", file_name(id)), e)
-                        })?;
-                        lengths.insert(id, offset);
-                        break;
+                        let mut index = index.write();
+                        let newer = index
+                            .get(record.key)
+                            .is_none_or(|existing| existing.sequence < record.sequence);
+                        if newer {
+                            index.insert(record.key.into(), slot);
+                        }
                     }
                 }
+                Ok(())
+            })?;
+            if let Some(tail) = tail {
+                match tail.kind(Some(id) == last) {
+                    TailKind::ZeroFilled => {}
+                    TailKind::Torn => {
+                        tracing::warn!(
+                            file = %file_name(id),
+                            offset = tail.offset,
+                            cut_bytes = tail.junk_bytes,
+                            "cutting a torn record off the end of the log"
+                        );
+                        recovery.truncated_bytes = tail.junk_bytes;
+                    }
+                    TailKind::Corrupt => {
+                        return Err(StoreError::Corrupt {
+                            file: file_name(id),
+                            offset: tail.offset,
+                            reason: tail.reason(),
+                        });
+                    }
+                }
+                handle
+                    .truncate(tail.offset)
+                    .map_err(|e| StoreError::io(format!("truncate {}", file_name(id)), e))?;
+                lengths.insert(id, tail.offset);
             }
             file.total_bytes
                 .store(lengths.get(&id).copied().unwrap_or(0), Ordering::Relaxed);

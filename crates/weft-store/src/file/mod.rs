@@ -13,9 +13,20 @@
 //! while a sync was running shares the next one: group commit. A failed write or sync
 //! poisons the store: it refuses writes from then on and fails every waiter that is not yet
 //! durable, since retrying an fsync after a failure cannot tell what reached the disk.
+//!
+//! An open store holds the lock of its directory (`store.lock`, see [`crate::lock`]) until
+//! it is stopped or dropped: a second open of the directory, by this process or another, is
+//! refused with the holder's process id. [`check`] and [`repair`] examine and cut damaged
+//! data files of a store nobody has open (`weft store check|repair`).
 
+mod check;
 mod maintenance;
 mod record;
+
+pub use check::{
+    Damage, DamageKind, FileCheck, StoreCheck, StoreRepair, Survey, check, lock_store, repair,
+    survey,
+};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -33,6 +44,7 @@ use weft_core::entry::StoredExpiration;
 use weft_core::persistence::BoxFuture;
 
 use crate::disk::{Disk, DiskFile, RealDisk};
+use crate::lock::DirLock;
 use crate::store::{Characteristics, Store, StoreError};
 use record::Kind;
 
@@ -77,6 +89,9 @@ pub struct FileStoreConfig {
     pub compaction_threshold_percent: u8,
     /// Refuse writes.
     pub read_only: bool,
+    /// Who opens the store, written into its lock file after the process id (for example
+    /// `weft server, node a`), so that a process refused the store can say who has it.
+    pub holder: String,
 }
 
 impl FileStoreConfig {
@@ -91,6 +106,7 @@ impl FileStoreConfig {
             file_size_max: 64 << 20,
             compaction_threshold_percent: 50,
             read_only: false,
+            holder: String::new(),
         }
     }
 }
@@ -200,6 +216,9 @@ struct Inner {
     compaction: Mutex<()>,
     compactor_wake: Condvar,
     compactor_stop: Mutex<bool>,
+    /// The directory's lock, held until the store is stopped or dropped (nothing is
+    /// written after either).
+    lock: Mutex<Option<DirLock>>,
 }
 
 /// The log-structured file store.
@@ -236,7 +255,9 @@ impl FileStore {
     /// Opens (or creates) the store in `config.dir` on the real disk.
     ///
     /// # Errors
-    /// If the directory cannot be used, or data files are corrupt other than at the tail.
+    /// [`StoreError::Locked`] if another process (or another open store in this one) has
+    /// the directory; otherwise if the directory cannot be used, or data files are corrupt
+    /// other than at the tail.
     pub fn open(config: FileStoreConfig) -> Result<Self, StoreError> {
         Self::open_on(config, Arc::new(RealDisk)).map(|(store, _)| store)
     }
@@ -252,6 +273,10 @@ impl FileStore {
         let dir = config.dir.clone();
         disk.create_dir_all(&dir)
             .map_err(|e| StoreError::io(format!("create {}", dir.display()), e))?;
+        // Before recovery, which may cut a file another process is still writing. The lock
+        // is taken on the real file system whatever the disk: it keeps processes apart, it
+        // is not data a test would tear.
+        let lock = lock_store(&dir, &config.holder)?;
         let segments = config.segments.max(1) as usize;
         let index: Box<[RwLock<SegmentIndex>]> = (0..segments)
             .map(|_| RwLock::new(HashMap::default()))
@@ -287,6 +312,7 @@ impl FileStore {
             compaction: Mutex::new(()),
             compactor_wake: Condvar::new(),
             compactor_stop: Mutex::new(false),
+            lock: Mutex::new(Some(lock)),
         };
         let recovery = inner.recover()?;
         let inner = Arc::new(inner);
@@ -973,6 +999,7 @@ impl Drop for FileStore {
         // Without a stop (a crash, or a test dropping the store), pending writes are still
         // written and synced, but no checkpoint is made.
         self.stop_threads();
+        self.inner.lock.lock().take();
     }
 }
 
@@ -1079,6 +1106,25 @@ impl Store for FileStore {
     }
 
     fn stop(&self) -> Result<(), StoreError> {
+        let stopped = self.stop_keeping_lock();
+        // Nothing is written after a stop: another process may have the directory now.
+        self.inner.lock.lock().take();
+        stopped
+    }
+
+    fn destroy(&self) {
+        let _ = self.stop_keeping_lock();
+        if let Err(error) = self.inner.disk.remove_dir_all(&self.inner.config.dir) {
+            tracing::warn!(dir = %self.inner.config.dir.display(), %error, "deleting the store failed");
+        }
+        self.inner.lock.lock().take();
+    }
+}
+
+impl FileStore {
+    /// Stops the threads, seals the log and writes the checkpoint; the directory stays
+    /// locked.
+    fn stop_keeping_lock(&self) -> Result<(), StoreError> {
         if self.inner.stopped.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
@@ -1095,13 +1141,6 @@ impl Store for FileStore {
             self.inner.write_checkpoint()?;
         }
         Ok(())
-    }
-
-    fn destroy(&self) {
-        let _ = self.stop();
-        if let Err(error) = self.inner.disk.remove_dir_all(&self.inner.config.dir) {
-            tracing::warn!(dir = %self.inner.config.dir.display(), %error, "deleting the store failed");
-        }
     }
 }
 
