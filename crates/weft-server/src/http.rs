@@ -1,5 +1,7 @@
 //! HTTP connections: hyper serves the REST router of `weft-rest` on the connection, with
-//! the bytes read during detection replayed first.
+//! the bytes read during detection replayed first. Every request gets the client's address
+//! as a [`weft_rest::ClientAddress`] extension: the router refuses lifecycle actions to
+//! clients elsewhere than loopback without the password.
 
 use std::sync::Arc;
 
@@ -20,8 +22,21 @@ pub const HTTP_HEAD_BYTES_MAX: usize = 64 * 1024;
 /// (a connection that sends nothing at all is closed by protocol detection, after longer).
 pub const HTTP_HEAD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
-pub(crate) async fn serve(stream: TcpStream, prefix: BytesMut, context: Arc<ServerContext>) {
-    let router = context.rest_router.clone();
+pub(crate) async fn serve(
+    stream: TcpStream,
+    prefix: BytesMut,
+    peer: std::net::SocketAddr,
+    context: Arc<ServerContext>,
+) {
+    use tower::ServiceExt;
+    let router = context.rest_router.clone().map_request(
+        move |mut request: axum::http::Request<hyper::body::Incoming>| {
+            request
+                .extensions_mut()
+                .insert(weft_rest::ClientAddress(peer));
+            request
+        },
+    );
     let io = TokioIo::new(Rewind::new(prefix, stream));
     let connection = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
@@ -60,6 +75,9 @@ pub fn execute_forwarded(
             return Response::Error("malformed forwarded HTTP request".to_owned());
         };
         let mut request = axum::http::Request::new(axum::body::Body::from(body));
+        // Marks the request as forwarded by a node, so that the router runs it here: only
+        // this function, serving the cluster port, sets it; a client cannot.
+        request.extensions_mut().insert(weft_rest::ForwardedByNode);
         match (
             axum::http::Method::from_bytes(&method),
             axum::http::Uri::try_from(uri),

@@ -200,6 +200,7 @@ impl Server {
         };
         let mut rest_state = weft_rest::RestState::new(manager.clone())
             .with_node_name(node_name)
+            .with_password(config.server.password.clone())
             .with_shutdown(move || {
                 let _ = shutdown_for_rest.send(true);
             });
@@ -361,7 +362,9 @@ async fn serve_connection(
         Ok((Protocol::Resp, prefix)) => {
             resp::serve(stream, prefix, peer, Arc::clone(&context)).await
         }
-        Ok((Protocol::Http, prefix)) => http::serve(stream, prefix, Arc::clone(&context)).await,
+        Ok((Protocol::Http, prefix)) => {
+            http::serve(stream, prefix, peer, Arc::clone(&context)).await;
+        }
         Ok((Protocol::HotRod, prefix)) => {
             hotrod::serve(stream, prefix, peer, Arc::clone(&context)).await;
         }

@@ -1,5 +1,6 @@
 //! Connection robustness: the per-connection input and output limits, the HTTP request-head
-//! timeout, and shutdown with connections that have not sent anything yet.
+//! timeout, who may stop the server over REST, and shutdown with connections that have not
+//! sent anything yet.
 
 #![allow(clippy::unwrap_used)]
 
@@ -208,5 +209,94 @@ async fn http_head_timeout_closes_slow_clients() {
         matches!(read, Ok(Ok(_) | Err(_))),
         "an idle kept-alive connection was held open: {read:?}"
     );
+    server.shutdown().await;
+}
+
+/// A server on `127.0.0.1:0` with `server_lines` in `[server]`, on the test's runtime (whose
+/// clock the paused tests control).
+async fn start_here(server_lines: &str) -> weft_server::Server {
+    let text =
+        format!("[server]\nbind = \"127.0.0.1:0\"\nshutdown-grace-secs = 1\n{server_lines}\n");
+    let config = weft_server::config::ServerConfig::parse("test.toml", &text).unwrap();
+    weft_server::Server::start(config).await.unwrap()
+}
+
+/// A connection to `addr` from the loopback address `from`, so that a test can play two
+/// client machines. Without Nagle's algorithm: a small write waiting for the server's
+/// delayed acknowledgement (40 ms of real time) would arrive long after a paused clock has
+/// moved on.
+async fn connect_from(from: [u8; 4], addr: std::net::SocketAddr) -> tokio::net::TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(std::net::SocketAddr::from((from, 0))).unwrap();
+    socket.set_nodelay(true).unwrap();
+    socket.connect(addr).await.unwrap()
+}
+
+/// Sends `request` and reads until `until` appears in the answer, which it returns.
+async fn exchange(stream: &mut tokio::net::TcpStream, request: &[u8], until: &[u8]) -> Vec<u8> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    stream.write_all(request).await.unwrap();
+    let mut answer = Vec::new();
+    let mut buf = vec![0u8; 4096];
+    while !answer.windows(until.len()).any(|w| w == until) {
+        let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf))
+            .await
+            .expect("an answer")
+            .unwrap();
+        assert!(n > 0, "closed after {:?}", String::from_utf8_lossy(&answer));
+        answer.extend_from_slice(&buf[..n]);
+    }
+    answer
+}
+
+/// `POST path` with `extra` header lines from `from`; the status.
+async fn post_from(from: [u8; 4], addr: std::net::SocketAddr, path: &str, extra: &str) -> u16 {
+    let mut stream = connect_from(from, addr).await;
+    let request = format!("POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n{extra}\r\n");
+    let answer = exchange(&mut stream, request.as_bytes(), b"\r\n\r\n").await;
+    String::from_utf8_lossy(&answer)
+        .split(' ')
+        .nth(1)
+        .and_then(|status| status.parse().ok())
+        .unwrap_or(0)
+}
+
+// Proves the server tells the REST router where a request comes from: stopping the server
+// over REST is refused from 127.0.0.2 (403 without a password configured, 401 without the
+// configured one) and accepted from 127.0.0.1, or from 127.0.0.2 with the password.
+#[tokio::test]
+async fn rest_stop_needs_loopback_or_the_password() {
+    let stop = "/rest/v2/server?action=stop";
+
+    let server = start_here("").await;
+    let mut stopped = server.context().shutdown_signal();
+    assert_eq!(
+        post_from([127, 0, 0, 2], server.local_addr(), stop, "").await,
+        403
+    );
+    assert!(
+        !*stopped.borrow_and_update(),
+        "stopped from elsewhere than loopback"
+    );
+    assert_eq!(
+        post_from([127, 0, 0, 1], server.local_addr(), stop, "").await,
+        204
+    );
+    assert!(*stopped.borrow_and_update());
+    server.shutdown().await;
+
+    let server = start_here("password = \"s3cret\"").await;
+    let mut stopped = server.context().shutdown_signal();
+    let addr = server.local_addr();
+    assert_eq!(post_from([127, 0, 0, 2], addr, stop, "").await, 401);
+    let wrong = "Authorization: Bearer guess\r\n";
+    assert_eq!(post_from([127, 0, 0, 2], addr, stop, wrong).await, 401);
+    assert!(
+        !*stopped.borrow_and_update(),
+        "stopped without the password"
+    );
+    let right = "Authorization: Bearer s3cret\r\n";
+    assert_eq!(post_from([127, 0, 0, 2], addr, stop, right).await, 204);
+    assert!(*stopped.borrow_and_update());
     server.shutdown().await;
 }
