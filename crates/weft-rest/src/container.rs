@@ -5,13 +5,20 @@
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use base64::Engine;
 use serde_json::{Value, json};
 
 use crate::error::RestError;
-use crate::{CLUSTER_NAME, CONTAINER_NAME, QueryParams, Shared, json, query_params};
+use crate::{
+    CLUSTER_NAME, CONTAINER_NAME, ClientAddress, ForwardedByNode, QueryParams, Shared, json,
+    query_params,
+};
 
 /// Infinispan's health status of a cache or cluster that is fully available.
 const HEALTHY: &str = "HEALTHY";
+/// What a 401 to a lifecycle action asks for: HTTP Basic (curl's `-u`); a bearer token
+/// works too, but Basic is what browsers and most tools answer a challenge with.
+const LIFECYCLE_CHALLENGE: &str = "Basic realm=\"weft\", charset=\"UTF-8\"";
 
 /// `GET /rest/v2/container`: what the container holds and where it runs.
 pub(crate) async fn info(State(state): State<Shared>) -> Response {
@@ -99,6 +106,93 @@ fn unknown_action(action: &str) -> RestError {
     RestError::bad_request(format!("unknown action `{action}`"))
 }
 
+/// Who sent a lifecycle action: what the server that accepted the request knows of it.
+pub(crate) struct Caller {
+    client: Option<ClientAddress>,
+    by_node: bool,
+    authorization: Option<header::HeaderValue>,
+}
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Caller {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(Self {
+            client: parts.extensions.get::<ClientAddress>().copied(),
+            by_node: parts.extensions.get::<ForwardedByNode>().is_some(),
+            authorization: parts.headers.get(header::AUTHORIZATION).cloned(),
+        })
+    }
+}
+
+impl Caller {
+    /// Whether the request came straight from a client on this machine: from `127.0.0.1` or
+    /// `::1`. Other `127.x.y.z` addresses do not count, so the narrowest reading of
+    /// "loopback" decides (and tests can play a remote client from `127.0.0.2`). A request
+    /// another node forwarded does not count either, whatever address that node has:
+    /// forwarding must not be a way around the check.
+    fn is_loopback(&self) -> bool {
+        !self.by_node
+            && self
+                .client
+                .is_some_and(|ClientAddress(peer)| match peer.ip().to_canonical() {
+                    std::net::IpAddr::V4(ip) => ip == std::net::Ipv4Addr::LOCALHOST,
+                    std::net::IpAddr::V6(ip) => ip == std::net::Ipv6Addr::LOCALHOST,
+                })
+    }
+
+    /// The password the request presents: `Authorization: Bearer <password>`, or HTTP Basic
+    /// with any user name (there is one password, as for RESP's AUTH).
+    fn password(&self) -> Option<Vec<u8>> {
+        let value = self.authorization.as_ref()?.as_bytes();
+        let (scheme, credentials) = value.split_at(value.iter().position(|&b| b == b' ')?);
+        let credentials = credentials.trim_ascii();
+        if scheme.eq_ignore_ascii_case(b"bearer") {
+            return Some(credentials.to_vec());
+        }
+        if scheme.eq_ignore_ascii_case(b"basic") {
+            let decoded = base64::engine::general_purpose::STANDARD
+                .decode(credentials)
+                .ok()?;
+            let colon = decoded.iter().position(|&b| b == b':')?;
+            return Some(decoded[colon + 1..].to_vec());
+        }
+        None
+    }
+}
+
+/// Compares without stopping at the first difference, so the time taken does not tell how
+/// much of a guessed password was right.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Lets a server lifecycle action through when it comes from loopback or carries the
+/// configured password: until REST has real security, anyone who can reach the port could
+/// otherwise stop the server. 401 (with a challenge) when a password is configured and
+/// missing or wrong; 403 when none is configured and the client is elsewhere.
+fn authorize_lifecycle(state: &Shared, caller: &Caller) -> Result<(), RestError> {
+    if caller.is_loopback() {
+        return Ok(());
+    }
+    let Some(expected) = state.password() else {
+        return Err(RestError::new(
+            StatusCode::FORBIDDEN,
+            "server lifecycle actions are accepted only from loopback when no password is configured",
+        ));
+    };
+    match caller.password() {
+        Some(presented) if constant_time_eq(expected.as_bytes(), &presented) => Ok(()),
+        _ => Err(RestError::unauthorized(
+            "server lifecycle actions need the server password (HTTP Basic or Bearer) from elsewhere than loopback",
+            LIFECYCLE_CHALLENGE,
+        )),
+    }
+}
+
 /// Calls the shutdown hook: 204, or 501 when the embedding server gave none.
 fn stop(state: &Shared) -> Result<Response, RestError> {
     let hook = state.shutdown.as_ref().ok_or_else(|| {
@@ -116,10 +210,14 @@ fn stop(state: &Shared) -> Result<Response, RestError> {
 /// is the server).
 pub(crate) async fn action(
     State(state): State<Shared>,
+    caller: Caller,
     query: QueryParams,
 ) -> Result<Response, RestError> {
     match action_name(query)?.as_str() {
-        "shutdown" => stop(&state),
+        "shutdown" => {
+            authorize_lifecycle(&state, &caller)?;
+            stop(&state)
+        }
         other => Err(unknown_action(other)),
     }
 }
@@ -127,10 +225,14 @@ pub(crate) async fn action(
 /// `POST /rest/v2/server?action=stop`.
 pub(crate) async fn server_action(
     State(state): State<Shared>,
+    caller: Caller,
     query: QueryParams,
 ) -> Result<Response, RestError> {
     match action_name(query)?.as_str() {
-        "stop" => stop(&state),
+        "stop" => {
+            authorize_lifecycle(&state, &caller)?;
+            stop(&state)
+        }
         other => Err(unknown_action(other)),
     }
 }

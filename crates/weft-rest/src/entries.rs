@@ -12,7 +12,7 @@
 //! it as they would any entry (as Redis' SET and DEL do).
 
 use axum::body::{Body, Bytes};
-use axum::extract::State;
+use axum::extract::{Extension, State};
 use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE, ETAG, EXPIRES, LAST_MODIFIED};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
@@ -121,17 +121,23 @@ fn caching_headers(entry: &CacheEntry, now_ms: u64, headers: &mut HeaderMap) {
     }
 }
 
+/// Present when another node forwarded the request here (see [`crate::ForwardedByNode`]).
+type ByNode = Option<Extension<crate::ForwardedByNode>>;
+
 /// Runs an entry request on the node that owns its key, when that is another node; `None`
-/// when it runs here (not clustered, owned here, or already forwarded).
+/// when it runs here (not clustered, owned here, or forwarded here by another node). Only
+/// the request extension the server sets says a request was forwarded: nothing a client
+/// sends does, or a client could store a copy on a node that does not own the key.
 async fn forwarded(
     state: &Shared,
+    by_node: &ByNode,
     method: axum::http::Method,
     uri: &Uri,
     request_headers: &HeaderMap,
     body: Bytes,
     write: bool,
 ) -> Option<Result<Response, RestError>> {
-    if request_headers.contains_key(crate::FORWARDED_HEADER) {
+    if by_node.is_some() {
         return None;
     }
     let forwarder = state.forwarder()?;
@@ -141,10 +147,6 @@ async fn forwarded(
     *request.method_mut() = method;
     *request.uri_mut() = uri.clone();
     *request.headers_mut() = request_headers.clone();
-    request.headers_mut().insert(
-        crate::FORWARDED_HEADER,
-        axum::http::HeaderValue::from_static("1"),
-    );
     Some(match forwarder.forward(node, request).await {
         Ok(response) => Ok(response.map(Body::from).into_response()),
         Err(reason) => Err(RestError::new(StatusCode::SERVICE_UNAVAILABLE, reason)),
@@ -154,14 +156,23 @@ async fn forwarded(
 /// GET and HEAD (axum routes HEAD here and drops the body).
 pub(crate) async fn get(
     State(state): State<Shared>,
+    by_node: ByNode,
     method: axum::http::Method,
     uri: Uri,
     request_headers: HeaderMap,
     query: QueryParams,
 ) -> Result<Response, RestError> {
     refuse_actions(query)?;
-    if let Some(answer) =
-        forwarded(&state, method, &uri, &request_headers, Bytes::new(), false).await
+    if let Some(answer) = forwarded(
+        &state,
+        &by_node,
+        method,
+        &uri,
+        &request_headers,
+        Bytes::new(),
+        false,
+    )
+    .await
     {
         return answer;
     }
@@ -344,6 +355,7 @@ async fn durable(
 /// PUT: see [`put_now`].
 pub(crate) async fn put(
     state: State<Shared>,
+    by_node: ByNode,
     uri: Uri,
     request_headers: HeaderMap,
     query: QueryParams,
@@ -351,6 +363,7 @@ pub(crate) async fn put(
 ) -> Result<Response, RestError> {
     if let Some(answer) = forwarded(
         &state,
+        &by_node,
         axum::http::Method::PUT,
         &uri,
         &request_headers,
@@ -367,6 +380,7 @@ pub(crate) async fn put(
 /// POST: see [`post_now`].
 pub(crate) async fn post(
     state: State<Shared>,
+    by_node: ByNode,
     uri: Uri,
     request_headers: HeaderMap,
     query: QueryParams,
@@ -374,6 +388,7 @@ pub(crate) async fn post(
 ) -> Result<Response, RestError> {
     if let Some(answer) = forwarded(
         &state,
+        &by_node,
         axum::http::Method::POST,
         &uri,
         &request_headers,
@@ -390,12 +405,14 @@ pub(crate) async fn post(
 /// DELETE: see [`delete_now`].
 pub(crate) async fn delete(
     state: State<Shared>,
+    by_node: ByNode,
     uri: Uri,
     request_headers: HeaderMap,
     query: QueryParams,
 ) -> Result<Response, RestError> {
     if let Some(answer) = forwarded(
         &state,
+        &by_node,
         axum::http::Method::DELETE,
         &uri,
         &request_headers,

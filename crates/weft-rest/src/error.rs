@@ -11,6 +11,8 @@ use weft_core::{CacheError, ManagerError, StructureKind};
 pub(crate) struct RestError {
     status: StatusCode,
     message: String,
+    /// The `WWW-Authenticate` challenge a 401 carries.
+    challenge: Option<&'static str>,
 }
 
 impl RestError {
@@ -19,6 +21,15 @@ impl RestError {
         Self {
             status,
             message: message.into(),
+            challenge: None,
+        }
+    }
+
+    /// 401: credentials are needed, with the `WWW-Authenticate` challenge that says which.
+    pub(crate) fn unauthorized(message: impl Into<String>, challenge: &'static str) -> Self {
+        Self {
+            challenge: Some(challenge),
+            ..Self::new(StatusCode::UNAUTHORIZED, message)
         }
     }
 
@@ -95,12 +106,19 @@ impl IntoResponse for RestError {
         } else {
             tracing::debug!(status = %self.status, reason = %self.message, "REST request refused");
         }
-        (
+        let mut response = (
             self.status,
             [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
             self.message,
         )
-            .into_response()
+            .into_response();
+        if let Some(challenge) = self.challenge {
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static(challenge),
+            );
+        }
+        response
     }
 }
 

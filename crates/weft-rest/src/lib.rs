@@ -57,7 +57,8 @@ pub const CONTAINER_NAME: &str = "default";
 
 /// Called by `POST /rest/v2/server?action=stop` and `POST /rest/v2/container?action=shutdown`
 /// to ask the server to stop. It must return quickly (signal, don't wait) and may be called
-/// more than once.
+/// more than once. Those actions are refused unless the request comes from a loopback
+/// [`ClientAddress`] or carries the password (see [`RestState::with_password`]).
 pub type ShutdownHook = Arc<dyn Fn() + Send + Sync>;
 
 /// What the routes need: the caches, and the facts about this server they report.
@@ -86,10 +87,21 @@ pub struct RestState {
     shutdown: Option<ShutdownHook>,
     cluster: Option<ClusterView>,
     forwarder: Option<Arc<dyn Forwarder>>,
+    password: Option<String>,
 }
 
-/// The header a forwarded request carries, so that the node it reaches runs it.
-pub const FORWARDED_HEADER: &str = "x-weft-forwarded";
+/// A request extension marking a request another node forwarded here over the cluster port,
+/// so that this node runs it instead of forwarding it again. Only the server inserts it (see
+/// `weft-server`'s `http::execute_forwarded`): a client can send any header, but it cannot set
+/// an extension, so it cannot make a node run a request for a key the node does not own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ForwardedByNode;
+
+/// A request extension naming the address of the client connection a request arrived on,
+/// inserted by the server that accepted it. A request without one (forwarded by another node,
+/// or built by an embedding program) counts as coming from elsewhere than loopback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientAddress(pub std::net::SocketAddr);
 
 /// Sends entry requests for keys another node owns to that node (a clustered server sets
 /// one; see [`RestState::with_forwarder`]).
@@ -200,6 +212,7 @@ impl fmt::Debug for RestState {
             .field("started", &self.started)
             .field("shutdown", &self.shutdown.is_some())
             .field("cluster", &self.cluster.is_some())
+            .field("password", &self.password.is_some())
             .finish()
     }
 }
@@ -217,6 +230,7 @@ impl RestState {
             shutdown: None,
             cluster: None,
             forwarder: None,
+            password: None,
         }
     }
 
@@ -283,6 +297,19 @@ impl RestState {
     pub fn with_shutdown(mut self, hook: impl Fn() + Send + Sync + 'static) -> Self {
         self.shutdown = Some(Arc::new(hook));
         self
+    }
+
+    /// The password that lets a request from elsewhere than loopback stop the server (see
+    /// `docs/rest.md`); without one, only loopback clients may.
+    #[must_use]
+    pub fn with_password(mut self, password: Option<String>) -> Self {
+        self.password = password;
+        self
+    }
+
+    /// The password lifecycle actions accept, when one is configured.
+    pub(crate) fn password(&self) -> Option<&str> {
+        self.password.as_deref()
     }
 
     /// The caches served.

@@ -1273,35 +1273,258 @@ async fn container_health_and_aliases() {
     assert_eq!(server.json(), json!({"version": "Weft test"}));
 }
 
-// Proves stop and shutdown actions call the hook, and answer 501 when there is none.
-#[tokio::test]
-async fn shutdown_hook() {
+/// The lifecycle actions, by every path that takes one.
+const LIFECYCLE_ACTIONS: [&str; 3] = [
+    "/rest/v2/server?action=stop",
+    "/rest/v2/container?action=shutdown",
+    "/rest/v2/cache-managers/default?action=shutdown",
+];
+
+/// A POST to `uri` from `client` (as the server tags requests), with extra headers.
+fn lifecycle_request(uri: &str, client: [u8; 4], headers: &[(&str, &str)]) -> Request<Body> {
+    let mut builder = Request::post(uri);
+    for (name, value) in headers {
+        builder = builder.header(*name, *value);
+    }
+    let mut request = builder.body(Body::empty()).unwrap();
+    request
+        .extensions_mut()
+        .insert(weft_rest::ClientAddress(std::net::SocketAddr::from((
+            client, 40000,
+        ))));
+    request
+}
+
+/// A router whose shutdown hook counts its calls, with `password` configured.
+fn counting_shutdown(password: Option<&str>) -> (Router, Arc<AtomicUsize>) {
     let calls = Arc::new(AtomicUsize::new(0));
     let counter = Arc::clone(&calls);
     let manager = CacheManager::new(ManagerConfig::default()).unwrap();
-    let app = router(RestState::new(manager.clone()).with_shutdown(move || {
-        counter.fetch_add(1, Ordering::SeqCst);
-    }));
-    for uri in [
-        "/rest/v2/server?action=stop",
-        "/rest/v2/container?action=shutdown",
-        "/rest/v2/cache-managers/default?action=shutdown",
-    ] {
-        let request = Request::post(uri).body(Body::empty()).unwrap();
+    let state = RestState::new(manager)
+        .with_password(password.map(str::to_owned))
+        .with_shutdown(move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+        });
+    (router(state), calls)
+}
+
+// Proves stop and shutdown actions from loopback call the hook, and answer 501 when there
+// is none.
+#[tokio::test]
+async fn shutdown_hook() {
+    let (app, calls) = counting_shutdown(None);
+    for uri in LIFECYCLE_ACTIONS {
+        let request = lifecycle_request(uri, [127, 0, 0, 1], &[]);
         let response = app.clone().oneshot(request).await.unwrap();
         assert_eq!(response.status(), StatusCode::NO_CONTENT, "{uri}");
     }
     assert_eq!(calls.load(Ordering::SeqCst), 3);
     let f = fixture();
-    let reply = f
-        .call(
-            Method::POST,
-            "/rest/v2/server?action=stop",
-            &[],
-            Body::empty(),
+    let request = lifecycle_request("/rest/v2/server?action=stop", [127, 0, 0, 1], &[]);
+    assert_eq!(f.send(request).await.status, StatusCode::NOT_IMPLEMENTED);
+}
+
+// Proves lifecycle actions from elsewhere than loopback are refused without the password
+// (403 when none is configured, 401 with a challenge when it is missing or wrong), accepted
+// with it as HTTP Basic (any user) or Bearer, and that neither an unknown client address
+// nor a request forwarded by another node counts as loopback.
+#[tokio::test]
+async fn lifecycle_actions_need_loopback_or_the_password() {
+    let remote = [127, 0, 0, 2];
+    let (app, calls) = counting_shutdown(None);
+    for uri in LIFECYCLE_ACTIONS {
+        let response = app
+            .clone()
+            .oneshot(lifecycle_request(uri, remote, &[]))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::FORBIDDEN, "{uri}");
+    }
+    assert_eq!(calls.load(Ordering::SeqCst), 0);
+
+    let (app, calls) = counting_shutdown(Some("s3cret"));
+    let basic = |credentials: &str| {
+        format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(credentials)
         )
-        .await;
-    assert_eq!(reply.status, StatusCode::NOT_IMPLEMENTED);
+    };
+    let refused = [
+        Vec::new(),
+        vec![("authorization", "Bearer wrong".to_owned())],
+        vec![("authorization", basic("admin:wrong"))],
+        vec![("authorization", basic("s3cret"))],
+        vec![("authorization", "s3cret".to_owned())],
+        vec![("x-weft-forwarded", "1".to_owned())],
+    ];
+    for headers in &refused {
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+        for uri in LIFECYCLE_ACTIONS {
+            let response = app
+                .clone()
+                .oneshot(lifecycle_request(uri, remote, &headers))
+                .await
+                .unwrap();
+            assert_eq!(
+                response.status(),
+                StatusCode::UNAUTHORIZED,
+                "{uri} {headers:?}"
+            );
+            assert!(
+                response
+                    .headers()
+                    .get("www-authenticate")
+                    .is_some_and(|v| v.to_str().unwrap().starts_with("Basic ")),
+                "{uri}"
+            );
+        }
+    }
+    // No client address at all (an embedding program's own request) is not loopback ...
+    let bare = Request::post("/rest/v2/server?action=stop")
+        .body(Body::empty())
+        .unwrap();
+    let response = app.clone().oneshot(bare).await.unwrap();
+    assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+    // ... nor is a request another node forwarded, even one that node got from loopback.
+    let mut forwarded = lifecycle_request("/rest/v2/server?action=stop", [127, 0, 0, 1], &[]);
+    forwarded
+        .extensions_mut()
+        .insert(weft_rest::ForwardedByNode);
+    let response = app.clone().oneshot(forwarded).await.unwrap();
+    assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        0,
+        "a refused action stopped the server"
+    );
+
+    let accepted = [
+        "Bearer s3cret".to_owned(),
+        basic("admin:s3cret"),
+        basic("default:s3cret"),
+    ];
+    for authorization in &accepted {
+        let request = lifecycle_request(
+            "/rest/v2/server?action=stop",
+            remote,
+            &[("authorization", authorization)],
+        );
+        let response = app.clone().oneshot(request).await.unwrap();
+        assert_eq!(response.status(), StatusCode::NO_CONTENT, "{authorization}");
+    }
+    let response = app
+        .clone()
+        .oneshot(lifecycle_request(
+            "/rest/v2/container?action=shutdown",
+            [127, 0, 0, 1],
+            &[],
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        response.status(),
+        StatusCode::NO_CONTENT,
+        "loopback needs no password"
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 4);
+}
+
+/// A cluster of two as a REST router sees it: every key belongs to the other node, and
+/// what is forwarded there is recorded.
+#[derive(Default)]
+struct ElsewhereForwarder {
+    forwarded: std::sync::Mutex<Vec<(Method, String)>>,
+}
+
+impl weft_rest::Forwarder for ElsewhereForwarder {
+    fn route(&self, _: &weft_core::Cache, _: &[u8], _: bool) -> Option<String> {
+        Some("owner".to_owned())
+    }
+
+    fn forward(
+        &self,
+        _node: String,
+        request: Request<Bytes>,
+    ) -> weft_core::persistence::BoxFuture<Result<axum::http::Response<Bytes>, String>> {
+        self.forwarded
+            .lock()
+            .unwrap()
+            .push((request.method().clone(), request.uri().to_string()));
+        Box::pin(async {
+            let mut response = axum::http::Response::new(Bytes::new());
+            *response.status_mut() = StatusCode::NO_CONTENT;
+            Ok(response)
+        })
+    }
+
+    fn size(&self, _: weft_core::Cache) -> weft_core::persistence::BoxFuture<Result<u64, String>> {
+        Box::pin(async { Err("not in this test".to_owned()) })
+    }
+
+    fn list(
+        &self,
+        _: weft_core::Cache,
+        _: usize,
+        _: fn(&weft_core::CacheEntry) -> bool,
+    ) -> weft_core::persistence::BoxFuture<Result<Vec<weft_core::CacheEntry>, String>> {
+        Box::pin(async { Err("not in this test".to_owned()) })
+    }
+
+    fn clear(&self, _: weft_core::Cache) -> weft_core::persistence::BoxFuture<Result<(), String>> {
+        Box::pin(async { Err("not in this test".to_owned()) })
+    }
+
+    fn define(
+        &self,
+        _: String,
+        _: CacheConfig,
+    ) -> weft_core::persistence::BoxFuture<Result<(), String>> {
+        Box::pin(async { Err("not in this test".to_owned()) })
+    }
+}
+
+// Proves a client cannot make a node run an entry request for a key it does not own: the
+// old `x-weft-forwarded` header is ignored (the request is forwarded to the owner and
+// nothing is stored here), and only the extension the server sets on requests another node
+// forwarded makes the node run it itself.
+#[tokio::test]
+async fn only_requests_forwarded_by_a_node_run_on_a_non_owner() {
+    let manager = CacheManager::new(ManagerConfig::default()).unwrap();
+    let forwarder = Arc::new(ElsewhereForwarder::default());
+    let app = router(
+        RestState::new(manager.clone())
+            .with_forwarder(Arc::clone(&forwarder) as Arc<dyn weft_rest::Forwarder>),
+    );
+    let uri = "/rest/v2/caches/default/stray";
+    for method in [Method::PUT, Method::POST, Method::GET, Method::DELETE] {
+        let request = Request::builder()
+            .method(method.clone())
+            .uri(uri)
+            .header("x-weft-forwarded", "1")
+            .body(Body::from("copy"))
+            .unwrap();
+        let response = app.clone().oneshot(request).await.unwrap();
+        assert_eq!(response.status(), StatusCode::NO_CONTENT, "{method}");
+    }
+    let cache = manager.cache("default").unwrap();
+    assert_eq!(
+        cache.get(b"stray").unwrap(),
+        None,
+        "a client left a stray copy"
+    );
+    assert_eq!(
+        forwarder.forwarded.lock().unwrap().clone(),
+        [Method::PUT, Method::POST, Method::GET, Method::DELETE]
+            .map(|method| (method, uri.to_owned()))
+            .to_vec()
+    );
+
+    let mut request = Request::put(uri).body(Body::from("owned")).unwrap();
+    request.extensions_mut().insert(weft_rest::ForwardedByNode);
+    let response = app.clone().oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::NO_CONTENT);
+    assert_eq!(cache.get(b"stray").unwrap().as_deref(), Some(&b"owned"[..]));
+    assert_eq!(forwarder.forwarded.lock().unwrap().len(), 4);
 }
 
 /// Checks every line of a 0.0.4 exposition and answers the samples by series.

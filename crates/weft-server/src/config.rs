@@ -23,6 +23,22 @@ pub const CLIENT_OUTPUT_BYTES_MAX_DEFAULT: usize = 64 << 20;
 /// connection: Redis' `client-output-buffer-limit pubsub` hard limit, 32 MiB.
 pub const PUBSUB_OUTPUT_BYTES_MAX_DEFAULT: usize = 32 << 20;
 
+/// Default time a new connection has to send its whole first request: long enough for any
+/// client that connects in order to send something, short enough that sockets opened and
+/// left silent cannot hold `connections-max` slots for long.
+pub const FIRST_REQUEST_TIMEOUT_SECS_DEFAULT: u64 = 10;
+/// Default time a request that has begun to arrive has to arrive whole (HTTP: a head; a
+/// body, counted from the end of its head), before the allowance `request-min-bytes-per-second`
+/// adds for what it sends.
+pub const REQUEST_TIMEOUT_SECS_DEFAULT: u64 = 30;
+/// Default rate that earns a request more time: each byte received extends its deadline by
+/// `1 / rate` seconds, so large requests sent at a useful speed are never cut off while one
+/// trickled a byte at a time is (as Apache's `mod_reqtimeout` `MinRate`, whose default is 500).
+pub const REQUEST_MIN_BYTES_PER_SECOND_DEFAULT: u64 = 1024;
+/// Without `connections-per-address-max`, one client address may hold this fraction of
+/// `connections-max` (one divided by it).
+pub const CONNECTIONS_PER_ADDRESS_DIVISOR: usize = 4;
+
 /// The `[server]` section.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
@@ -36,6 +52,22 @@ pub struct ServerSection {
     pub resp_multibulk_length_max: usize,
     /// Most connections served at once; further ones are closed on accept.
     pub connections_max: usize,
+    /// Most connections served at once from one client IP address (loopback included);
+    /// absent = a quarter of `connections_max` (see [`ServerSection::connections_per_address`]).
+    pub connections_per_address_max: Option<usize>,
+    /// Seconds a new connection has to send its whole first request (HTTP: its head) before
+    /// it is closed. Established connections may then idle as long as they like (except HTTP
+    /// keep-alive, bounded by `request_timeout_secs`).
+    #[serde(deserialize_with = "positive_secs")]
+    pub first_request_timeout_secs: u64,
+    /// Seconds a request that has begun to arrive has to arrive whole, plus the allowance
+    /// `request_min_bytes_per_second` earns; past it the connection is closed (HTTP: `408`
+    /// for a body).
+    #[serde(deserialize_with = "positive_secs")]
+    pub request_timeout_secs: u64,
+    /// Each byte of a request received adds `1 / this` seconds to its deadline; 0 = none (a
+    /// request must arrive whole within the timeout, however large).
+    pub request_min_bytes_per_second: u64,
     /// Password clients must send with AUTH/HELLO; absent = no authentication.
     pub password: Option<String>,
     /// Seconds to wait for connections to finish on shutdown.
@@ -152,6 +184,17 @@ fn node_dir_name(node_name: &str) -> String {
     }
 }
 
+impl ServerSection {
+    /// Most connections one client address may hold: `connections-per-address-max`, or a
+    /// quarter of `connections-max`, and at least one.
+    #[must_use]
+    pub fn connections_per_address(&self) -> usize {
+        self.connections_per_address_max
+            .unwrap_or(self.connections_max / CONNECTIONS_PER_ADDRESS_DIVISOR)
+            .max(1)
+    }
+}
+
 impl Default for ServerSection {
     fn default() -> Self {
         Self {
@@ -161,6 +204,10 @@ impl Default for ServerSection {
             resp_bulk_bytes_max: 512 << 20,
             resp_multibulk_length_max: 1024 * 1024,
             connections_max: 10_000,
+            connections_per_address_max: None,
+            first_request_timeout_secs: FIRST_REQUEST_TIMEOUT_SECS_DEFAULT,
+            request_timeout_secs: REQUEST_TIMEOUT_SECS_DEFAULT,
+            request_min_bytes_per_second: REQUEST_MIN_BYTES_PER_SECOND_DEFAULT,
             password: None,
             shutdown_grace_secs: 5,
             client_input_bytes_max: CLIENT_INPUT_BYTES_MAX_DEFAULT,
@@ -193,6 +240,22 @@ fn socket_address<'de, D: serde::Deserializer<'de>>(d: D) -> Result<SocketAddr, 
             "invalid address `{text}`: expected IP:PORT, e.g. 127.0.0.1:11222"
         ))
     })
+}
+
+/// Largest connection timeout, ten years: as good as none, and far enough from the clock's
+/// limits that deadlines computed from it cannot overflow.
+pub const TIMEOUT_SECS_MAX: u64 = 10 * 365 * 24 * 60 * 60;
+
+/// A timeout in whole seconds, at least one (a zero timeout would close every connection at
+/// once) and at most [`TIMEOUT_SECS_MAX`].
+fn positive_secs<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    let secs = u64::deserialize(d)?;
+    if !(1..=TIMEOUT_SECS_MAX).contains(&secs) {
+        return Err(serde::de::Error::custom(format!(
+            "a timeout must be at least 1 second and at most {TIMEOUT_SECS_MAX}"
+        )));
+    }
+    Ok(secs)
 }
 
 /// Smallest `memcached-item-bytes-max` (memcached refuses `-I` below 1 KiB).
@@ -345,6 +408,48 @@ mod tests {
                 CLIENT_INPUT_BYTES_MAX_DEFAULT,
                 CLIENT_OUTPUT_BYTES_MAX_DEFAULT
             )
+        );
+    }
+
+    // Proves the connection deadlines and the per-address limit are read, default to the
+    // documented values (a quarter of connections-max per address), and refuse a zero timeout.
+    #[test]
+    fn connection_deadlines_are_read_and_checked() {
+        let defaults = ServerSection::default();
+        assert_eq!(
+            (
+                defaults.first_request_timeout_secs,
+                defaults.request_timeout_secs,
+                defaults.request_min_bytes_per_second,
+                defaults.connections_per_address(),
+            ),
+            (10, 30, 1024, 2500)
+        );
+        let text = "[server]\nconnections-max = 8\nfirst-request-timeout-secs = 2\nrequest-timeout-secs = 3\nrequest-min-bytes-per-second = 0\n";
+        let server = ServerConfig::parse("weft.toml", text).map(|config| config.server);
+        assert_eq!(
+            server.as_ref().map(|s| (
+                s.first_request_timeout_secs,
+                s.request_timeout_secs,
+                s.request_min_bytes_per_second,
+                s.connections_per_address()
+            )),
+            Ok((2, 3, 0, 2))
+        );
+        let text = "[server]\nconnections-max = 2\nconnections-per-address-max = 2\n";
+        let server = ServerConfig::parse("weft.toml", text).map(|config| config.server);
+        assert_eq!(server.map(|s| s.connections_per_address()), Ok(2));
+        let text = "[server]\nconnections-max = 1\n";
+        let server = ServerConfig::parse("weft.toml", text).map(|config| config.server);
+        assert_eq!(server.map(|s| s.connections_per_address()), Ok(1));
+        let error = ServerConfig::parse("weft.toml", "[server]\nrequest-timeout-secs = 0\n")
+            .err()
+            .map(|e| e.to_string());
+        assert!(
+            error
+                .as_deref()
+                .is_some_and(|e| e.starts_with("weft.toml:2:") && e.contains("at least 1 second")),
+            "{error:?}"
         );
     }
 

@@ -7,19 +7,15 @@
 //! send them) is memcached text — Redis clients always send multibulk, so only an inline
 //! command typed by hand can start that way; any other printable command line is RESP
 //! (Redis clients send inline commands too, e.g. `PING\r\n` from telnet). Anything else is
-//! refused. A client that sends nothing is not waited on forever.
-
-use std::time::Duration;
+//! refused. A client that sends nothing is closed at its first-request deadline
+//! (`first-request-timeout-secs`, see `deadline.rs`).
 
 use bytes::BytesMut;
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
+use tokio::time::Instant;
 use weft_resp::Detection;
 
-/// How long a new connection may stay silent before it is closed.
-/// Long enough for connection pools that open connections before using them (Redis itself
-/// has no such timeout); `connections-max` bounds how many silent connections can pile up.
-pub const DETECT_TIMEOUT: Duration = Duration::from_secs(300);
 /// Bytes read at most before giving up on recognising a protocol.
 pub const DETECT_BYTES_MAX: usize = 8 * 1024;
 
@@ -67,11 +63,15 @@ pub fn classify(first: &[u8]) -> Option<Protocol> {
     }
 }
 
-/// Reads from `stream` until the protocol is known; returns it and the bytes read.
+/// Reads from `stream` until the protocol is known, giving up at `deadline` (if any);
+/// returns the protocol and the bytes read.
 ///
 /// # Errors
-/// If the peer closes, times out or the read fails.
-pub async fn detect(stream: &mut TcpStream) -> std::io::Result<(Protocol, BytesMut)> {
+/// If the peer closes, the deadline passes or the read fails.
+pub async fn detect(
+    stream: &mut TcpStream,
+    deadline: Option<Instant>,
+) -> std::io::Result<(Protocol, BytesMut)> {
     let mut buffer = BytesMut::with_capacity(4096);
     let read = async {
         loop {
@@ -86,12 +86,15 @@ pub async fn detect(stream: &mut TcpStream) -> std::io::Result<(Protocol, BytesM
             }
         }
     };
-    match tokio::time::timeout(DETECT_TIMEOUT, read).await {
+    let Some(deadline) = deadline else {
+        return read.await.map(|protocol| (protocol, buffer));
+    };
+    match tokio::time::timeout_at(deadline, read).await {
         Ok(Ok(protocol)) => Ok((protocol, buffer)),
         Ok(Err(error)) => Err(error),
         Err(_) => Err(std::io::Error::new(
             std::io::ErrorKind::TimedOut,
-            "no request within the detection timeout",
+            "no request within first-request-timeout-secs",
         )),
     }
 }

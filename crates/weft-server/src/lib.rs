@@ -7,10 +7,12 @@
 //! It owns sockets, tasks, shutdown and the per-connection protocol adapters. It must not
 //! reach into the data container: every command goes through `weft_core::Cache`.
 
+mod admission;
 mod buffers;
 pub mod cli;
 pub mod cluster;
 pub mod config;
+mod deadline;
 pub mod detect;
 pub mod hotrod;
 mod http;
@@ -47,6 +49,8 @@ pub struct ServerContext {
     next_client_id: AtomicU64,
     /// Connections open now.
     pub connected_clients: AtomicUsize,
+    /// Connections open now per client address.
+    pub(crate) admission: admission::Admission,
     /// Connections accepted since start.
     pub total_connections: AtomicU64,
     /// Commands processed since start (all protocols).
@@ -225,6 +229,7 @@ impl Server {
         };
         let mut rest_state = weft_rest::RestState::new(manager.clone())
             .with_node_name(node_name)
+            .with_password(config.server.password.clone())
             .with_shutdown(move || {
                 let _ = shutdown_for_rest.send(true);
             });
@@ -243,6 +248,7 @@ impl Server {
             local_addr,
             next_client_id: AtomicU64::new(0),
             connected_clients: AtomicUsize::new(0),
+            admission: admission::Admission::default(),
             total_connections: AtomicU64::new(0),
             total_commands: AtomicU64::new(0),
             shutdown,
@@ -375,13 +381,22 @@ async fn accept_loop(
         tokio::select! {
             accepted = accept_either(&listener, memcached.as_ref()) => match accepted {
                 Ok((stream, peer, port)) => {
-                    if context.connected_clients.load(Ordering::Relaxed) >= context.settings.connections_max {
-                        tracing::warn!(%peer, "connection refused: connections-max reached");
-                        drop(stream);
-                        continue;
+                    // The first request's deadline counts from here, not from when the
+                    // connection's task first runs.
+                    let accepted = tokio::time::Instant::now();
+                    let deadline = deadline::RequestDeadline::new(&context.settings, accepted);
+                    match admission::admit(&context, peer) {
+                        Ok(slot) => {
+                            let context = Arc::clone(&context);
+                            connections.spawn(serve_connection(stream, peer, slot, deadline, context, port));
+                        }
+                        Err(admission::Refusal::Full) => {
+                            tracing::warn!(%peer, "connection refused: connections-max reached");
+                        }
+                        Err(admission::Refusal::AddressFull) => {
+                            tracing::warn!(%peer, "connection refused: connections-per-address-max reached for this address");
+                        }
                     }
-                    let context = Arc::clone(&context);
-                    connections.spawn(serve_connection(stream, peer, context, port));
                 }
                 Err(error) => {
                     // Usually EMFILE/ENFILE: back off instead of spinning.
@@ -398,50 +413,69 @@ async fn accept_loop(
     while connections.join_next().await.is_some() {}
 }
 
+/// Serves one admitted connection; `_slot` gives its place back when it ends.
 async fn serve_connection(
-    stream: TcpStream,
+    mut stream: TcpStream,
     peer: SocketAddr,
+    _slot: admission::Slot,
+    mut deadline: deadline::RequestDeadline,
     context: Arc<ServerContext>,
     port: Port,
 ) {
     let _ = stream.set_nodelay(true);
-    context.connected_clients.fetch_add(1, Ordering::Relaxed);
-    context.total_connections.fetch_add(1, Ordering::Relaxed);
     if port == Port::Memcached {
-        memcached::serve_dedicated(stream, peer, Arc::clone(&context)).await;
-        context.connected_clients.fetch_sub(1, Ordering::Relaxed);
+        memcached::serve_dedicated(stream, peer, Arc::clone(&context), deadline).await;
         return;
     }
-    let mut stream = stream;
     // A connection that has sent nothing yet has nothing to finish: shutdown closes it
-    // at once instead of waiting for the detection timeout.
+    // at once instead of waiting for the first-request deadline.
     let mut shutdown = context.shutdown_signal();
     let detected = tokio::select! {
-        detected = detect::detect(&mut stream) => detected,
+        detected = detect::detect(&mut stream, deadline.at()) => detected,
         () = stopped(&mut shutdown) => Err(std::io::Error::other("server shutting down")),
     };
+    if let Ok((_, prefix)) = &detected {
+        deadline.received(prefix.len());
+    }
     match detected {
         Ok((Protocol::Resp, prefix)) => {
-            resp::serve(stream, prefix, peer, Arc::clone(&context)).await
+            resp::serve(stream, prefix, peer, Arc::clone(&context), deadline).await;
         }
-        Ok((Protocol::Http, prefix)) => http::serve(stream, prefix, Arc::clone(&context)).await,
+        Ok((Protocol::Http, prefix)) => {
+            http::serve(stream, prefix, peer, Arc::clone(&context), &deadline).await;
+        }
         Ok((Protocol::HotRod, prefix)) => {
-            hotrod::serve(stream, prefix, peer, Arc::clone(&context)).await;
+            hotrod::serve(stream, prefix, peer, Arc::clone(&context), deadline).await;
         }
         Ok((Protocol::MemcachedText, prefix)) => {
             let dialect = memcached::Dialect::Text;
-            memcached::serve(stream, prefix, peer, Arc::clone(&context), dialect).await;
+            memcached::serve(
+                stream,
+                prefix,
+                peer,
+                Arc::clone(&context),
+                dialect,
+                deadline,
+            )
+            .await;
         }
         Ok((Protocol::MemcachedBinary, prefix)) => {
             let dialect = memcached::Dialect::Binary;
-            memcached::serve(stream, prefix, peer, Arc::clone(&context), dialect).await;
+            memcached::serve(
+                stream,
+                prefix,
+                peer,
+                Arc::clone(&context),
+                dialect,
+                deadline,
+            )
+            .await;
         }
         Ok((other, _)) => {
             tracing::debug!(%peer, protocol = ?other, "connection closed: protocol not served");
         }
         Err(error) => tracing::debug!(%peer, %error, "connection closed during protocol detection"),
     }
-    context.connected_clients.fetch_sub(1, Ordering::Relaxed);
 }
 
 /// Resolves once the server is shutting down, including when it already was before this

@@ -43,6 +43,11 @@ fn http_get(addr: SocketAddr, path: &str) -> String {
 }
 
 fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> (u16, String) {
+    http_with(addr, method, path, body, "")
+}
+
+/// [`http`] with `extra` header lines (each ending in CRLF).
+fn http_with(addr: SocketAddr, method: &str, path: &str, body: &str, extra: &str) -> (u16, String) {
     let content_type = if body.starts_with('{') {
         "application/json"
     } else {
@@ -53,7 +58,7 @@ fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> (u16, String)
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
     let request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: weft\r\nConnection: close\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nHost: weft\r\nConnection: close\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n{extra}\r\n{body}",
         body.len()
     );
     stream.write_all(request.as_bytes()).unwrap();
@@ -385,6 +390,39 @@ fn every_node_serves_every_key_and_hash_aware_clients_go_straight_to_the_primary
             .sum::<u64>()
             > 0
     );
+
+    // A client's `x-weft-forwarded` header is not trusted: a write sent with it to each node
+    // reaches the key's two owners only, and a delete then leaves no copy anywhere, so no
+    // stray copy on the third node can answer a read with a version gone backwards.
+    let forged = "x-weft-forwarded: 1\r\n";
+    let path = "/rest/v2/caches/default/forged";
+    for (i, server) in servers.iter().enumerate() {
+        let (status, body) = http_with(server.addr, "PUT", path, &format!("forged-{i}"), forged);
+        assert_eq!(status, 204, "{body}");
+    }
+    let holders = |key: &[u8]| {
+        servers
+            .iter()
+            .filter(|s| {
+                s.manager()
+                    .cache("default")
+                    .unwrap()
+                    .get(key)
+                    .unwrap()
+                    .is_some()
+            })
+            .count()
+    };
+    assert_eq!(
+        holders(b"forged"),
+        2,
+        "a node that does not own the key stored it"
+    );
+    assert_eq!(http(servers[0].addr, "DELETE", path, "").0, 204);
+    assert_eq!(holders(b"forged"), 0, "a copy outlived the delete");
+    for server in &servers {
+        assert_eq!(http_with(server.addr, "GET", path, "", forged).0, 404);
+    }
 
     // A clustered cache created through one node exists on all.
     let (status, body) = http(

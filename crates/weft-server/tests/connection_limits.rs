@@ -1,5 +1,7 @@
-//! Connection robustness: the per-connection input and output limits, the HTTP request-head
-//! timeout, and shutdown with connections that have not sent anything yet.
+//! Connection robustness: the per-connection input and output limits, the request deadlines
+//! (first request, partial requests, HTTP heads and bodies), the per-address connection
+//! limit, who may stop the server over REST, and shutdown with connections that have not
+//! sent anything yet.
 
 #![allow(clippy::unwrap_used)]
 
@@ -208,5 +210,344 @@ async fn http_head_timeout_closes_slow_clients() {
         matches!(read, Ok(Ok(_) | Err(_))),
         "an idle kept-alive connection was held open: {read:?}"
     );
+    server.shutdown().await;
+}
+
+/// A server on `127.0.0.1:0` with `server_lines` in `[server]`, on the test's runtime (whose
+/// clock the paused tests control).
+async fn start_here(server_lines: &str) -> weft_server::Server {
+    let text =
+        format!("[server]\nbind = \"127.0.0.1:0\"\nshutdown-grace-secs = 1\n{server_lines}\n");
+    let config = weft_server::config::ServerConfig::parse("test.toml", &text).unwrap();
+    weft_server::Server::start(config).await.unwrap()
+}
+
+/// A connection to `addr` from the loopback address `from`, so that a test can play two
+/// client machines. Without Nagle's algorithm: a small write waiting for the server's
+/// delayed acknowledgement (40 ms of real time) would arrive long after a paused clock has
+/// moved on.
+async fn connect_from(from: [u8; 4], addr: std::net::SocketAddr) -> tokio::net::TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(std::net::SocketAddr::from((from, 0))).unwrap();
+    socket.set_nodelay(true).unwrap();
+    socket.connect(addr).await.unwrap()
+}
+
+/// When (on tokio's clock) the server closed `stream`, reading and dropping what it sends;
+/// `None` if it is still open at `until`.
+async fn closed_at(
+    stream: &mut tokio::net::TcpStream,
+    until: tokio::time::Instant,
+) -> Option<tokio::time::Instant> {
+    use tokio::io::AsyncReadExt;
+    let mut buf = vec![0u8; 4096];
+    loop {
+        match tokio::time::timeout_at(until, stream.read(&mut buf)).await {
+            Ok(Ok(0) | Err(_)) => return Some(tokio::time::Instant::now()),
+            Ok(Ok(_)) => {}
+            Err(_) => return None,
+        }
+    }
+}
+
+/// Sends `request` and reads until `until` appears in the answer, which it returns.
+async fn exchange(stream: &mut tokio::net::TcpStream, request: &[u8], until: &[u8]) -> Vec<u8> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    stream.write_all(request).await.unwrap();
+    let mut answer = Vec::new();
+    let mut buf = vec![0u8; 4096];
+    while !answer.windows(until.len()).any(|w| w == until) {
+        let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf))
+            .await
+            .expect("an answer")
+            .unwrap();
+        assert!(n > 0, "closed after {:?}", String::from_utf8_lossy(&answer));
+        answer.extend_from_slice(&buf[..n]);
+    }
+    answer
+}
+
+// Proves a connection that does not send a whole first request within
+// first-request-timeout-secs is closed — silent, stuck in detection, or with part of a RESP,
+// HTTP, memcached or Hot Rod request — while established clients may idle for as long as
+// they like; and that on an established connection a half-sent request is closed after
+// request-timeout-secs.
+#[tokio::test(start_paused = true)]
+async fn request_deadlines_close_stalled_connections_only() {
+    use tokio::io::AsyncWriteExt;
+    let server = start_here("").await;
+    let addr = server.local_addr();
+
+    let partial_first_requests: [&[u8]; 6] = [
+        b"",
+        b"PIN",
+        b"*1\r\n$4\r\nPI",
+        b"GET /rest/v2/caches HTTP/1.1\r\nHost: x\r\n",
+        b"set k 0 0 5\r\nab",
+        &[0xA0, 0x01],
+    ];
+    let opened = tokio::time::Instant::now();
+    let mut stalled = Vec::new();
+    for bytes in partial_first_requests {
+        let mut stream = connect_from([127, 0, 0, 1], addr).await;
+        stream.write_all(bytes).await.unwrap();
+        stalled.push((bytes, stream));
+    }
+    let mut resp = connect_from([127, 0, 0, 1], addr).await;
+    assert!(
+        exchange(&mut resp, b"PING\r\n", b"\r\n")
+            .await
+            .starts_with(b"+PONG")
+    );
+    let mut memcached = connect_from([127, 0, 0, 1], addr).await;
+    exchange(&mut memcached, b"version\r\n", b"\r\n").await;
+
+    for (bytes, stream) in &mut stalled {
+        let closed = closed_at(stream, opened + Duration::from_secs(60)).await;
+        let after = closed.map(|at| at - opened);
+        assert!(
+            after.is_some_and(
+                |after| after >= Duration::from_secs(10) && after < Duration::from_secs(12)
+            ),
+            "{:?}: closed after {after:?}, not at the 10 s first-request deadline",
+            String::from_utf8_lossy(bytes)
+        );
+    }
+
+    // Established clients idle for ten minutes and are still served.
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    assert!(
+        exchange(&mut resp, b"PING\r\n", b"\r\n")
+            .await
+            .starts_with(b"+PONG")
+    );
+    assert!(
+        exchange(&mut memcached, b"version\r\n", b"\r\n")
+            .await
+            .starts_with(b"VERSION")
+    );
+    // A request left half-sent on an established connection is closed after 30 s.
+    resp.write_all(b"*1\r\n$4\r\nPI").await.unwrap();
+    let started = tokio::time::Instant::now();
+    let closed = closed_at(&mut resp, started + Duration::from_secs(120)).await;
+    let after = closed.map(|at| at - started);
+    assert!(
+        after.is_some_and(
+            |after| after >= Duration::from_secs(30) && after < Duration::from_secs(32)
+        ),
+        "a stalled request was closed after {after:?}"
+    );
+    server.shutdown().await;
+}
+
+// Proves a request that takes longer than request-timeout-secs to arrive is still served
+// when it keeps coming at request-min-bytes-per-second or faster, on RESP and HTTP alike
+// (small rates and sizes: the paused clock outruns the kernel on bulk transfers).
+#[tokio::test(start_paused = true)]
+async fn requests_arriving_at_the_minimum_rate_earn_time() {
+    use tokio::io::AsyncWriteExt;
+    let server = start_here("request-timeout-secs = 5\nrequest-min-bytes-per-second = 10").await;
+    let addr = server.local_addr();
+    // 200 bytes of value at 20 bytes a second: 10 s, twice the timeout, but 200 bytes earn
+    // 20 s.
+    let value = vec![b'v'; 200];
+
+    let mut resp = connect_from([127, 0, 0, 1], addr).await;
+    assert!(
+        exchange(&mut resp, b"PING\r\n", b"\r\n")
+            .await
+            .starts_with(b"+PONG")
+    );
+    let mut request = format!("*3\r\n$3\r\nSET\r\n$4\r\nslow\r\n${}\r\n", value.len()).into_bytes();
+    request.extend_from_slice(&value);
+    request.extend_from_slice(b"\r\n");
+    let (head, tail) = request.split_at(request.len() - 2);
+    for chunk in head.chunks(20) {
+        resp.write_all(chunk).await.unwrap();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    assert!(exchange(&mut resp, tail, b"\r\n").await.starts_with(b"+OK"));
+
+    let mut http = connect_from([127, 0, 0, 1], addr).await;
+    http.write_all(
+        format!(
+            "PUT /rest/v2/caches/default/steady HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n",
+            value.len()
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    let (head, tail) = value.split_at(value.len() - 1);
+    for chunk in head.chunks(20) {
+        http.write_all(chunk).await.unwrap();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let answer = exchange(&mut http, tail, b"\r\n\r\n").await;
+    assert!(
+        answer.starts_with(b"HTTP/1.1 204"),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
+
+    let cache = server.context().manager.cache("default").unwrap();
+    assert_eq!(
+        cache.get(b"slow").unwrap().map(|v| v.len()),
+        Some(value.len())
+    );
+    assert_eq!(
+        cache.get(b"steady").unwrap().map(|v| v.len()),
+        Some(value.len())
+    );
+    server.shutdown().await;
+}
+
+// Proves one address opening idle sockets cannot take every connection slot: with
+// connections-max = 8 each address holds at most 2, so a client from 127.0.0.2 is served
+// while 127.0.0.1 tries to hold eight; and the idle sockets are closed at the first-request
+// deadline, freeing their slots.
+#[tokio::test(start_paused = true)]
+async fn idle_sockets_cannot_lock_out_other_clients() {
+    let server = start_here("connections-max = 8").await;
+    let addr = server.local_addr();
+
+    let mut admitted = Vec::new();
+    let mut refused = 0;
+    for _ in 0..8 {
+        let mut stream = connect_from([127, 0, 0, 1], addr).await;
+        let probe = tokio::time::Instant::now() + Duration::from_millis(100);
+        match closed_at(&mut stream, probe).await {
+            Some(_) => refused += 1,
+            None => admitted.push(stream),
+        }
+    }
+    assert_eq!((admitted.len(), refused), (2, 6));
+
+    let mut other = connect_from([127, 0, 0, 2], addr).await;
+    assert!(
+        exchange(&mut other, b"PING\r\n", b"\r\n")
+            .await
+            .starts_with(b"+PONG"),
+        "another address was locked out"
+    );
+
+    let until = tokio::time::Instant::now() + Duration::from_secs(30);
+    for stream in &mut admitted {
+        assert!(
+            closed_at(stream, until).await.is_some(),
+            "an idle socket kept its slot"
+        );
+    }
+    let mut again = connect_from([127, 0, 0, 1], addr).await;
+    assert!(
+        exchange(&mut again, b"PING\r\n", b"\r\n")
+            .await
+            .starts_with(b"+PONG")
+    );
+    assert!(
+        exchange(&mut other, b"PING\r\n", b"\r\n")
+            .await
+            .starts_with(b"+PONG")
+    );
+    server.shutdown().await;
+}
+
+// Proves an HTTP request body trickled at a byte every 2 s is answered 408 and its
+// connection closed at the 30 s request timeout, without being stored.
+#[tokio::test(start_paused = true)]
+async fn http_slow_body_times_out() {
+    use tokio::io::AsyncWriteExt;
+    let server = start_here("").await;
+    let addr = server.local_addr();
+
+    let mut slow = connect_from([127, 0, 0, 1], addr).await;
+    slow.write_all(
+        b"PUT /rest/v2/caches/default/slow HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: 200\r\n\r\n",
+    )
+    .await
+    .unwrap();
+    let started = tokio::time::Instant::now();
+    let mut answer = Vec::new();
+    let mut buf = vec![0u8; 4096];
+    let mut sent = 0;
+    let closed = loop {
+        use tokio::io::AsyncReadExt;
+        match tokio::time::timeout(Duration::from_secs(2), slow.read(&mut buf)).await {
+            Ok(Ok(0) | Err(_)) => break tokio::time::Instant::now(),
+            Ok(Ok(n)) => answer.extend_from_slice(&buf[..n]),
+            Err(_) => {
+                assert!(sent < 200, "the whole body was read");
+                // The write fails once the server has closed; the answer is what matters.
+                let _ = slow.write_all(b"x").await;
+                sent += 1;
+            }
+        }
+    };
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(
+        answer.to_ascii_lowercase().contains("connection: close"),
+        "{answer}"
+    );
+    let after = closed - started;
+    assert!(
+        after >= Duration::from_secs(30) && after < Duration::from_secs(34),
+        "closed after {after:?}"
+    );
+
+    let cache = server.context().manager.cache("default").unwrap();
+    assert_eq!(cache.get(b"slow").unwrap(), None);
+    server.shutdown().await;
+}
+
+/// `POST path` with `extra` header lines from `from`; the status.
+async fn post_from(from: [u8; 4], addr: std::net::SocketAddr, path: &str, extra: &str) -> u16 {
+    let mut stream = connect_from(from, addr).await;
+    let request = format!("POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n{extra}\r\n");
+    let answer = exchange(&mut stream, request.as_bytes(), b"\r\n\r\n").await;
+    String::from_utf8_lossy(&answer)
+        .split(' ')
+        .nth(1)
+        .and_then(|status| status.parse().ok())
+        .unwrap_or(0)
+}
+
+// Proves the server tells the REST router where a request comes from: stopping the server
+// over REST is refused from 127.0.0.2 (403 without a password configured, 401 without the
+// configured one) and accepted from 127.0.0.1, or from 127.0.0.2 with the password.
+#[tokio::test]
+async fn rest_stop_needs_loopback_or_the_password() {
+    let stop = "/rest/v2/server?action=stop";
+
+    let server = start_here("").await;
+    let mut stopped = server.context().shutdown_signal();
+    assert_eq!(
+        post_from([127, 0, 0, 2], server.local_addr(), stop, "").await,
+        403
+    );
+    assert!(
+        !*stopped.borrow_and_update(),
+        "stopped from elsewhere than loopback"
+    );
+    assert_eq!(
+        post_from([127, 0, 0, 1], server.local_addr(), stop, "").await,
+        204
+    );
+    assert!(*stopped.borrow_and_update());
+    server.shutdown().await;
+
+    let server = start_here("password = \"s3cret\"").await;
+    let mut stopped = server.context().shutdown_signal();
+    let addr = server.local_addr();
+    assert_eq!(post_from([127, 0, 0, 2], addr, stop, "").await, 401);
+    let wrong = "Authorization: Bearer guess\r\n";
+    assert_eq!(post_from([127, 0, 0, 2], addr, stop, wrong).await, 401);
+    assert!(
+        !*stopped.borrow_and_update(),
+        "stopped without the password"
+    );
+    let right = "Authorization: Bearer s3cret\r\n";
+    assert_eq!(post_from([127, 0, 0, 2], addr, stop, right).await, 204);
+    assert!(*stopped.borrow_and_update());
     server.shutdown().await;
 }

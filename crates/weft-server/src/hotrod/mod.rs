@@ -32,6 +32,7 @@ use weft_hotrod::response::write_error;
 use weft_hotrod::{Decoder, Frame, Limits, Status};
 
 use crate::ServerContext;
+use crate::deadline::RequestDeadline;
 
 pub(crate) use iteration::Iterations;
 pub(crate) use listeners::ClientListeners;
@@ -86,6 +87,7 @@ pub async fn serve(
     prefix: BytesMut,
     peer: SocketAddr,
     context: Arc<ServerContext>,
+    mut deadline: RequestDeadline,
 ) {
     let local_addr = stream.local_addr().unwrap_or(context.local_addr);
     let (outbound, mut inbound) = mpsc::channel::<Outbound>(OUTBOUND_QUEUE_CAPACITY);
@@ -111,8 +113,11 @@ pub async fn serve(
     let mut unsettled = Durability::default();
     let reason = loop {
         let mut failed = false;
+        let mut completed = false;
         loop {
-            match decoder.decode(&mut input) {
+            let decoded = decoder.decode(&mut input);
+            completed |= matches!(decoded, Ok(Some(_)));
+            match decoded {
                 Ok(Some(frame))
                     if context.cluster.is_some()
                         && (ops::cluster_wide(&connection, &frame)
@@ -182,6 +187,8 @@ pub async fn serve(
         if failed {
             break "malformed frame";
         }
+        // Complete frames leave the buffer as they are decoded: what remains is part of one.
+        deadline.decoded(completed, !input.is_empty());
         if connection.overflowed.load(Ordering::Relaxed) {
             tracing::warn!(%peer, "Hot Rod client does not read its events; closing the connection");
             break "outbound queue overflow";
@@ -205,9 +212,11 @@ pub async fn serve(
                 Ok(0) => break "closed by the client",
                 Ok(n) => {
                     context.hotrod.bytes_read.fetch_add(n as u64, Ordering::Relaxed);
+                    deadline.received(n);
                 }
                 Err(_) => break "read failed",
             },
+            () = deadline.expired() => break "request not received within its deadline",
         }
     };
     tracing::debug!(%peer, reason, "Hot Rod connection closed");

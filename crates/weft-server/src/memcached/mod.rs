@@ -30,6 +30,7 @@ use weft_memcached::{
 };
 
 use crate::ServerContext;
+use crate::deadline::RequestDeadline;
 use ops::{Expiration, Store};
 use stats::{Counters, bump};
 
@@ -157,6 +158,17 @@ enum Decoder {
 }
 
 impl Decoder {
+    /// Whether part of a request has arrived and the rest is awaited: bytes left in `input`
+    /// once complete requests are taken, or a refused data block still being discarded as
+    /// it arrives (which leaves nothing in `input`).
+    fn is_mid_request(&self, input: &BytesMut) -> bool {
+        !input.is_empty()
+            || match self {
+                Self::Text(decoder) => decoder.is_mid_request(),
+                Self::Binary(decoder) => decoder.is_discarding(),
+            }
+    }
+
     fn decode(&mut self, input: &mut BytesMut) -> Result<Option<Request>, ProtocolError> {
         match self {
             Self::Text(decoder) => decoder
@@ -189,20 +201,27 @@ impl Drop for Open<'_> {
 }
 
 /// Serves a connection of the dedicated memcached port: its first byte picks the dialect.
-/// A client that sends nothing is not waited on forever, nor through a shutdown.
-pub async fn serve_dedicated(mut stream: TcpStream, peer: SocketAddr, context: Arc<ServerContext>) {
+/// A client that sends nothing is not waited on past its first-request deadline, nor
+/// through a shutdown.
+pub async fn serve_dedicated(
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    context: Arc<ServerContext>,
+    mut deadline: RequestDeadline,
+) {
     let mut prefix = crate::buffers::new();
     let mut shutdown = context.shutdown_signal();
-    let first = tokio::select! {
-        read = tokio::time::timeout(crate::detect::DETECT_TIMEOUT, stream.read_buf(&mut prefix)) => read,
+    let read = tokio::select! {
+        read = stream.read_buf(&mut prefix) => read,
+        () = deadline.expired() => return,
         () = crate::stopped(&mut shutdown) => return,
     };
-    match first {
-        Ok(Ok(read)) if read > 0 => {}
+    match read {
+        Ok(read) if read > 0 => deadline.received(read),
         _ => return,
     }
     let dialect = Dialect::of_first_byte(prefix.first().copied().unwrap_or_default());
-    serve(stream, prefix, peer, context, dialect).await;
+    serve(stream, prefix, peer, context, dialect, deadline).await;
 }
 
 /// Serves one memcached connection until the client quits, the connection fails, a protocol
@@ -213,6 +232,7 @@ pub async fn serve(
     peer: SocketAddr,
     context: Arc<ServerContext>,
     dialect: Dialect,
+    deadline: RequestDeadline,
 ) {
     let cache_name = &context.settings.memcached_cache;
     let Some(cache) = context.manager.cache(cache_name) else {
@@ -240,7 +260,7 @@ pub async fn serve(
         quit: false,
         written_cas: AtomicU64::new(0),
     };
-    serve_connection(stream, prefix, peer, connection, decoder).await;
+    serve_connection(stream, prefix, peer, connection, decoder, deadline).await;
 }
 
 /// Settles the batch's writes, then writes `output` and empties it; false if the connection
@@ -271,6 +291,7 @@ async fn serve_connection(
     peer: SocketAddr,
     mut connection: Connection,
     mut decoder: Decoder,
+    mut deadline: RequestDeadline,
 ) {
     let context = Arc::clone(&connection.context);
     let counters = &context.memcached.counters;
@@ -365,6 +386,7 @@ async fn serve_connection(
         context
             .total_commands
             .fetch_add(processed, Ordering::Relaxed);
+        deadline.decoded(processed > 0, decoder.is_mid_request(&input));
         if !flush(&mut stream, &mut output, &mut unsettled, peer, counters).await {
             return;
         }
@@ -387,8 +409,13 @@ async fn serve_connection(
                 Ok(0) | Err(_) => return,
                 Ok(read) => {
                     counters.bytes_read.fetch_add(read as u64, Ordering::Relaxed);
+                    deadline.received(read);
                 }
             },
+            () = deadline.expired() => {
+                tracing::debug!(%peer, pending = input.len(), "closing memcached connection: request not received within its deadline");
+                return;
+            }
         }
     }
 }

@@ -30,6 +30,7 @@ pub use reply::Reply;
 pub use session::{OutputLimitExceeded, Session};
 
 use crate::ServerContext;
+use crate::deadline::RequestDeadline;
 
 /// Replies buffered beyond this are written out before decoding further requests, so a long
 /// pipeline of large replies does not pile up in memory.
@@ -42,6 +43,7 @@ pub async fn serve(
     prefix: BytesMut,
     peer: SocketAddr,
     context: Arc<ServerContext>,
+    deadline: RequestDeadline,
 ) {
     let Some(session) = Session::new(Arc::clone(&context), peer) else {
         let _ = stream
@@ -56,7 +58,7 @@ pub async fn serve(
     // blocked command notices first and unregisters itself (`Blocked::wait`).
     tokio::select! {
         biased;
-        () = serve_session(stream, prefix, peer, context, session) => {}
+        () = serve_session(stream, prefix, peer, context, session, deadline) => {}
         () = mailbox.overflowed() => {
             tracing::warn!(%peer, limit = mailbox.limit_bytes(), "closing RESP connection: unread pushes exceed pubsub-output-bytes-max");
         }
@@ -69,6 +71,7 @@ async fn serve_session(
     peer: SocketAddr,
     context: Arc<ServerContext>,
     mut session: Session,
+    mut deadline: RequestDeadline,
 ) {
     let limits = Limits {
         bulk_bytes_max: context.settings.resp_bulk_bytes_max,
@@ -156,6 +159,8 @@ async fn serve_session(
         context
             .total_commands
             .fetch_add(processed, Ordering::Relaxed);
+        // Complete requests leave the buffer as they are decoded: what remains is part of one.
+        deadline.decoded(processed > 0, !input.is_empty());
         if !output.is_empty() {
             if !crate::settle(&mut unsettled, peer).await
                 || stream.write_all(&output).await.is_err()
@@ -183,9 +188,13 @@ async fn serve_session(
             () = crate::stopped(&mut shutdown) => return,
             read = stream.read_buf(&mut input) => match read {
                 Ok(0) | Err(_) => return,
-                Ok(_) => {}
+                Ok(read) => deadline.received(read),
             },
             () = session.mailbox.ready() => {}
+            () = deadline.expired() => {
+                tracing::debug!(%peer, pending = input.len(), "closing RESP connection: request not received within its deadline");
+                return;
+            }
         }
     }
 }
