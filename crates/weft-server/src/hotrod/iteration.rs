@@ -8,13 +8,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::{BufMut, BytesMut};
 use parking_lot::Mutex;
-use weft_core::{Cache, CacheIter, Format, transcode};
+use weft_core::{Cache, CacheEntry, CacheIter};
 use weft_hotrod::response::put_metadata;
 use weft_hotrod::wire::{put_array, put_vint};
 use weft_hotrod::{Factory, Frame, Status};
 
 use super::Connection;
-use super::ops::{Failure, Target, metadata_of};
+use super::ops::{Failure, Formats, Target, metadata_of};
 use crate::cluster::iteration::SegmentCursor;
 
 /// Iterations open at once on the server; more are refused until some end.
@@ -45,10 +45,7 @@ struct Iteration {
 /// How an iteration's entries are written.
 #[derive(Clone, Copy)]
 struct Encoding {
-    stored_key: Format,
-    stored_value: Format,
-    wire_key: Format,
-    wire_value: Format,
+    formats: Formats,
     metadata: bool,
     keys_only: bool,
 }
@@ -134,10 +131,7 @@ pub(super) fn start(
         connection: connection.id,
         cache: target.cache.clone(),
         encoding: Encoding {
-            stored_key: target.stored_key,
-            stored_value: target.stored_value,
-            wire_key: target.wire_key,
-            wire_value: target.wire_value,
+            formats: target.formats,
             metadata,
             keys_only,
         },
@@ -218,7 +212,7 @@ pub(super) fn next(
 
 /// A key holding a Redis structure has no value to send: an entry iteration leaves it out,
 /// a key-only one (the Java client's `keySet`) keeps it.
-fn sendable(entry: &weft_core::CacheEntry, keys_only: bool) -> bool {
+fn sendable(entry: &CacheEntry, keys_only: bool) -> bool {
     keys_only || entry.structure().is_none()
 }
 
@@ -228,7 +222,7 @@ fn encode(
     frame: &Frame,
     encoding: Encoding,
     now: u64,
-    entries: &[weft_core::CacheEntry],
+    entries: &[CacheEntry],
     finished: &[u32],
 ) -> Result<(), Failure> {
     let version = frame.header.effective_version();
@@ -247,17 +241,11 @@ fn encode(
                 body.put_u8(0);
             }
         }
-        put_array(
-            &mut body,
-            &transcode(entry.key(), encoding.stored_key, encoding.wire_key)?,
-        );
+        put_array(&mut body, &encoding.formats.key_out(entry.key())?);
         if encoding.keys_only {
             put_array(&mut body, &[]);
         } else {
-            put_array(
-                &mut body,
-                &transcode(entry.value(), encoding.stored_value, encoding.wire_value)?,
-            );
+            put_array(&mut body, &encoding.formats.value_out(entry)?);
         }
     }
     super::ops::plain_header(out, frame, Status::Success);
@@ -307,7 +295,7 @@ pub(super) fn next_clustered(connection: &Arc<Connection>, frame: &Frame) -> boo
                 "iteration {id} is already fetching a batch; wait for it"
             ))),
             Some(mut cursor) => {
-                let keep = |entry: &weft_core::CacheEntry| sendable(entry, encoding.keys_only);
+                let keep = |entry: &CacheEntry| sendable(entry, encoding.keys_only);
                 let batch = cursor.next_batch(&node, batch, keep).await;
                 iteration.lock().cursor = Some(cursor);
                 batch.map_err(|error| Failure::server(format!("{error:#}")))
