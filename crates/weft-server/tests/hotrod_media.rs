@@ -1,18 +1,20 @@
 //! A Hot Rod client that speaks ProtoStream, as the Java client does, against caches that
 //! store raw bytes or text (the out-of-box `default` cache stores octet-stream for RESP
-//! database 0): it reads back the Java type it wrote, RESP reads the text, and typed keys are
-//! not the text or byte keys of the same printed form.
+//! database 0): it reads back the Java type it wrote, RESP reads the text, typed keys are not
+//! the text or byte keys of the same printed form, and iteration reports finished segments as
+//! the client computes them (from the ProtoStream bytes it receives), not as the server
+//! stores them.
 
 #![allow(clippy::unwrap_used)]
 
 mod common;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 use common::hotrod::{HotRod, b, get, iterate_as_java_client, protostream, put};
 use common::{Frame, TestServer};
 use weft_core::media::typed_flags;
-use weft_hotrod::{Request, Status, flags};
+use weft_hotrod::{Expiration, Request, Status, flags};
 
 /// Segments of the caches these tests start (the default count).
 const SEGMENT_COUNT: u32 = 256;
@@ -251,4 +253,58 @@ fn typed_keys_do_not_collide_with_text_or_byte_keys() {
         "the removed key, as an Integer"
     );
     assert_eq!(c.call(get(&bytes_one)).value(), string("bytes"));
+}
+
+// Proves iteration on caches whose stored keys are not the bytes the client hashes (the
+// octet-stream `default` cache with ProtoStream keys; a redis-slots cache, whose segments
+// are CRC16 slots) reports each segment finished only after every entry the client places
+// in it — before the fix the Java client failed with "Segment N already completed" — and
+// that a segment filter selects by the client's segments, so disjoint filters partition the
+// cache; the ProtoStream cache, where the segments agree, still reports segment by segment.
+#[test]
+fn iteration_reports_segments_as_the_client_hashes_keys() {
+    let server = TestServer::start_with(
+        "",
+        "[caches.proto]\n[caches.slots]\nkey-partitioner = \"redis-slots\"\n[caches.slots.encoding]\nmedia-type = \"application/x-protostream\"\n",
+    );
+    for cache in ["default", "slots", "proto"] {
+        let mut c = java_like(&server, cache);
+        let mut expected = HashMap::new();
+        let mut entries = Vec::new();
+        for i in 0..3000u32 {
+            let (key, value) = if i % 5 == 0 {
+                // An Integer key, a Long value.
+                let mut key = vec![0x28];
+                let mut n = i;
+                while n >= 0x80 {
+                    key.push((n as u8) | 0x80);
+                    n >>= 7;
+                }
+                key.push(n as u8);
+                (key, vec![0x18, (i % 100) as u8])
+            } else {
+                (string(&format!("it-{i}")), string(&format!("v{i}")))
+            };
+            expected.insert(key.clone(), value.clone());
+            entries.push((b(key), b(value)));
+        }
+        let response = c.call(Request::PutAll {
+            expiration: Expiration::DEFAULT,
+            entries,
+        });
+        assert_eq!(response.status(), Status::Success, "{cache}");
+        assert_eq!(
+            iterate_as_java_client(&mut c, None, 100, SEGMENT_COUNT),
+            expected,
+            "{cache}: all segments"
+        );
+        let mut union = HashMap::new();
+        for part in 0..3 {
+            let asked: BTreeSet<u32> = (0..256).filter(|s| s % 3 == part).collect();
+            for (key, value) in iterate_as_java_client(&mut c, Some(&asked), 100, SEGMENT_COUNT) {
+                assert!(union.insert(key, value).is_none(), "{cache}: overlap");
+            }
+        }
+        assert_eq!(union, expected, "{cache}: the parts make the whole");
+    }
 }
