@@ -13,7 +13,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::time::{Duration, Instant};
 
 use common::TestServer;
-use common::hotrod::{HotRod, b, get, put};
+use common::hotrod::{HotRod, b, get, iterate_as_java_client, protostream, put};
 use weft_hotrod::{Request, Status};
 
 fn free_port() -> u16 {
@@ -605,6 +605,56 @@ fn every_node_serves_every_key_and_hash_aware_clients_go_straight_to_the_primary
             );
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+}
+
+// Proves a ProtoStream client keeps its Java types on the clustered octet-stream cache: a
+// PUT_ALL whose keys several nodes own stores each Integer as one wherever its primary is
+// (the entries a node writes through another keep their type), every node reads them back
+// as Integers, and an iteration through any node gives every entry once, reporting the
+// segments the client hashes keys into, for every segment or a filter.
+#[test]
+fn protostream_clients_keep_java_types_across_the_cluster() {
+    let servers = cluster();
+    let mut writer = HotRod::connect(servers[1].addr, 40);
+    writer.media_type = protostream();
+    let expected: std::collections::HashMap<Vec<u8>, Vec<u8>> = (0..90u8)
+        .map(|i| {
+            let key = format!("typed-{i}");
+            let mut wrapped = vec![0x4a, key.len() as u8];
+            wrapped.extend_from_slice(key.as_bytes());
+            // Integers (field 5), with some strings among them.
+            let value = if i % 3 == 0 {
+                vec![0x4a, 0x01, b'a' + i % 26]
+            } else {
+                vec![0x28, i]
+            };
+            (wrapped, value)
+        })
+        .collect();
+    let response = writer.call(Request::PutAll {
+        expiration: weft_hotrod::Expiration::DEFAULT,
+        entries: expected.iter().map(|(k, v)| (b(k), b(v))).collect(),
+    });
+    assert_eq!(response.status(), Status::Success, "{response:?}");
+    for server in &servers {
+        let mut reader = HotRod::connect(server.addr, 40);
+        reader.media_type = protostream();
+        for (key, value) in &expected {
+            assert_eq!(
+                &reader.call(get(key)).value(),
+                value,
+                "through {}",
+                server.addr
+            );
+        }
+        assert_eq!(iterate_as_java_client(&mut reader, None, 7, 32), expected);
+        let mut union = std::collections::HashMap::new();
+        for half in 0..2 {
+            let asked = (0..32).filter(|s| s % 2 == half).collect();
+            union.extend(iterate_as_java_client(&mut reader, Some(&asked), 7, 32));
+        }
+        assert_eq!(union, expected, "two disjoint halves make the whole");
     }
 }
 

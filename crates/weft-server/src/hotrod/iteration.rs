@@ -1,5 +1,16 @@
 //! Iteration (start / next / end): a cursor over chosen segments, served in batches, that
 //! reports which segments it has finished so a client can resume elsewhere.
+//!
+//! "Segment" here is the client's: the Java client checks every entry it receives against the
+//! segments reported finished, hashing the key bytes it received (or, when the cache
+//! advertises `text/plain` or ProtoStream storage, the key converted to that stored form),
+//! and fails with "Segment N already completed" on an entry of a segment reported before.
+//! Where that is the server's own segment (the client hashes the stored bytes, and the cache
+//! partitions by Hot Rod's hash) the iteration goes segment by segment. Where it is not — the Java client
+//! on an octet-stream cache hashes the ProtoStream bytes while the server stores raw bytes; a
+//! `redis-slots` cache hashes by CRC16 — a client segment's entries are spread over every
+//! stored segment: the iteration then reads them all, sends the entries whose client segment
+//! was asked for, and reports the asked segments finished once everything has been read.
 
 use std::collections::{HashMap, VecDeque};
 use std::iter::Peekable;
@@ -8,13 +19,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::{BufMut, BytesMut};
 use parking_lot::Mutex;
-use weft_core::{Cache, CacheIter, Format, transcode};
+use weft_core::{Cache, CacheEntry, CacheIter, Format, KeyPartitioner};
 use weft_hotrod::response::put_metadata;
 use weft_hotrod::wire::{put_array, put_vint};
 use weft_hotrod::{Factory, Frame, Status};
 
 use super::Connection;
-use super::ops::{Failure, Target, metadata_of};
+use super::ops::{Failure, Formats, Target, metadata_of};
 use crate::cluster::iteration::SegmentCursor;
 
 /// Iterations open at once on the server; more are refused until some end.
@@ -40,17 +51,75 @@ struct Iteration {
     /// `Some` unless a batch is being fetched. `clustered` says which kind this is.
     cursor: Option<SegmentCursor>,
     clustered: bool,
+    /// `Some` when the client's segments are not the server's (see the module's doc).
+    client: Option<ClientSegments>,
 }
 
 /// How an iteration's entries are written.
 #[derive(Clone, Copy)]
 struct Encoding {
-    stored_key: Format,
-    stored_value: Format,
-    wire_key: Format,
-    wire_value: Format,
+    formats: Formats,
     metadata: bool,
     keys_only: bool,
+}
+
+/// The segments of an iteration whose client places keys in other segments than the
+/// server: which it asked for, and whether they were reported finished.
+#[derive(Clone)]
+struct ClientSegments {
+    asked: Arc<[u32]>,
+    /// Per segment, whether the client asked for it; `None` when it asked for every segment
+    /// (then no key need be hashed).
+    wanted: Option<Arc<[bool]>>,
+    formats: Formats,
+    reported: bool,
+}
+
+impl ClientSegments {
+    /// Whether the client asked for the segment it computes for `entry`'s key.
+    fn wants(&self, entry: &CacheEntry) -> bool {
+        let Some(wanted) = &self.wanted else {
+            return true;
+        };
+        let count = u32::try_from(wanted.len()).unwrap_or(u32::MAX);
+        // A key the client cannot receive fails the batch when it is encoded; the filter lets
+        // it through so that the failure is reported, not hidden.
+        let Ok(received) = self.formats.key_out(entry.key()) else {
+            return true;
+        };
+        // A cache advertising text/plain or ProtoStream storage has the Java client convert
+        // the key it received to that type before hashing it: to the bytes stored.
+        let hashed = match self.formats.stored_key {
+            Format::Text | Format::Protostream => entry.key(),
+            _ => &received,
+        };
+        let segment = weft_core::hash::segment_of(hashed, count);
+        wanted.get(segment as usize).copied().unwrap_or(false)
+    }
+
+    /// The segments to report finished with a batch: none until the iteration has read
+    /// every stored segment, then (once) every segment the client asked for.
+    fn finished(&mut self, read_everything: bool) -> Vec<u32> {
+        if read_everything && !self.reported {
+            self.reported = true;
+            self.asked.to_vec()
+        } else {
+            Vec::new()
+        }
+    }
+}
+
+/// True when the client computes the segment of every key as this server does: the Java
+/// client hashes with Hot Rod's MurmurHash3 either the key bytes it receives, or (on a cache
+/// advertising text/plain or ProtoStream storage) the key converted to the stored type.
+fn same_segments(cache: &Cache, formats: Formats) -> bool {
+    let hashes_stored_bytes = formats.stored_key == formats.wire_key
+        || matches!(formats.stored_key, Format::Text | Format::Protostream)
+        || matches!(
+            (formats.stored_key, formats.wire_key),
+            (Format::Opaque, _) | (_, Format::Opaque) | (Format::Octet, Format::Text)
+        );
+    cache.config().key_partitioner == KeyPartitioner::HotRod && hashes_stored_bytes
 }
 
 /// The server's open iterations, by id.
@@ -124,9 +193,30 @@ pub(super) fn start(
         }
     };
     let count = target.cache.segment_count();
-    let pending: Vec<u32> = match segments {
+    let asked: Vec<u32> = match segments {
         Some(bits) => segments_of(bits, count),
         None => (0..count).collect(),
+    };
+    let client = (!same_segments(&target.cache, target.formats)).then(|| {
+        let wanted = (asked.len() < count as usize).then(|| {
+            let mut wanted = vec![false; count as usize];
+            for &segment in &asked {
+                wanted[segment as usize] = true;
+            }
+            Arc::from(wanted)
+        });
+        ClientSegments {
+            asked: Arc::from(asked.as_slice()),
+            wanted,
+            formats: target.formats,
+            reported: false,
+        }
+    });
+    // The client's segments are spread over every stored segment: all of them are read.
+    let pending = if client.is_some() {
+        (0..count).collect()
+    } else {
+        asked
     };
     let clustered =
         connection.context.cluster.is_some() && target.cache.config().mode.is_clustered();
@@ -134,15 +224,13 @@ pub(super) fn start(
         connection: connection.id,
         cache: target.cache.clone(),
         encoding: Encoding {
-            stored_key: target.stored_key,
-            stored_value: target.stored_value,
-            wire_key: target.wire_key,
-            wire_value: target.wire_value,
+            formats: target.formats,
             metadata,
             keys_only,
         },
         cursor: clustered.then(|| SegmentCursor::new(target.cache.clone(), pending.clone())),
         clustered,
+        client,
         pending: pending.into(),
         current: None,
         batch: (batch_size as usize).clamp(1, BATCH_MAX),
@@ -183,6 +271,10 @@ pub(super) fn next(
     };
     let mut iteration = iteration.lock();
     let keys_only = iteration.encoding.keys_only;
+    let client = iteration.client.clone();
+    let keep = |entry: &CacheEntry| {
+        sendable(entry, keys_only) && client.as_ref().is_none_or(|client| client.wants(entry))
+    };
     let mut entries = Vec::new();
     let mut finished = Vec::new();
     while entries.len() < iteration.batch {
@@ -197,7 +289,7 @@ pub(super) fn next(
             break;
         };
         match cursor.next() {
-            Some(entry) if !sendable(&entry, keys_only) => {}
+            Some(entry) if !keep(&entry) => {}
             Some(entry) => entries.push(entry),
             None => {
                 finished.push(*segment);
@@ -212,13 +304,17 @@ pub(super) fn next(
         finished.push(*segment);
         iteration.current = None;
     }
+    let read_everything = iteration.pending.is_empty() && iteration.current.is_none();
+    if let Some(client) = iteration.client.as_mut() {
+        finished = client.finished(read_everything);
+    }
     let now = iteration.cache.clock().now_ms();
     encode(out, frame, iteration.encoding, now, &entries, &finished)
 }
 
 /// A key holding a Redis structure has no value to send: an entry iteration leaves it out,
 /// a key-only one (the Java client's `keySet`) keeps it.
-fn sendable(entry: &weft_core::CacheEntry, keys_only: bool) -> bool {
+fn sendable(entry: &CacheEntry, keys_only: bool) -> bool {
     keys_only || entry.structure().is_none()
 }
 
@@ -228,7 +324,7 @@ fn encode(
     frame: &Frame,
     encoding: Encoding,
     now: u64,
-    entries: &[weft_core::CacheEntry],
+    entries: &[CacheEntry],
     finished: &[u32],
 ) -> Result<(), Failure> {
     let version = frame.header.effective_version();
@@ -247,17 +343,11 @@ fn encode(
                 body.put_u8(0);
             }
         }
-        put_array(
-            &mut body,
-            &transcode(entry.key(), encoding.stored_key, encoding.wire_key)?,
-        );
+        put_array(&mut body, &encoding.formats.key_out(entry.key())?);
         if encoding.keys_only {
             put_array(&mut body, &[]);
         } else {
-            put_array(
-                &mut body,
-                &transcode(entry.value(), encoding.stored_value, encoding.wire_value)?,
-            );
+            put_array(&mut body, &encoding.formats.value_out(entry)?);
         }
     }
     super::ops::plain_header(out, frame, Status::Success);
@@ -287,7 +377,7 @@ pub(super) fn next_clustered(connection: &Arc<Connection>, frame: &Frame) -> boo
     else {
         return false;
     };
-    let (cursor, batch, encoding, cache) = {
+    let (cursor, batch, encoding, cache, client) = {
         let mut iteration = iteration.lock();
         if !iteration.clustered {
             return false;
@@ -297,6 +387,7 @@ pub(super) fn next_clustered(connection: &Arc<Connection>, frame: &Frame) -> boo
             iteration.batch,
             iteration.encoding,
             iteration.cache.clone(),
+            iteration.client.clone(),
         )
     };
     let connection = Arc::clone(connection);
@@ -307,10 +398,25 @@ pub(super) fn next_clustered(connection: &Arc<Connection>, frame: &Frame) -> boo
                 "iteration {id} is already fetching a batch; wait for it"
             ))),
             Some(mut cursor) => {
-                let keep = |entry: &weft_core::CacheEntry| sendable(entry, encoding.keys_only);
+                let keep = |entry: &CacheEntry| {
+                    sendable(entry, encoding.keys_only)
+                        && client.as_ref().is_none_or(|client| client.wants(entry))
+                };
                 let batch = cursor.next_batch(&node, batch, keep).await;
-                iteration.lock().cursor = Some(cursor);
-                batch.map_err(|error| Failure::server(format!("{error:#}")))
+                let mut iteration = iteration.lock();
+                iteration.cursor = Some(cursor);
+                batch
+                    .map(|(entries, finished)| {
+                        // The cursor's batch is empty only once every segment is read.
+                        match iteration.client.as_mut() {
+                            Some(client) => {
+                                let read_everything = entries.is_empty();
+                                (entries, client.finished(read_everything))
+                            }
+                            None => (entries, finished),
+                        }
+                    })
+                    .map_err(|error| Failure::server(format!("{error:#}")))
             }
         };
         let response = outcome.and_then(|(entries, finished)| {

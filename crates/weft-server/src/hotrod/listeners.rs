@@ -9,7 +9,7 @@ use bytes::BytesMut;
 use parking_lot::Mutex;
 use tokio::sync::mpsc::error::TrySendError;
 use weft_core::{
-    Cache, CacheEvent, EventKind as CoreKind, EventKinds, ListenerId, ListenerOptions, transcode,
+    Cache, CacheEvent, EventKind as CoreKind, EventKinds, ListenerId, ListenerOptions,
 };
 use weft_hotrod::Frame;
 use weft_hotrod::response::{EventKind, write_event};
@@ -137,13 +137,13 @@ pub(super) fn add(
     let shared_id: Arc<[u8]> = Arc::from(listener_id);
     let sender = connection.outbound.clone();
     let overflowed = Arc::clone(&connection.overflowed);
-    let (stored_key, wire_key) = (target.stored_key, target.wire_key);
+    let formats = target.formats;
     let event_id = Arc::clone(&shared_id);
     let handler = move |event: &CacheEvent| {
         let Some(kind) = wire_kind(event.kind()) else {
             return;
         };
-        let Ok(key) = transcode(event.key(), stored_key, wire_key) else {
+        let Ok(key) = formats.key_out(event.key()) else {
             tracing::debug!(
                 ?event,
                 "event key has no form in the listener's media type; not sent"

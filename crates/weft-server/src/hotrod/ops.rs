@@ -1,24 +1,27 @@
 //! Serves one decoded request against its cache and appends the response.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{BufMut, BytesMut};
-use weft_core::{
-    Cache, CacheEntry, EntryMetadata, Expiry, Format, VersionedOutcome, WriteOptions, transcode,
-};
+use weft_core::media::{key_from_stored, key_to_stored, value_from_stored, value_to_stored};
+use weft_core::{Cache, CacheEntry, EntryMetadata, Expiry, Format, VersionedOutcome, WriteOptions};
 use weft_hotrod::opcode;
 use weft_hotrod::response::{put_metadata, put_ping_body, put_previous, write_error, write_header};
 use weft_hotrod::wire::{put_array, put_string, put_vint, put_vlong};
 use weft_hotrod::{
-    Expiration, Frame, Lifetime, MediaType, Metadata, Request, Status, Topology, VERSION_MAX, flags,
+    Expiration, Frame, Lifetime, MediaType, Metadata, Request, RequestHeader, ResponseReader,
+    Status, Topology, VERSION_MAX, encode, flags,
 };
 
 use super::Connection;
 
 /// Number of request opcodes PING advertises.
 const SERVER_VERSION: u8 = VERSION_MAX;
+/// How long the primary of some PUT_ALL entries may take to write them.
+const FORWARDED_PUT_ALL_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// A failed request: the status and message of its error response.
 pub(super) struct Failure {
@@ -75,6 +78,14 @@ pub(super) fn cache_not_found(name: &str) -> Failure {
 /// The request's view of its cache: the cache, and the formats keys and values travel in.
 pub(super) struct Target {
     pub(super) cache: Cache,
+    pub(super) formats: Formats,
+}
+
+/// The formats a request's keys and values are stored in and travel in, and the conversions
+/// between them (`weft_core::media`'s Hot Rod ones, which keep a ProtoStream client's Java
+/// types in a text or octet-stream cache).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Formats {
     pub(super) stored_key: Format,
     pub(super) stored_value: Format,
     pub(super) wire_key: Format,
@@ -90,28 +101,57 @@ impl Target {
             media.essence().map_or(stored, Format::from_media_type)
         };
         Self {
-            wire_key: wire(&frame.header.key_type, stored_key),
-            wire_value: wire(&frame.header.value_type, stored_value),
+            formats: Formats {
+                wire_key: wire(&frame.header.key_type, stored_key),
+                wire_value: wire(&frame.header.value_type, stored_value),
+                stored_key,
+                stored_value,
+            },
             cache,
-            stored_key,
-            stored_value,
         }
     }
 
     pub(super) fn key_in<'a>(&self, key: &'a [u8]) -> Result<Cow<'a, [u8]>, Failure> {
-        Ok(transcode(key, self.wire_key, self.stored_key)?)
+        self.formats.key_in(key)
     }
 
-    fn value_in<'a>(&self, value: &'a [u8]) -> Result<Cow<'a, [u8]>, Failure> {
-        Ok(transcode(value, self.wire_value, self.stored_value)?)
+    fn value_in<'a>(&self, value: &'a [u8]) -> Result<(Cow<'a, [u8]>, u32), Failure> {
+        self.formats.value_in(value)
     }
 
     pub(super) fn key_out<'a>(&self, key: &'a [u8]) -> Result<Cow<'a, [u8]>, Failure> {
-        Ok(transcode(key, self.stored_key, self.wire_key)?)
+        self.formats.key_out(key)
     }
 
-    pub(super) fn value_out<'a>(&self, value: &'a [u8]) -> Result<Cow<'a, [u8]>, Failure> {
-        Ok(transcode(value, self.stored_value, self.wire_value)?)
+    pub(super) fn value_out<'a>(&self, entry: &'a CacheEntry) -> Result<Cow<'a, [u8]>, Failure> {
+        self.formats.value_out(entry)
+    }
+}
+
+impl Formats {
+    /// A key as the cache stores it.
+    pub(super) fn key_in<'a>(&self, key: &'a [u8]) -> Result<Cow<'a, [u8]>, Failure> {
+        Ok(key_to_stored(key, self.wire_key, self.stored_key)?)
+    }
+
+    /// A value as the cache stores it, and the client flags that keep its type.
+    pub(super) fn value_in<'a>(&self, value: &'a [u8]) -> Result<(Cow<'a, [u8]>, u32), Failure> {
+        Ok(value_to_stored(value, self.wire_value, self.stored_value)?)
+    }
+
+    /// A stored key as the request sends it.
+    pub(super) fn key_out<'a>(&self, key: &'a [u8]) -> Result<Cow<'a, [u8]>, Failure> {
+        Ok(key_from_stored(key, self.stored_key, self.wire_key)?)
+    }
+
+    /// A stored entry's value as the request reads it.
+    pub(super) fn value_out<'a>(&self, entry: &'a CacheEntry) -> Result<Cow<'a, [u8]>, Failure> {
+        Ok(value_from_stored(
+            entry.value(),
+            entry.user_flags(),
+            self.stored_value,
+            self.wire_value,
+        )?)
     }
 }
 
@@ -321,7 +361,10 @@ pub(super) fn multi_key_clustered(connection: &Arc<Connection>, frame: &Frame) -
             Request::PutAll {
                 expiration,
                 entries,
-            } => put_all_at_primaries(&node, &target, &frame, *expiration, entries).await,
+            } => {
+                put_all_at_primaries(&connection, &node, &target, &frame, *expiration, entries)
+                    .await
+            }
             Request::GetAll { keys } => get_all_at_primaries(&node, &target, &frame, keys).await,
             _ => Ok(Vec::new()),
         };
@@ -338,25 +381,126 @@ pub(super) fn multi_key_clustered(connection: &Arc<Connection>, frame: &Frame) -
 
 /// PUT_ALL over the keys' primaries; the response body (none).
 async fn put_all_at_primaries(
+    connection: &Connection,
     node: &crate::cluster::node::Node,
     target: &Target,
     frame: &Frame,
     expiration: Expiration,
     entries: &[(weft_hotrod::Span, weft_hotrod::Span)],
 ) -> Result<Vec<u8>, Failure> {
-    let mut converted = Vec::with_capacity(entries.len());
-    for (key, value) in entries {
-        converted.push((
-            target.key_in(frame.slice(*key))?.into_owned(),
-            target.value_in(frame.slice(*value))?.into_owned(),
-        ));
+    let mut plain = Vec::with_capacity(entries.len());
+    let mut typed = Vec::new();
+    for &(key, value) in entries {
+        match target.value_in(frame.slice(value))? {
+            (value, 0) => plain.push((
+                target.key_in(frame.slice(key))?.into_owned(),
+                value.into_owned(),
+            )),
+            _ => typed.push((key, value)),
+        }
     }
-    let now = target.cache.clock().now_ms();
-    let options = write_options(frame, expiration, now);
-    node.put_at_primaries(&target.cache, converted, &options)
-        .await
-        .map_err(|error| Failure::server(format!("{error:#}")))?;
+    if !plain.is_empty() {
+        let now = target.cache.clock().now_ms();
+        let options = write_options(frame, expiration, now);
+        node.put_at_primaries(&target.cache, plain, &options)
+            .await
+            .map_err(|error| Failure::server(format!("{error:#}")))?;
+    }
+    if !typed.is_empty() {
+        put_typed_at_primaries(connection, node, target, frame, expiration, &typed).await?;
+    }
     Ok(Vec::new())
+}
+
+/// A key and a value as a request carries them.
+type Pair<'a> = (&'a [u8], &'a [u8]);
+
+/// Writes the entries of a PUT_ALL whose values keep their Java type in client flags.
+/// `Node::put_at_primaries` carries no client flags to the primaries, so each primary gets
+/// these entries as a PUT_ALL frame of their own (this node too), which it runs as it runs
+/// any forwarded frame: converting, flags included, and writing locally.
+async fn put_typed_at_primaries(
+    connection: &Connection,
+    node: &crate::cluster::node::Node,
+    target: &Target,
+    frame: &Frame,
+    expiration: Expiration,
+    entries: &[(weft_hotrod::Span, weft_hotrod::Span)],
+) -> Result<(), Failure> {
+    use crate::cluster::routing::Route;
+    use weft_cluster::wire::{Protocol, Request as NodeRequest, Response as NodeResponse};
+    // Keyed by primary: `None` is this node.
+    let mut by_primary: HashMap<Option<std::net::SocketAddr>, Vec<Pair<'_>>> = HashMap::new();
+    let routing = node.routing();
+    for &(key, value) in entries {
+        let segment = target.cache.segment_of(&target.key_in(frame.slice(key))?);
+        let primary = match routing.write_route(target.cache.name(), segment) {
+            Route::Local => None,
+            Route::Remote(_, address) => Some(address),
+        };
+        by_primary
+            .entry(primary)
+            .or_default()
+            .push((frame.slice(key), frame.slice(value)));
+    }
+    let header = RequestHeader {
+        message_id: frame.header.message_id,
+        version: frame.header.version,
+        cache_name: frame.cache_name().to_owned(),
+        flags: frame.header.flags,
+        intelligence: 1,
+        topology_id: -1,
+        key_type: frame.header.key_type.clone(),
+        value_type: frame.header.value_type.clone(),
+    };
+    for (primary, entries) in by_primary {
+        let mut bytes = BytesMut::new();
+        encode(
+            &mut bytes,
+            &header,
+            &Request::PutAll {
+                expiration,
+                entries,
+            },
+        )
+        .map_err(|error| Failure::server(error.to_string()))?;
+        let answer = match primary {
+            None => super::execute_forwarded(&connection.context, vec![bytes.to_vec()]).await,
+            Some(address) => {
+                let request = NodeRequest::Forward {
+                    protocol: Protocol::HotRod,
+                    cache: String::new(),
+                    args: vec![bytes.to_vec()],
+                };
+                node.counted_forward(Protocol::HotRod);
+                node.transport()
+                    .call(address, request, FORWARDED_PUT_ALL_TIMEOUT)
+                    .await
+                    .map_err(|error| Failure {
+                        status: Status::NodeSuspected,
+                        message: format!("the primary {address} is unreachable ({error:#}); retry"),
+                    })?
+            }
+        };
+        match answer {
+            NodeResponse::Reply(reply) => {
+                let mut reader = ResponseReader::new(&reply);
+                let header = reader
+                    .header(1)
+                    .map_err(|error| Failure::server(error.to_string()))?;
+                if header.status != Status::Success {
+                    let message = reader.string().unwrap_or_default();
+                    return Err(Failure {
+                        status: header.status,
+                        message,
+                    });
+                }
+            }
+            NodeResponse::Error(reason) => return Err(Failure::server(reason)),
+            _ => return Err(Failure::server("unexpected answer to a forwarded put-all")),
+        }
+    }
+    Ok(())
 }
 
 /// GET_ALL over the keys' primaries; the response body (count, then key/value pairs).
@@ -380,10 +524,7 @@ async fn get_all_at_primaries(
         if let Some(entry) = found.get(stored_key)
             && entry.structure().is_none()
         {
-            pairs.push((
-                frame.slice(*key),
-                target.value_out(entry.value())?.into_owned(),
-            ));
+            pairs.push((frame.slice(*key), target.value_out(entry)?.into_owned()));
         }
     }
     let mut body = BytesMut::new();
@@ -542,7 +683,7 @@ fn previous(
         other => other,
     };
     let now = target.cache.clock().now_ms();
-    let value = entry.map(|e| target.value_out(e.value())).transpose()?;
+    let value = entry.map(|e| target.value_out(e)).transpose()?;
     header(out, connection, frame, &target.cache, with_value);
     let metadata = entry.map(|e| metadata_of(&e.metadata(), now));
     put_previous(
@@ -605,8 +746,8 @@ fn serve(connection: &Arc<Connection>, frame: &Frame, out: &mut BytesMut) -> Res
     match &frame.request {
         Request::Ping => {
             header(out, connection, frame, cache, Status::Success);
-            let key_type = advertised_media_type(target.stored_key);
-            let value_type = advertised_media_type(target.stored_value);
+            let key_type = advertised_media_type(target.formats.stored_key);
+            let value_type = advertised_media_type(target.formats.stored_value);
             put_ping_body(
                 out,
                 frame.header.effective_version(),
@@ -627,7 +768,7 @@ fn serve(connection: &Arc<Connection>, frame: &Frame, out: &mut BytesMut) -> Res
             if let Some(failure) = holds_structure(&entry) {
                 return Err(failure);
             }
-            let value = target.value_out(entry.value())?;
+            let value = target.value_out(&entry)?;
             header(out, connection, frame, cache, Status::Success);
             let mut offset = 0;
             match &frame.request {
@@ -658,8 +799,9 @@ fn serve(connection: &Arc<Connection>, frame: &Frame, out: &mut BytesMut) -> Res
             value,
         } => {
             let key = target.key_in(frame.slice(*key))?;
-            let value = target.value_in(frame.slice(*value))?;
-            let old = cache.put(&key, &value, &write_options(frame, *expiration, now))?;
+            let (value, flags) = target.value_in(frame.slice(*value))?;
+            let options = write_options(frame, *expiration, now).user_flags(flags);
+            let old = cache.put(&key, &value, &options)?;
             previous(
                 out,
                 connection,
@@ -676,8 +818,9 @@ fn serve(connection: &Arc<Connection>, frame: &Frame, out: &mut BytesMut) -> Res
             value,
         } => {
             let key = target.key_in(frame.slice(*key))?;
-            let value = target.value_in(frame.slice(*value))?;
-            match cache.put_if_absent(&key, &value, &write_options(frame, *expiration, now))? {
+            let (value, flags) = target.value_in(frame.slice(*value))?;
+            let options = write_options(frame, *expiration, now).user_flags(flags);
+            match cache.put_if_absent(&key, &value, &options)? {
                 Some(existing) => previous(
                     out,
                     connection,
@@ -697,9 +840,9 @@ fn serve(connection: &Arc<Connection>, frame: &Frame, out: &mut BytesMut) -> Res
             value,
         } => {
             let key = target.key_in(frame.slice(*key))?;
-            let value = target.value_in(frame.slice(*value))?;
+            let (value, flags) = target.value_in(frame.slice(*value))?;
             // The previous value is needed to tell "replaced" from "absent".
-            let mut options = write_options(frame, *expiration, now);
+            let mut options = write_options(frame, *expiration, now).user_flags(flags);
             options.ignore_return_values = false;
             match cache.replace(&key, &value, &options)? {
                 Some(old) => previous(
@@ -721,12 +864,12 @@ fn serve(connection: &Arc<Connection>, frame: &Frame, out: &mut BytesMut) -> Res
             value,
         } => {
             let key = target.key_in(frame.slice(*key))?;
-            let value = target.value_in(frame.slice(*value))?;
+            let (value, flags) = target.value_in(frame.slice(*value))?;
             let outcome = cache.replace_if_version(
                 &key,
                 *version,
                 &value,
-                &write_options(frame, *expiration, now),
+                &write_options(frame, *expiration, now).user_flags(flags),
             )?;
             versioned(out, connection, frame, &target, outcome)?;
         }
@@ -804,15 +947,21 @@ fn serve(connection: &Arc<Connection>, frame: &Frame, out: &mut BytesMut) -> Res
         } => {
             let mut converted = Vec::with_capacity(entries.len());
             for (key, value) in entries {
-                converted.push((
-                    target.key_in(frame.slice(*key))?,
-                    target.value_in(frame.slice(*value))?,
-                ));
+                let (value, flags) = target.value_in(frame.slice(*value))?;
+                converted.push((target.key_in(frame.slice(*key))?, value, flags));
             }
-            cache.put_all(
-                converted.iter().map(|(k, v)| (k.as_ref(), v.as_ref())),
-                &write_options(frame, *expiration, now),
-            )?;
+            let options = write_options(frame, *expiration, now);
+            // Client flags are per write: one put-all per flags value (one, unless the
+            // client mixed value types).
+            for flags in distinct_flags(&converted) {
+                cache.put_all(
+                    converted
+                        .iter()
+                        .filter(|(_, _, f)| *f == flags)
+                        .map(|(k, v, _)| (k.as_ref(), v.as_ref())),
+                    &options.user_flags(flags),
+                )?;
+            }
             header(out, connection, frame, cache, Status::Success);
         }
         Request::GetAll { keys } => {
@@ -823,7 +972,7 @@ fn serve(connection: &Arc<Connection>, frame: &Frame, out: &mut BytesMut) -> Res
                 if let Some(entry) = cache.get_entry(&target.key_in(wire_key)?)?
                     && entry.structure().is_none()
                 {
-                    found.push((wire_key, target.value_out(entry.value())?.into_owned()));
+                    found.push((wire_key, target.value_out(&entry)?.into_owned()));
                 }
             }
             header(out, connection, frame, cache, Status::Success);
@@ -846,7 +995,7 @@ fn serve(connection: &Arc<Connection>, frame: &Frame, out: &mut BytesMut) -> Res
             for entry in readable.take(limit) {
                 body.put_u8(1);
                 put_array(&mut body, &target.key_out(entry.key())?);
-                put_array(&mut body, &target.value_out(entry.value())?);
+                put_array(&mut body, &target.value_out(&entry)?);
             }
             body.put_u8(0);
             header(out, connection, frame, cache, Status::Success);
@@ -932,6 +1081,14 @@ fn serve(connection: &Arc<Connection>, frame: &Frame, out: &mut BytesMut) -> Res
         }
     }
     Ok(())
+}
+
+/// The client flags among `entries` (key, value, flags), each once.
+fn distinct_flags<K, V>(entries: &[(K, V, u32)]) -> Vec<u32> {
+    let mut flags: Vec<u32> = entries.iter().map(|(_, _, f)| *f).collect();
+    flags.sort_unstable();
+    flags.dedup();
+    flags
 }
 
 /// The storage type PING reports. Raw bytes are reported as "none": the Java client would

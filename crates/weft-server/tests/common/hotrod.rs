@@ -3,7 +3,7 @@
 //! Rod bodies carry no length) and kept as raw body bytes, so tests can check exact bytes.
 //! Events met while waiting for a response are kept aside in arrival order.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use weft_hotrod::opcode;
 use weft_hotrod::{
-    Expiration, Request, RequestHeader, ResponseError, ResponseHeader, ResponseReader, Status,
-    encode,
+    Expiration, MediaType, Request, RequestHeader, ResponseError, ResponseHeader, ResponseReader,
+    Status, encode,
 };
 
 /// How long any read waits before the test fails: a hang fails instead of blocking.
@@ -21,6 +21,14 @@ pub const READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// Bytes as a request holds them.
 pub fn b(bytes: impl AsRef<[u8]>) -> Bytes {
     Bytes::copy_from_slice(bytes.as_ref())
+}
+
+/// `application/x-protostream`, the media type the Java client declares for keys and values.
+pub fn protostream() -> MediaType {
+    MediaType::Predefined {
+        id: 12,
+        params: vec![],
+    }
 }
 
 /// A put of `key` = `value` with the cache's default expiration.
@@ -96,6 +104,9 @@ pub struct HotRod {
     pub version: u8,
     /// Cache the requests `call` name (empty = the default cache).
     pub cache: String,
+    /// Key and value media type the requests `call` declare (none: the cache's own). The
+    /// Java client declares `application/x-protostream` ([`protostream`]).
+    pub media_type: MediaType,
     /// Events that arrived while waiting for a response, oldest first.
     pub events: VecDeque<Response>,
 }
@@ -114,6 +125,7 @@ impl HotRod {
             sent: HashMap::new(),
             version,
             cache: String::new(),
+            media_type: MediaType::Unspecified,
             events: VecDeque::new(),
         }
     }
@@ -123,7 +135,11 @@ impl HotRod {
     pub fn header(&mut self) -> RequestHeader {
         let id = self.next_id;
         self.next_id += 1;
-        RequestHeader::new(self.version, id, self.cache.clone())
+        RequestHeader {
+            key_type: self.media_type.clone(),
+            value_type: self.media_type.clone(),
+            ..RequestHeader::new(self.version, id, self.cache.clone())
+        }
     }
 
     /// Appends a request to `out` without sending it, and remembers how to read its
@@ -547,4 +563,68 @@ pub fn iteration_batch(response: &Response) -> Batch {
     }
     assert_eq!(r.position(), response.body.len());
     Batch { finished, entries }
+}
+
+/// Iterates a cache of `segment_count` segments in batches of `batch_size` over `segments`
+/// (all if `None`), checking what the Java client checks: no entry of a segment already
+/// reported finished, by the segment it computes from the key bytes it receives (as on an
+/// octet-stream cache; the server's own segment on a ProtoStream one), no key twice, and the
+/// finished segments adding up to those asked for. Returns the entries.
+pub fn iterate_as_java_client(
+    c: &mut HotRod,
+    segments: Option<&BTreeSet<u32>>,
+    batch_size: u32,
+    segment_count: u32,
+) -> HashMap<Vec<u8>, Vec<u8>> {
+    let bits = segments.map(|segments| {
+        let mut bits = vec![0u8; segment_count.div_ceil(8) as usize];
+        for s in segments {
+            bits[(s / 8) as usize] |= 1 << (s % 8);
+        }
+        Bytes::from(bits)
+    });
+    let response = c.call(Request::IterationStart {
+        segments: bits,
+        filter: None,
+        batch_size,
+        metadata: false,
+    });
+    assert_eq!(response.status(), Status::Success);
+    let id = response.reader().string().unwrap();
+    let mut finished = BTreeSet::new();
+    let mut seen = HashMap::new();
+    loop {
+        let batch = iteration_batch(&c.call(Request::IterationNext { id: id.clone() }));
+        assert!(batch.entries.len() <= batch_size as usize);
+        for (key, value) in &batch.entries {
+            let segment = weft_core::hash::segment_of(key, segment_count);
+            assert!(
+                segments.is_none_or(|asked| asked.contains(&segment)),
+                "an entry of segment {segment}, which was not asked for"
+            );
+            assert!(
+                !finished.contains(&segment),
+                "Segment {segment} already completed"
+            );
+            assert!(
+                seen.insert(key.clone(), value.clone()).is_none(),
+                "a key twice"
+            );
+        }
+        for segment in batch.finished {
+            assert!(finished.insert(segment), "segment {segment} finished twice");
+        }
+        if batch.entries.is_empty() {
+            break;
+        }
+    }
+    let asked = segments
+        .cloned()
+        .unwrap_or_else(|| (0..segment_count).collect());
+    assert_eq!(finished, asked);
+    assert_eq!(
+        c.call(Request::IterationEnd { id }).status(),
+        Status::Success
+    );
+    seen
 }

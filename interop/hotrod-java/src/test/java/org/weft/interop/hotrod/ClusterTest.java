@@ -41,6 +41,8 @@ import org.junit.jupiter.api.condition.EnabledIfEnvironmentVariable;
 class ClusterTest {
    /** The distributed cache declared in cluster.toml (ProtoStream keys: the client's hash). */
    static final String DIST = "dist";
+   /** A distributed cache storing raw bytes, as RESP-facing caches do: the client hashes other bytes. */
+   static final String DIST_OCTETS = "dist-octets";
 
    private final HttpClient http = HttpClient.newHttpClient();
    private List<String> servers;
@@ -134,6 +136,33 @@ class ClusterTest {
       Set<Object> keySet = new HashSet<>(cache.keySet());
       assertEquals(seen.keySet(), keySet, "keySet differs from the entries iterated");
       System.out.printf("cluster: iterated %d entries, each once%n", seen.size());
+   }
+
+   @Test
+   @Order(2)
+   void iterationOnAnOctetStreamCacheReturnsEveryEntryOnceWithItsType() {
+      // The client hashes the ProtoStream bytes it receives, the nodes the raw bytes they
+      // store: each node reads the whole cluster for the client's segments it was asked for.
+      RemoteCache<Object, Object> octets = rcm.getCache(DIST_OCTETS);
+      Map<Object, Object> expected = new java.util.HashMap<>();
+      for (int i = 0; i < 3_000; i++) {
+         expected.put(i % 3 == 0 ? (Object) i : "octets-" + i, i % 2 == 0 ? (Object) (long) i : "value-" + i);
+      }
+      octets.putAll(expected);
+      Map<Object, Object> seen = new java.util.HashMap<>();
+      List<Object> twice = new ArrayList<>();
+      try (var entries = octets.retrieveEntries(null, 97)) {
+         while (entries.hasNext()) {
+            Map.Entry<Object, Object> entry = entries.next();
+            if (seen.put(entry.getKey(), entry.getValue()) != null) {
+               twice.add(entry.getKey());
+            }
+         }
+      }
+      assertTrue(twice.isEmpty(), twice.size() + " entries iterated twice, e.g. " + twice.stream().limit(5).toList());
+      assertEquals(expected, seen, "every entry once, keys and values with their Java types");
+      assertEquals(expected.keySet(), new HashSet<>(octets.keySet()));
+      System.out.printf("cluster: iterated %d octet-stream entries, each once%n", seen.size());
    }
 
    @Test

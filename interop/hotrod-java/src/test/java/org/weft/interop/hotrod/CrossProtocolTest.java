@@ -90,7 +90,9 @@ class CrossProtocolTest extends HotRodTestBase {
       cache.put("xp-counter", 42);
       assertEquals("42", resp.string("GET", "xp-counter"));
       assertEquals(43L, resp.call("INCR", "xp-counter"));
-      assertEquals("43", cache.get("xp-counter"), "RESP INCR leaves a decimal string");
+      assertEquals(43, cache.get("xp-counter"), "RESP INCR keeps the Java type the client wrote");
+      resp.call("SET", "xp-counter", "44");
+      assertEquals("44", cache.get("xp-counter"), "a value RESP writes whole is a string");
    }
 
    @Test

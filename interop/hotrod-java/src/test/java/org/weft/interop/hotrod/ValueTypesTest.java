@@ -7,8 +7,12 @@ import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.nio.charset.StandardCharsets;
 import java.util.Date;
+import java.util.HashMap;
+import java.util.Map;
 import java.util.Random;
+import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
 
@@ -22,14 +26,23 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.Arguments;
 import org.junit.jupiter.params.provider.MethodSource;
 
-/** ProtoStream WrappedMessage primitives as keys and values on cache `protostream`. */
+/**
+ * ProtoStream WrappedMessage primitives as keys and values on cache `protostream`; the same cases run
+ * on the out-of-box `default` cache (octet-stream storage) in {@link DefaultCacheValueTypesTest}: a
+ * client reads back the Java type it wrote whatever the cache stores.
+ */
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
 class ValueTypesTest extends HotRodTestBase {
-   private RemoteCache<Object, Object> cache;
+   protected RemoteCache<Object, Object> cache;
+
+   /** The cache the cases run on. */
+   protected String cacheName() {
+      return Weft.PROTOSTREAM;
+   }
 
    @BeforeEach
    void clear() {
-      cache = cache(Weft.PROTOSTREAM);
+      cache = cache(cacheName());
       cache.clear();
    }
 
@@ -99,6 +112,7 @@ class ValueTypesTest extends HotRodTestBase {
       cache.put("", "empty key");
       assertEquals("empty key", cache.get(""));
       cache.put("no-bytes", new byte[0]);
+      assertInstanceOf(byte[].class, cache.get("no-bytes"), "empty bytes stay bytes, not an empty string");
       assertArrayEquals(new byte[0], (byte[]) cache.get("no-bytes"));
       assertEquals(3, cache.size());
    }
@@ -133,6 +147,52 @@ class ValueTypesTest extends HotRodTestBase {
       assertEquals("int", cache.get(1));
       assertEquals("long", cache.get(1L));
       assertEquals("bytes", cache.get(new byte[] {1}));
+   }
+
+   @Test
+   void byteArrayValueThatIsValidUtf8StaysBytes() {
+      byte[] value = "plain ascii".getBytes(StandardCharsets.UTF_8);
+      cache.put("utf8-bytes", value);
+      Object back = cache.get("utf8-bytes");
+      assertInstanceOf(byte[].class, back, "a byte[] comes back as byte[] even when its bytes are text");
+      assertArrayEquals(value, (byte[]) back);
+   }
+
+   @Test
+   void integerKeyAndByteArrayKeyOfTheSamePrintedFormAreDistinct() {
+      cache.put(1, "int one");
+      cache.put(new byte[] {'1'}, "bytes one");
+      cache.put(42L, "long forty-two");
+      cache.put(new byte[] {'4', '2'}, "bytes forty-two");
+      assertEquals(4, cache.size());
+      assertEquals("int one", cache.get(1));
+      assertEquals("bytes one", cache.get(new byte[] {'1'}));
+      assertEquals("long forty-two", cache.get(42L));
+      assertEquals("bytes forty-two", cache.get(new byte[] {'4', '2'}));
+      assertNull(cache.get(42), "an Integer is not the Long of the same value");
+      cache.remove(1);
+      assertEquals("bytes one", cache.get(new byte[] {'1'}), "removing the Integer key leaves the byte[] key");
+   }
+
+   @Test
+   void typedValuesComeBackTypedThroughEveryRead() {
+      cache.put("n", 42);
+      assertInstanceOf(Integer.class, cache.get("n"));
+      assertEquals(42, cache.get("n"));
+      assertEquals(42, cache.withFlags(Flag.FORCE_RETURN_VALUE).put("n", 43L), "previous value keeps its type");
+      assertEquals(43L, cache.getWithMetadata("n").getValue());
+      assertTrue(cache.replace("n", 43L, 44));
+      assertEquals(44, cache.get("n"));
+      cache.putAll(Map.of("i", 1, "l", 2L, "s", "3", "d", 4.5d, "b", new byte[] {5}));
+      Map<Object, Object> all = cache.getAll(Set.of("i", "l", "s", "d"));
+      assertEquals(Map.of("i", 1, "l", 2L, "s", "3", "d", 4.5d), all);
+      Map<Object, Object> iterated = new HashMap<>();
+      try (CloseableIterator<Map.Entry<Object, Object>> entries = cache.retrieveEntries(null, 2)) {
+         entries.forEachRemaining(e -> iterated.put(e.getKey(), e.getValue()));
+      }
+      assertInstanceOf(byte[].class, iterated.remove("b"));
+      assertEquals(Map.of("n", 44, "i", 1, "l", 2L, "s", "3", "d", 4.5d), iterated,
+            "iteration returns every value with its Java type");
    }
 
    @Test
