@@ -208,12 +208,20 @@ impl Node {
         self.admitted.load(std::sync::atomic::Ordering::SeqCst)
     }
 
-    /// Whether `cache` may have taken writes on both sides of a partition (its policy is
-    /// ALLOW_READ_WRITES), so that what each side holds is merged by its merge policy.
-    fn diverged_when_split(&self, cache: &str) -> bool {
-        self.manager.cache(cache).is_some_and(|local| {
-            local.config().partition_handling.when_split == weft_core::WhenSplit::AllowReadWrites
-        })
+    /// How what this node held of `local` is merged into the cluster after it was cut off:
+    /// by the cache's merge policy when both sides may have taken writes
+    /// (`ALLOW_READ_WRITES`); otherwise this side accepted no write of its own, so nothing it
+    /// holds may overwrite what the others hold — not even a copy with a higher version (one
+    /// applied here but never acknowledged) — and it only fills in keys the cluster lacks
+    /// (`PREFERRED_NON_NULL`): entries of segments whose every owner was on this side, which
+    /// the others lost, come back.
+    fn merge_policy(&self, local: &weft_core::Cache) -> weft_core::MergePolicy {
+        let handling = &local.config().partition_handling;
+        if handling.when_split == weft_core::WhenSplit::AllowReadWrites {
+            handling.merge_policy
+        } else {
+            weft_core::MergePolicy::PreferredNonNull
+        }
     }
 
     /// Gives the node the server it forwards requests into.
@@ -721,6 +729,13 @@ impl Node {
         let membership = metrics.membership_config.membership().clone();
         let voters: BTreeSet<NodeId> = membership.voter_ids().collect();
         let known: BTreeSet<NodeId> = membership.nodes().map(|(id, _)| *id).collect();
+        // No change of membership without a majority of the voters in sight: it could not
+        // commit now, and the entry left in this leader's log would commit when the
+        // partition heals — dropping, from a view long out of date, the very nodes it heals
+        // with (their segments' last copies included).
+        if live_ids.intersection(&voters).count() * 2 <= voters.len() {
+            return Ok(());
+        }
         // New nodes become learners first.
         for node in &live {
             if !known.contains(&node.raft_id) {
@@ -918,16 +933,11 @@ impl Node {
             // through the merge policy too, once the topology is stable. And the majority
             // re-admitted it in the state it now has: its topologies are the agreed ones,
             // so its caches are no longer DEGRADED (the merge needs their real owners).
-            // Only a cache that took writes while cut off (ALLOW_READ_WRITES) has anything
-            // to merge: under DENY_READ_WRITES and ALLOW_READS this node accepted no write
-            // on its own, so nothing it holds may overwrite what the others acknowledged.
-            self.merge_pending.lock().extend(
-                state
-                    .caches()
-                    .keys()
-                    .filter(|name| self.diverged_when_split(name))
-                    .cloned(),
-            );
+            // (A cache that took no writes while cut off only fills in what the cluster
+            // lacks: see `Node::merge_policy`.)
+            self.merge_pending
+                .lock()
+                .extend(state.caches().keys().cloned());
             for name in state.caches().keys() {
                 if self.routing.set_degraded(name, None) {
                     tracing::info!(cache = %name, "cache available again: re-admitted to the cluster");
@@ -1159,7 +1169,7 @@ impl Node {
             };
             let me = MemberId(node.me.name.clone());
             let hash = route.topology.current().clone();
-            let how = match (merge, local.config().partition_handling.merge_policy) {
+            let how = match (merge, node.merge_policy(&local)) {
                 (Merge::All, _) | (Merge::Unowned, weft_core::MergePolicy::None) => {
                     MergeHow::Newest
                 }
@@ -1376,14 +1386,7 @@ impl Node {
             .routing
             .node(source)
             .ok_or_else(|| anyhow::anyhow!("{source} is not a member"))?;
-        // A cache that took no writes while split (DENY_READ_WRITES, ALLOW_READS) merges
-        // nothing: the owners' copy wins whole, even over a copy with a higher version here
-        // (one applied here but never acknowledged) or a key they removed since.
-        let policy = if self.diverged_when_split(cache) {
-            local.config().partition_handling.merge_policy
-        } else {
-            weft_core::MergePolicy::PreferredAlways
-        };
+        let policy = self.merge_policy(&local);
         // What this node held of the segment before: after a partition, entries the
         // preferred side (the one that kept the cluster) no longer has, or has otherwise.
         let mut held: HashMap<Vec<u8>, weft_core::CacheEntry> = local
