@@ -1386,7 +1386,7 @@ impl Node {
             .routing
             .node(source)
             .ok_or_else(|| anyhow::anyhow!("{source} is not a member"))?;
-        let policy = self.merge_policy(&local);
+        let policy = self.merge_policy(local);
         // What this node held of the segment before: after a partition, entries the
         // preferred side (the one that kept the cluster) no longer has, or has otherwise.
         let mut held: HashMap<Vec<u8>, weft_core::CacheEntry> = local
