@@ -635,8 +635,11 @@ fn resp_in(addr: SocketAddr, db: &str, args: &[&str]) -> String {
 /// INCR and SET load through every node, in threads, until stopped: what each acknowledged.
 struct Load {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    workers: Vec<std::thread::JoinHandle<(Vec<Vec<i64>>, Vec<String>)>>,
+    workers: Vec<std::thread::JoinHandle<Acknowledged>>,
 }
+
+/// What one load thread had acknowledged: each counter's INCR results, and the keys it set.
+type Acknowledged = (Vec<Vec<i64>>, Vec<String>);
 
 /// Counters the load increments.
 const COUNTERS: usize = 8;
