@@ -216,15 +216,9 @@ pub fn answer(
     mine: &[u8; NONCE_BYTES],
     identity: &Identity,
 ) -> Vec<u8> {
-    let identity = identity.encode();
-    let code = secret
-        .code(Role::Opener, theirs, mine, &identity)
-        .finalize()
-        .into_bytes();
-    let mut out = Vec::with_capacity(NONCE_BYTES + 2 + identity.len() + CODE_BYTES);
+    let mut out = Vec::with_capacity(NONCE_BYTES);
     out.extend_from_slice(mine);
-    push_identity(&mut out, &identity);
-    out.extend_from_slice(&code);
+    prove(&mut out, secret, Role::Opener, theirs, mine, identity);
     out
 }
 
@@ -236,15 +230,28 @@ pub fn reply(
     mine: &[u8; NONCE_BYTES],
     identity: &Identity,
 ) -> Vec<u8> {
+    let mut out = Vec::new();
+    prove(&mut out, secret, Role::Acceptor, theirs, mine, identity);
+    out
+}
+
+/// Appends `identity` and the code that proves it for `role` (the part of an answer or a
+/// reply after the opener's nonce).
+fn prove(
+    out: &mut Vec<u8>,
+    secret: &Secret,
+    role: Role,
+    theirs: &[u8; NONCE_BYTES],
+    mine: &[u8; NONCE_BYTES],
+    identity: &Identity,
+) {
     let identity = identity.encode();
     let code = secret
-        .code(Role::Acceptor, theirs, mine, &identity)
+        .code(role, theirs, mine, &identity)
         .finalize()
         .into_bytes();
-    let mut out = Vec::with_capacity(2 + identity.len() + CODE_BYTES);
-    push_identity(&mut out, &identity);
+    push_identity(out, &identity);
     out.extend_from_slice(&code);
-    out
 }
 
 fn push_identity(out: &mut Vec<u8>, identity: &[u8]) {
@@ -281,11 +288,14 @@ pub fn check_answer(
     identity: &[u8],
     code: &[u8; CODE_BYTES],
 ) -> Result<Identity, HandshakeError> {
-    secret
-        .code(Role::Opener, challenge_nonce, their_nonce, identity)
-        .verify_slice(code)
-        .map_err(|_| HandshakeError::BadCode)?;
-    Identity::decode(identity)
+    check(
+        secret,
+        Role::Opener,
+        challenge_nonce,
+        their_nonce,
+        identity,
+        code,
+    )
 }
 
 /// Checks the code of an acceptor's reply and only then decodes its identity.
@@ -299,8 +309,28 @@ pub fn check_reply(
     identity: &[u8],
     code: &[u8; CODE_BYTES],
 ) -> Result<Identity, HandshakeError> {
+    check(
+        secret,
+        Role::Acceptor,
+        my_nonce,
+        challenge_nonce,
+        identity,
+        code,
+    )
+}
+
+/// Checks `code` as `role`'s proof of `identity` (the nonces in the order that role's code
+/// takes them), then decodes the identity.
+fn check(
+    secret: &Secret,
+    role: Role,
+    theirs: &[u8; NONCE_BYTES],
+    mine: &[u8; NONCE_BYTES],
+    identity: &[u8],
+    code: &[u8; CODE_BYTES],
+) -> Result<Identity, HandshakeError> {
     secret
-        .code(Role::Acceptor, my_nonce, challenge_nonce, identity)
+        .code(role, theirs, mine, identity)
         .verify_slice(code)
         .map_err(|_| HandshakeError::BadCode)?;
     Identity::decode(identity)

@@ -6,33 +6,18 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::cluster::{free_tcp_port, free_udp_and_tcp_port};
 use weft_cluster::handshake::{self, Identity, Secret};
 use weft_cluster::wire::{self, EntryImage, Envelope, Form, Replica, Request, Response};
 
 const SECRET: &str = "the-cluster-secret";
-
-fn free_port() -> u16 {
-    for _ in 0..100 {
-        let udp = UdpSocket::bind("127.0.0.1:0").expect("a free port");
-        let port = udp.local_addr().expect("address").port();
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
-    panic!("no port free for both UDP and TCP");
-}
-
-fn free_tcp_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|addr| addr.port())
-        .expect("a free port")
-}
 
 /// One clustered node (a cluster of one) with a secret and a distributed cache on RESP
 /// database 0.
@@ -55,7 +40,7 @@ impl Node {
         )
         .unwrap();
         let client = SocketAddr::from(([127, 0, 0, 1], free_tcp_port()));
-        let cluster = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let cluster = SocketAddr::from(([127, 0, 0, 1], free_udp_and_tcp_port()));
         let child = Command::new(env!("CARGO_BIN_EXE_weft"))
             .args(["server", "--config", config.to_str().unwrap()])
             .args(["--bind", &client.to_string()])

@@ -516,12 +516,7 @@ async fn accept_handshake(
     stream.write_all(&handshake::challenge(&mine)).await?;
     let mut theirs = [0; handshake::NONCE_BYTES];
     stream.read_exact(&mut theirs).await?;
-    let mut len = [0; 2];
-    stream.read_exact(&mut len).await?;
-    let mut identity = vec![0; handshake::identity_len(len)?];
-    stream.read_exact(&mut identity).await?;
-    let mut code = [0; handshake::CODE_BYTES];
-    stream.read_exact(&mut code).await?;
+    let (identity, code) = read_proof(stream).await?;
     let peer = handshake::check_answer(secret, &mine, &theirs, &identity, &code)?;
     stream
         .write_all(&handshake::reply(secret, &theirs, &mine, me))
@@ -542,15 +537,23 @@ async fn open_handshake(
     stream
         .write_all(&handshake::answer(secret, &theirs, &mine, me))
         .await?;
+    let (identity, code) = read_proof(stream).await?;
+    Ok(handshake::check_reply(
+        secret, &mine, &theirs, &identity, &code,
+    )?)
+}
+
+/// Reads an identity (its length checked first) and the code that proves it.
+async fn read_proof(
+    stream: &mut TcpStream,
+) -> Result<(Vec<u8>, [u8; handshake::CODE_BYTES]), HandshakeFailure> {
     let mut len = [0; 2];
     stream.read_exact(&mut len).await?;
     let mut identity = vec![0; handshake::identity_len(len)?];
     stream.read_exact(&mut identity).await?;
     let mut code = [0; handshake::CODE_BYTES];
     stream.read_exact(&mut code).await?;
-    Ok(handshake::check_reply(
-        secret, &mine, &theirs, &identity, &code,
-    )?)
+    Ok((identity, code))
 }
 
 /// Reads the next frame: `None` at the end of the stream. A frame's memory is taken as its
