@@ -505,16 +505,17 @@ impl Persistence for Replicator {
         // yet, whose routes leave it out, or one whose topology moved the segment away
         // since the request was routed) refuses, and the client retries at the owner.
         let local = self.replication.routing.local();
-        let primary = self
+        let ordered_here = self
             .replication
             .routing
             .cache(&self.cache)
-            .and_then(|route| {
+            .is_some_and(|route| {
                 route
                     .segment(segment)
-                    .and_then(|owners| owners.write.first().cloned())
+                    .and_then(|owners| owners.write.first())
+                    .is_some_and(|primary| primary == local)
             });
-        if primary.as_ref() != Some(local) {
+        if !ordered_here {
             return Err(PersistenceError::NotOwner {
                 cache: self.cache.clone(),
                 segment,
