@@ -147,6 +147,24 @@ impl ServerSection {
         })
     }
 
+    /// This node's settings as a grid member named `name`, when it is clustered.
+    #[must_use]
+    pub fn grid_config(&self, name: &str) -> Option<weft_grid::GridConfig> {
+        let listen = self.cluster_address()?;
+        let mut config = weft_grid::GridConfig::new(name, listen, self.join.clone());
+        config.secret = self.cluster_secret.clone();
+        config.frame_bytes_max = self.cluster_frame_bytes_max;
+        config.connections_max = self.cluster_connections_max;
+        config.location = weft_cluster::Location {
+            site: self.site.clone(),
+            rack: self.rack.clone(),
+            machine: self.machine.clone(),
+        };
+        config.state_transfer_chunk_entries = self.state_transfer_chunk_entries;
+        config.state_transfer_bytes_per_second = self.state_transfer_bytes_per_second;
+        Some(config)
+    }
+
     /// The directory this node's file stores live under: `data-dir` when set; otherwise
     /// [`DATA_DIR_DEFAULT`] for a node on its own, and a directory named after the node in it
     /// for a clustered node (`./weft-data/a` for node `a`), so that nodes started from one
@@ -223,12 +241,13 @@ impl Default for ServerSection {
             join: Vec::new(),
             cluster_secret: None,
             cluster_frame_bytes_max: weft_cluster::wire::FRAME_BYTES_MAX,
-            cluster_connections_max: crate::cluster::transport::CONNECTIONS_MAX_DEFAULT,
+            cluster_connections_max: weft_grid::config::CONNECTIONS_MAX_DEFAULT,
             site: None,
             rack: None,
             machine: None,
-            state_transfer_chunk_entries: 1_000,
-            state_transfer_bytes_per_second: 64 * 1024 * 1024,
+            state_transfer_chunk_entries: weft_grid::config::STATE_TRANSFER_CHUNK_ENTRIES_DEFAULT,
+            state_transfer_bytes_per_second:
+                weft_grid::config::STATE_TRANSFER_BYTES_PER_SECOND_DEFAULT,
         }
     }
 }

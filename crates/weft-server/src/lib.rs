@@ -169,7 +169,10 @@ impl Server {
         } else {
             None
         };
-        let prepared = cluster::Prepared::new(&config.server, &node_name);
+        let prepared = config
+            .server
+            .grid_config(&node_name)
+            .map(cluster::Prepared::new);
         let stores: Arc<dyn weft_core::PersistenceFactory> = Arc::new(stores);
         let factory = match &prepared {
             Some(prepared) => prepared.persistence(stores),
@@ -216,14 +219,7 @@ impl Server {
         let shutdown_for_rest = shutdown.clone();
         let cluster = match prepared {
             Some(prepared) => Some(
-                cluster::Cluster::start(
-                    prepared,
-                    &config.server,
-                    local_addr,
-                    manager.clone(),
-                    &shutdown,
-                )
-                .await?,
+                cluster::Cluster::start(prepared, local_addr, manager.clone(), &shutdown).await?,
             ),
             None => None,
         };
@@ -235,8 +231,8 @@ impl Server {
             });
         if let Some(cluster) = &cluster {
             rest_state = rest_state
-                .with_cluster_view(cluster.view())
-                .with_forwarder(Arc::new(cluster::node::RestForwarder::new(Arc::clone(
+                .with_cluster_view(cluster::view(cluster.node()))
+                .with_forwarder(Arc::new(cluster::RestForwarder::new(Arc::clone(
                     cluster.node(),
                 ))));
         }
@@ -262,7 +258,9 @@ impl Server {
             cluster: cluster.as_ref().map(|cluster| Arc::clone(cluster.node())),
         });
         if let Some(cluster) = &cluster {
-            cluster.node().attach(Arc::clone(&context));
+            cluster
+                .node()
+                .attach(Arc::new(cluster::Bridge(Arc::clone(&context))));
         }
         let accept_task = tokio::spawn(accept_loop(
             listener,

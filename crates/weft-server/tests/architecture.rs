@@ -154,3 +154,24 @@ fn the_simulator_stays_out_of_the_server() {
         );
     }
 }
+
+// Proves the grid engine knows no protocol and no server: protocols reach the grid through
+// the cache seam, and applications embed it without the server.
+#[test]
+fn the_grid_knows_no_protocol() {
+    let graph = normal_dependencies();
+    for forbidden in [
+        "weft-resp",
+        "weft-rest",
+        "weft-hotrod",
+        "weft-memcached",
+        "weft-server",
+        "hyper",
+        "axum",
+    ] {
+        assert!(
+            !graph["weft-grid"].iter().any(|d| d == forbidden),
+            "weft-grid depends on {forbidden}"
+        );
+    }
+}

@@ -209,10 +209,10 @@ async fn cluster_wide(session: &Session, args: &[bytes::Bytes], output: &mut Byt
         .first()
         .map(|name| name.to_ascii_lowercase())
         .unwrap_or_default();
-    let failed = |reply: &mut Reply<'_>, error: anyhow::Error| {
+    let failed = |reply: &mut Reply<'_>, error: weft_grid::GridError| {
         reply.error(&format!(
             "CLUSTERDOWN {}",
-            format!("{error:#}").replace(['\r', '\n'], " ")
+            error.to_string().replace(['\r', '\n'], " ")
         ));
     };
     match name.as_slice() {
@@ -271,7 +271,7 @@ async fn cluster_wide(session: &Session, args: &[bytes::Bytes], output: &mut Byt
                 outcome = if cache.config().mode.is_clustered() {
                     node.cluster_clear(&cache).await
                 } else {
-                    cache.clear().map_err(anyhow::Error::from)
+                    cache.clear().map_err(weft_grid::GridError::from)
                 };
                 if outcome.is_err() {
                     break;
@@ -295,7 +295,7 @@ async fn cluster_scan(
     cache: &weft_core::Cache,
     cursor: u64,
     options: &commands::keys::ScanOptions<'_>,
-) -> anyhow::Result<(u64, Vec<bytes::Bytes>)> {
+) -> weft_grid::Result<(u64, Vec<bytes::Bytes>)> {
     use crate::cluster::iteration::{PAGE_MAX, SegmentCursor};
     let segments = cache.segment_count();
     let mut found = Vec::new();

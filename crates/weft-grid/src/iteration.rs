@@ -26,7 +26,7 @@ const PAGE_RETRY_PAUSE: Duration = Duration::from_millis(100);
 /// number of passes over it whatever batch size the client asks for.
 pub(crate) const PAGE_SHARE_OF_SEGMENT: usize = 16;
 /// And at most this many entries.
-pub(crate) const PAGE_MAX: usize = 100_000;
+pub const PAGE_MAX: usize = 100_000;
 
 /// The segment being read.
 struct Current {
@@ -88,7 +88,7 @@ impl SegmentCursor {
         node: &Node,
         max: usize,
         keep: impl Fn(&CacheEntry) -> bool,
-    ) -> anyhow::Result<(Vec<CacheEntry>, Vec<u32>)> {
+    ) -> crate::Result<(Vec<CacheEntry>, Vec<u32>)> {
         let max = max.max(1);
         let mut entries = Vec::new();
         let mut finished = Vec::new();
@@ -153,7 +153,7 @@ impl Node {
         segment: u32,
         after: Option<Vec<u8>>,
         limit: usize,
-    ) -> anyhow::Result<(Vec<CacheEntry>, bool)> {
+    ) -> crate::Result<(Vec<CacheEntry>, bool)> {
         let started = tokio::time::Instant::now();
         let limit = u32::try_from(limit).unwrap_or(u32::MAX);
         loop {
@@ -177,14 +177,14 @@ impl Node {
                                 .collect::<Result<Vec<_>, _>>()?;
                             return Ok((entries, done));
                         }
-                        Ok(Response::Error(reason)) => anyhow::bail!("{member}: {reason}"),
+                        Ok(Response::Error(reason)) => crate::error::bail!("{member}: {reason}"),
                         Ok(other) => format!("{member} answered {other:?}"),
                         Err(error) => format!("{member}: {error}"),
                     }
                 }
             };
             if started.elapsed() >= PAGE_RETRY_FOR {
-                anyhow::bail!("segment {segment} of `{}`: {failure}", cache.name());
+                crate::error::bail!("segment {segment} of `{}`: {failure}", cache.name());
             }
             tokio::time::sleep(PAGE_RETRY_PAUSE).await;
         }

@@ -69,7 +69,7 @@ const RPC_TIMEOUT: Duration = Duration::from_secs(2);
 ///
 /// # Errors
 /// If openraft refuses them (a bug).
-pub fn config(cluster_name: &str) -> anyhow::Result<Arc<openraft::Config>> {
+pub fn config(cluster_name: &str) -> crate::Result<Arc<openraft::Config>> {
     let config = openraft::Config {
         cluster_name: cluster_name.to_owned(),
         // openraft abandons an append after one heartbeat interval and a vote after the
@@ -82,7 +82,10 @@ pub fn config(cluster_name: &str) -> anyhow::Result<Arc<openraft::Config>> {
         max_in_snapshot_log_to_keep: 100,
         ..openraft::Config::default()
     };
-    Ok(Arc::new(config.validate()?))
+    config
+        .validate()
+        .map(Arc::new)
+        .map_err(|error| crate::GridError::Consensus(error.to_string()))
 }
 
 // ---- log --------------------------------------------------------------------------------

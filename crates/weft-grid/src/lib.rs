@@ -1,8 +1,13 @@
-//! The server's clustering: membership (SWIM over UDP), the node-to-node transport (TCP on
-//! the same port number), consensus on the cluster metadata (Raft), routing, replication
-//! and state transfer. `weft_cluster` holds the logic; this module drives it with sockets
-//! and the tokio clock.
+//! Weft's grid engine: a cache clustered over a group of members, in any Rust process.
+//!
+//! A member runs membership (SWIM over UDP), the member-to-member transport (TCP on the same
+//! port number), consensus on the cluster metadata (Raft), routing, replication and state
+//! transfer. `weft_cluster` holds the logic without I/O; this crate drives it with sockets
+//! and the tokio clock. The `weft` server is one user of this crate, an application that
+//! embeds its caches another: both configure a member with [`GridConfig`].
 
+pub mod config;
+pub mod error;
 pub mod iteration;
 pub mod membership;
 pub mod multi;
@@ -16,16 +21,14 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use weft_cluster::Location;
 use weft_cluster::handshake::Secret;
 use weft_cluster::state::NodeRecord;
 use weft_core::{CacheConfig, CacheManager, Persistence, PersistenceFactory};
-use weft_rest::{CacheTopologyView, ClusterMembers, TransferView};
 
-use crate::config::ServerSection;
+pub use config::GridConfig;
+pub use error::{GridError, Result};
 use membership::MembershipService;
 use node::{Node, NodeHandler};
 use replication::{Replication, Replicator};
@@ -36,41 +39,35 @@ use transport::Transport;
 /// replication, which clustered caches' persistence uses.
 #[derive(Debug)]
 pub struct Prepared {
-    address: SocketAddr,
-    name: String,
+    config: GridConfig,
     transport: Transport,
     routing: Arc<Routing>,
     replication: Arc<Replication>,
 }
 
 impl Prepared {
-    /// The clustering parts for node `name`, if `settings` make it clustered.
+    /// The clustering parts of the member `config` describes.
     #[must_use]
-    pub fn new(settings: &ServerSection, name: &str) -> Option<Self> {
-        let address = settings.cluster_address()?;
+    pub fn new(config: GridConfig) -> Self {
+        let name = config.name.as_str();
         let identity = weft_cluster::handshake::Identity {
             name: name.to_owned(),
             incarnation: raft_id(),
         };
-        let secret = settings
-            .cluster_secret
-            .as_deref()
-            .map(|secret| Secret::new(secret.as_bytes().to_vec()))
-            .unwrap_or_default();
         let limits = transport::Limits {
-            frame_bytes_max: settings.cluster_frame_bytes_max,
-            connections_max: settings.cluster_connections_max,
+            frame_bytes_max: config.frame_bytes_max,
+            connections_max: config.connections_max,
         };
+        let secret = secret_of(&config);
         let transport = Transport::new(identity, secret, limits);
         let routing = Arc::new(Routing::new(name));
         let replication = Arc::new(Replication::new(Arc::clone(&routing), transport.clone()));
-        Some(Self {
-            address,
-            name: name.to_owned(),
-            transport,
+        Self {
             routing,
             replication,
-        })
+            transport,
+            config,
+        }
     }
 
     /// `inner` with replication in front of every clustered cache's stores.
@@ -125,29 +122,35 @@ impl Cluster {
     /// If a socket cannot be bound, a seed cannot be resolved or consensus cannot start.
     pub async fn start(
         prepared: Prepared,
-        settings: &ServerSection,
         endpoint: SocketAddr,
         manager: CacheManager,
         shutdown: &watch::Sender<bool>,
-    ) -> anyhow::Result<Self> {
-        let listener = TcpListener::bind(prepared.address)
+    ) -> crate::Result<Self> {
+        let Prepared {
+            config: settings,
+            transport,
+            routing,
+            replication,
+        } = prepared;
+        let listener = TcpListener::bind(settings.listen)
             .await
-            .with_context(|| format!("listen on {} (cluster-listen, TCP)", prepared.address))?;
-        let address = listener.local_addr().context("read the cluster address")?;
-        let secret = settings
-            .cluster_secret
-            .as_deref()
-            .map(|secret| Secret::new(secret.as_bytes().to_vec()))
-            .unwrap_or_default();
+            .map_err(GridError::io(format!(
+                "listen on {} (cluster-listen, TCP)",
+                settings.listen
+            )))?;
+        let address = listener
+            .local_addr()
+            .map_err(GridError::io("read the cluster address"))?;
+        let secret = secret_of(&settings);
         if secret.is_empty() {
             tracing::warn!(
                 "no cluster-secret is configured: any process that reaches the cluster port {address} is taken for a node; set one (the same on every node)"
             );
         }
         let membership = MembershipService::start(
-            settings,
+            &settings,
             address,
-            prepared.name.clone(),
+            settings.name.clone(),
             secret,
             shutdown.subscribe(),
         )
@@ -158,15 +161,11 @@ impl Cluster {
             endpoint
         };
         let me = NodeRecord {
-            name: prepared.name.clone(),
-            raft_id: prepared.transport.identity().incarnation,
+            name: settings.name.clone(),
+            raft_id: transport.identity().incarnation,
             cluster_addr: address,
             endpoint,
-            location: Location {
-                site: settings.site.clone(),
-                rack: settings.rack.clone(),
-                machine: settings.machine.clone(),
-            },
+            location: settings.location.clone(),
         };
         let configured: Vec<(String, CacheConfig)> = manager
             .caches()
@@ -175,16 +174,16 @@ impl Cluster {
             .map(|cache| (cache.name().to_owned(), cache.config().clone()))
             .collect();
         let handler = Arc::new(NodeHandler::new());
-        let serving = prepared.transport.serve(
+        let serving = transport.serve(
             listener,
             Arc::clone(&handler) as Arc<dyn transport::Handler>,
             shutdown.subscribe(),
         );
         let node = Node::start(
             me,
-            prepared.transport,
-            prepared.routing,
-            prepared.replication,
+            transport,
+            routing,
+            replication,
             manager,
             configured,
             membership.peers(),
@@ -210,13 +209,6 @@ impl Cluster {
         &self.node
     }
 
-    /// A reader of the agreed membership for REST and metrics (this node alone until it
-    /// joined a group).
-    pub fn view(&self) -> impl Fn() -> ClusterMembers + Send + Sync + 'static {
-        let node = Arc::clone(&self.node);
-        move || members(&node)
-    }
-
     /// Stops consensus and waits for the membership service to have said goodbye (after the
     /// shutdown signal).
     pub async fn stopped(self) {
@@ -227,76 +219,12 @@ impl Cluster {
     }
 }
 
-fn members(node: &Node) -> ClusterMembers {
-    let state = node.state();
-    let mut nodes: Vec<NodeRecord> = state.nodes().values().cloned().collect();
-    if nodes.is_empty() {
-        nodes.push(node.me().clone());
-    }
-    nodes.sort_by(|a, b| a.name.cmp(&b.name));
-    let me = weft_cluster::MemberId(node.me().name.clone());
-    let progress = node.transfer_progress();
-    let caches = state
-        .caches()
-        .keys()
-        .filter_map(|name| {
-            let route = node.routing().cache(name)?;
-            let topology = &route.topology;
-            let owners: Vec<Vec<String>> = route
-                .segments
-                .iter()
-                .map(|segment| segment.write.iter().map(|id| id.0.clone()).collect())
-                .collect();
-            let current = topology.current();
-            let count = |primary: bool| {
-                (0..current.segment_count())
-                    .filter(|&s| {
-                        let ids = current.owner_ids(s);
-                        if primary {
-                            ids.first() == Some(&&me)
-                        } else {
-                            ids.contains(&&me)
-                        }
-                    })
-                    .count() as u64
-            };
-            let transfer = progress.get(name).cloned().unwrap_or_default();
-            Some(CacheTopologyView {
-                cache: name.clone(),
-                topology_id: topology.id(),
-                rebalance_id: topology.rebalance_id(),
-                phase: phase_name(topology.phase()).to_owned(),
-                members: topology.members().into_iter().map(|id| id.0).collect(),
-                owners,
-                primary_segments: count(true),
-                owned_segments: count(false),
-                transfer: TransferView {
-                    segments_total: transfer.segments_total,
-                    segments_done: transfer.segments_done,
-                    entries: transfer.entries,
-                },
-                degraded: node.routing().degraded(name).is_some(),
-            })
-        })
-        .collect();
-    ClusterMembers {
-        names: nodes.iter().map(|n| n.name.clone()).collect(),
-        addresses: nodes.iter().map(|n| n.cluster_addr.to_string()).collect(),
-        coordinator: node.coordinator(),
-        caches,
-        forwarded: node.forwarded(),
-        bytes: node.transport().bytes(),
-    }
-}
-
-fn phase_name(phase: weft_cluster::topology::Phase) -> &'static str {
-    use weft_cluster::topology::Phase;
-    match phase {
-        Phase::Stable => "stable",
-        Phase::ReadOldWriteAll => "read-old-write-all",
-        Phase::ReadAllWriteAll => "read-all-write-all",
-        Phase::ReadNewWriteAll => "read-new-write-all",
-    }
+fn secret_of(config: &GridConfig) -> Secret {
+    config
+        .secret
+        .as_deref()
+        .map(|secret| Secret::new(secret.as_bytes().to_vec()))
+        .unwrap_or_default()
 }
 
 /// A consensus id unique to this start of this process.

@@ -65,7 +65,7 @@ impl Node {
         cache: &Cache,
         entries: Vec<(Vec<u8>, Vec<u8>)>,
         options: &WriteOptions,
-    ) -> anyhow::Result<()> {
+    ) -> crate::Result<()> {
         let mut pending = entries;
         for _ in 0..ATTEMPTS {
             let routing = self.routing();
@@ -92,7 +92,9 @@ impl Node {
                         };
                         match self.call(address, request).await {
                             Ok(Response::Ok) => {}
-                            Ok(Response::Error(reason)) => anyhow::bail!("{address}: {reason}"),
+                            Ok(Response::Error(reason)) => {
+                                crate::error::bail!("{address}: {reason}")
+                            }
                             Ok(_) | Err(_) => pending.extend(entries),
                         }
                     }
@@ -103,7 +105,7 @@ impl Node {
             }
             tokio::time::sleep(PAUSE).await;
         }
-        anyhow::bail!("the owners of some keys kept moving; retry")
+        crate::error::bail!("the owners of some keys kept moving; retry")
     }
 
     /// Reads `keys` (as stored) each at its key's primary; the entries found, by key.
@@ -114,7 +116,7 @@ impl Node {
         &self,
         cache: &Cache,
         keys: Vec<Vec<u8>>,
-    ) -> anyhow::Result<HashMap<Vec<u8>, CacheEntry>> {
+    ) -> crate::Result<HashMap<Vec<u8>, CacheEntry>> {
         let mut found = HashMap::new();
         let mut pending = keys;
         for _ in 0..ATTEMPTS {
@@ -151,7 +153,9 @@ impl Node {
                                     found.insert(image.key, entry);
                                 }
                             }
-                            Ok(Response::Error(reason)) => anyhow::bail!("{address}: {reason}"),
+                            Ok(Response::Error(reason)) => {
+                                crate::error::bail!("{address}: {reason}")
+                            }
                             Ok(_) | Err(_) => pending.extend(keys),
                         }
                     }
@@ -162,7 +166,7 @@ impl Node {
             }
             tokio::time::sleep(PAUSE).await;
         }
-        anyhow::bail!("the owners of some keys kept moving; retry")
+        crate::error::bail!("the owners of some keys kept moving; retry")
     }
 
     /// Answers [`Request::PutEntries`]: writes them as their primary, or `NotOwner`.

@@ -24,7 +24,6 @@ use super::raft::{self, NodeId, Outcome, Raft};
 use super::replication::{Replication, applying_remote};
 use super::routing::{CacheRoute, Routing};
 use super::transport::{Handler, Transport};
-use crate::ServerContext;
 
 /// How long a node waits for the others before founding a cluster of its own.
 const BOOTSTRAP_DELAY: Duration = Duration::from_millis(1_500);
@@ -131,8 +130,8 @@ pub struct Node {
     /// Segments this node fetched in a rebalance and has been a write owner of ever since
     /// (it received every write to them): a restarted rebalance does not fetch them again.
     fetched: Mutex<HashMap<String, HashSet<u32>>>,
-    /// The server, for executing forwarded requests (set once it exists).
-    server: OnceLock<Arc<ServerContext>>,
+    /// What runs client requests other nodes forwarded here (set once the server exists).
+    forwarded_requests: OnceLock<Arc<dyn ForwardedRequests>>,
     started: Instant,
 }
 
@@ -158,7 +157,7 @@ impl Node {
         view: Arc<RwLock<Vec<NodeIdentity>>>,
         view_changed: Arc<Notify>,
         transfer: (u32, u64),
-    ) -> anyhow::Result<Arc<Self>> {
+    ) -> crate::Result<Arc<Self>> {
         let (machine, state) = raft::StateMachine::new();
         let raft = Raft::new(
             me.raft_id,
@@ -197,7 +196,7 @@ impl Node {
             chunk_entries: transfer.0.max(1),
             fetch_rate: transfer.1,
             fetched: Mutex::new(HashMap::new()),
-            server: OnceLock::new(),
+            forwarded_requests: OnceLock::new(),
             started: Instant::now(),
         }))
     }
@@ -224,9 +223,15 @@ impl Node {
         }
     }
 
-    /// Gives the node the server it forwards requests into.
-    pub fn attach(&self, server: Arc<ServerContext>) {
-        let _ = self.server.set(server);
+    /// Gives the node what runs client requests other nodes forward to it.
+    pub fn attach(&self, executor: Arc<dyn ForwardedRequests>) {
+        let _ = self.forwarded_requests.set(executor);
+    }
+
+    /// The caches this node holds.
+    #[must_use]
+    pub fn manager(&self) -> &CacheManager {
+        &self.manager
     }
 
     /// This node's record.
@@ -291,10 +296,10 @@ impl Node {
         &self,
         cache: &str,
         ask: impl Fn(Vec<u32>) -> Request,
-    ) -> anyhow::Result<Vec<(Vec<u32>, Option<Response>)>> {
+    ) -> crate::Result<Vec<(Vec<u32>, Option<Response>)>> {
         let groups = self
             .segments_by_reader(cache)
-            .ok_or_else(|| anyhow::anyhow!("cache `{cache}` has no topology yet"))?;
+            .ok_or_else(|| crate::GridError::NoTopology(cache.to_owned()))?;
         let me = MemberId(self.me.name.clone());
         let mut calls = Vec::new();
         let mut parts = Vec::new();
@@ -303,10 +308,9 @@ impl Node {
                 parts.push((segments, None));
                 continue;
             }
-            let node = self
-                .routing
-                .node(&member)
-                .ok_or_else(|| anyhow::anyhow!("{member} left the cluster; retry"))?;
+            let node = self.routing.node(&member).ok_or_else(|| {
+                crate::GridError::Cluster(format!("{member} left the cluster; retry"))
+            })?;
             let request = ask(segments.clone());
             let transport = self.transport.clone();
             calls.push(async move {
@@ -318,9 +322,9 @@ impl Node {
         }
         for (segments, member, answer) in futures_join(calls).await {
             match answer {
-                Ok(Response::Error(reason)) => anyhow::bail!("{member}: {reason}"),
+                Ok(Response::Error(reason)) => crate::error::bail!("{member}: {reason}"),
                 Ok(answer) => parts.push((segments, Some(answer))),
-                Err(error) => anyhow::bail!("{member}: {error}"),
+                Err(error) => crate::error::bail!("{member}: {error}"),
             }
         }
         Ok(parts)
@@ -330,7 +334,7 @@ impl Node {
     ///
     /// # Errors
     /// If a member could not be asked.
-    pub async fn cluster_size(&self, cache: &weft_core::Cache) -> anyhow::Result<u64> {
+    pub async fn cluster_size(&self, cache: &weft_core::Cache) -> crate::Result<u64> {
         let name = cache.name().to_owned();
         let parts = self
             .gather(&name, |segments| Request::Size {
@@ -343,7 +347,7 @@ impl Node {
             total += match answer {
                 None => segments.iter().map(|&s| cache.segment_size(s) as u64).sum(),
                 Some(Response::Count(count)) => count,
-                Some(other) => anyhow::bail!("unexpected answer {other:?}"),
+                Some(other) => crate::error::bail!("unexpected answer {other:?}"),
             };
         }
         Ok(total)
@@ -353,7 +357,7 @@ impl Node {
     ///
     /// # Errors
     /// If a member could not be asked.
-    pub async fn cluster_keys(&self, cache: &weft_core::Cache) -> anyhow::Result<Vec<Vec<u8>>> {
+    pub async fn cluster_keys(&self, cache: &weft_core::Cache) -> crate::Result<Vec<Vec<u8>>> {
         let name = cache.name().to_owned();
         let parts = self
             .gather(&name, |segments| Request::Keys {
@@ -366,7 +370,7 @@ impl Node {
             match answer {
                 None => keys.extend(cache.iter_segments(segments).map(|e| e.key().to_vec())),
                 Some(Response::Keys(found)) => keys.extend(found),
-                Some(other) => anyhow::bail!("unexpected answer {other:?}"),
+                Some(other) => crate::error::bail!("unexpected answer {other:?}"),
             }
         }
         Ok(keys)
@@ -376,7 +380,7 @@ impl Node {
     ///
     /// # Errors
     /// If a member could not be reached.
-    pub async fn cluster_clear(&self, cache: &weft_core::Cache) -> anyhow::Result<()> {
+    pub async fn cluster_clear(&self, cache: &weft_core::Cache) -> crate::Result<()> {
         cache.clear()?;
         self.clear_others(cache).await
     }
@@ -385,7 +389,7 @@ impl Node {
     ///
     /// # Errors
     /// If a member could not be reached.
-    pub async fn clear_others(&self, cache: &weft_core::Cache) -> anyhow::Result<()> {
+    pub async fn clear_others(&self, cache: &weft_core::Cache) -> crate::Result<()> {
         let mut calls = Vec::new();
         for node in self.routing.nodes() {
             if node.name == self.me.name {
@@ -405,8 +409,8 @@ impl Node {
         for (name, answer) in futures_join(calls).await {
             match answer {
                 Ok(Response::Ok) => {}
-                Ok(other) => anyhow::bail!("{name}: {other:?}"),
-                Err(error) => anyhow::bail!("{name}: {error}"),
+                Ok(other) => crate::error::bail!("{name}: {other:?}"),
+                Err(error) => crate::error::bail!("{name}: {error}"),
             }
         }
         Ok(())
@@ -489,7 +493,7 @@ impl Node {
     }
 
     /// Takes a node out of the members, then out of the consensus group (as leader).
-    async fn release(&self, name: &str, raft_id: NodeId) -> anyhow::Result<()> {
+    async fn release(&self, name: &str, raft_id: NodeId) -> crate::Result<()> {
         self.departed.lock().insert(raft_id);
         let state = self.state();
         if state.node(name).is_some() {
@@ -569,7 +573,7 @@ impl Node {
         }
     }
 
-    async fn tick(self: &Arc<Self>) -> anyhow::Result<()> {
+    async fn tick(self: &Arc<Self>) -> crate::Result<()> {
         self.retry_rebalances();
         let peers: Vec<SocketAddr> = self.view.read().iter().map(|peer| peer.addr).collect();
         self.greet(&peers).await;
@@ -686,7 +690,7 @@ impl Node {
 
     /// No consensus group yet: found one if nobody else has and this node's name comes
     /// first among the live ones, after giving the others time to show up.
-    async fn bootstrap(&self, peers: &[SocketAddr]) -> anyhow::Result<()> {
+    async fn bootstrap(&self, peers: &[SocketAddr]) -> crate::Result<()> {
         if self.started.elapsed() < BOOTSTRAP_DELAY {
             return Ok(());
         }
@@ -712,7 +716,7 @@ impl Node {
 
     /// The leader's duties: consensus membership follows failure detection, and the agreed
     /// member list follows consensus membership.
-    async fn lead(&self, peers: &[SocketAddr]) -> anyhow::Result<()> {
+    async fn lead(&self, peers: &[SocketAddr]) -> crate::Result<()> {
         let live: Vec<NodeRecord> = {
             let hellos = self.hellos.lock();
             let departed = self.departed.lock();
@@ -834,7 +838,7 @@ impl Node {
     ///
     /// # Errors
     /// If the cluster refused it (another definition) or could not be reached.
-    pub async fn define(&self, name: &str, config: &CacheConfig) -> anyhow::Result<()> {
+    pub async fn define(&self, name: &str, config: &CacheConfig) -> crate::Result<()> {
         let mode = match config.mode {
             weft_core::CacheMode::Replicated => Mode::Replicated,
             _ => Mode::Distributed {
@@ -850,7 +854,7 @@ impl Node {
             })
             .await?;
         match outcome.refused {
-            Some(reason) => anyhow::bail!(reason),
+            Some(reason) => crate::error::bail!("{reason}"),
             None => Ok(()),
         }
     }
@@ -859,7 +863,7 @@ impl Node {
     ///
     /// # Errors
     /// If no leader could take it.
-    pub async fn propose(&self, command: Command) -> anyhow::Result<Outcome> {
+    pub async fn propose(&self, command: Command) -> crate::Result<Outcome> {
         for _ in 0..50 {
             match self.raft.client_write(command.clone()).await {
                 Ok(written) => return Ok(written.data),
@@ -870,7 +874,7 @@ impl Node {
                         .and_then(|node| node.addr.parse::<SocketAddr>().ok());
                     let Some(leader) = leader else {
                         if error.forward_to_leader::<BasicNode>().is_none() {
-                            anyhow::bail!("consensus refused the change: {error}");
+                            crate::error::bail!("consensus refused the change: {error}");
                         }
                         tokio::time::sleep(Duration::from_millis(200)).await;
                         continue;
@@ -889,7 +893,7 @@ impl Node {
                 }
             }
         }
-        anyhow::bail!("no consensus leader accepted the change")
+        crate::error::bail!("no consensus leader accepted the change")
     }
 
     // ---- reacting to the agreed state ---------------------------------------------------
@@ -1212,7 +1216,7 @@ impl Node {
         segment: u32,
         entries: &[EntryImage],
         how: MergeHow,
-    ) -> anyhow::Result<u64> {
+    ) -> crate::Result<u64> {
         for _ in 0..50 {
             let super::routing::Route::Remote(member, addr) =
                 self.routing.write_route(cache, segment)
@@ -1227,11 +1231,11 @@ impl Node {
             };
             match self.transport.call(addr, request, CALL_TIMEOUT).await {
                 Ok(Response::Ok) => return Ok(entries.len() as u64),
-                Ok(Response::Error(reason)) => anyhow::bail!("{member}: {reason}"),
+                Ok(Response::Error(reason)) => crate::error::bail!("{member}: {reason}"),
                 Ok(_) | Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
             }
         }
-        anyhow::bail!("no primary took the entries")
+        crate::error::bail!("no primary took the entries")
     }
 
     /// Empties `cache` here only (memory and stores): what it holds was stored before the
@@ -1381,11 +1385,11 @@ impl Node {
         segment: u32,
         source: &MemberId,
         local: &weft_core::Cache,
-    ) -> anyhow::Result<()> {
+    ) -> crate::Result<()> {
         let node = self
             .routing
             .node(source)
-            .ok_or_else(|| anyhow::anyhow!("{source} is not a member"))?;
+            .ok_or_else(|| crate::GridError::Cluster(format!("{source} is not a member")))?;
         let policy = self.merge_policy(local);
         // What this node held of the segment before: after a partition, entries the
         // preferred side (the one that kept the cluster) no longer has, or has otherwise.
@@ -1417,8 +1421,8 @@ impl Node {
                 .await?;
             let (entries, done) = match answer {
                 Response::Entries { entries, done } => (entries, done),
-                Response::Error(reason) => anyhow::bail!(reason),
-                other => anyhow::bail!("unexpected answer {other:?}"),
+                Response::Error(reason) => crate::error::bail!("{reason}"),
+                other => crate::error::bail!("unexpected answer {other:?}"),
             };
             from = from.saturating_add(u32::try_from(entries.len()).unwrap_or(u32::MAX));
             let count = entries.len() as u64;
@@ -1643,175 +1647,22 @@ impl Node {
         cache: &str,
         args: Vec<Vec<u8>>,
     ) -> BoxFuture<Response> {
-        let Some(server) = self.server.get() else {
-            return Box::pin(std::future::ready(Response::Error(
+        match self.forwarded_requests.get() {
+            Some(executor) => executor.execute(protocol, cache, args),
+            None => Box::pin(std::future::ready(Response::Error(
                 "node starting".to_owned(),
-            )));
-        };
-        match protocol {
-            Protocol::Resp2 | Protocol::Resp3 => {
-                crate::resp::execute_forwarded(server, cache, protocol == Protocol::Resp3, args)
-            }
-            Protocol::HotRod => crate::hotrod::execute_forwarded(server, args),
-            Protocol::Http => crate::http::execute_forwarded(server, args),
-            Protocol::MemcachedText | Protocol::MemcachedBinary => {
-                crate::memcached::execute_forwarded(
-                    server,
-                    cache,
-                    protocol == Protocol::MemcachedBinary,
-                    args,
-                )
-            }
+            ))),
         }
     }
 }
 
-/// Sends REST entry requests for keys another node owns to that node.
-#[derive(Debug)]
-pub struct RestForwarder {
-    node: Arc<Node>,
-}
-
-impl RestForwarder {
-    /// Forwarding through `node`.
-    #[must_use]
-    pub fn new(node: Arc<Node>) -> Self {
-        Self { node }
-    }
-}
-
-impl weft_rest::Forwarder for RestForwarder {
-    fn route(&self, cache: &weft_core::Cache, key: &[u8], write: bool) -> Option<String> {
-        use super::routing::Route;
-        if !cache.config().mode.is_clustered() {
-            return None;
-        }
-        let routing = self.node.routing();
-        let segment = cache.segment_of(key);
-        let route = if write {
-            routing.write_route(cache.name(), segment)
-        } else {
-            routing.read_route(cache.name(), segment)
-        };
-        match route {
-            Route::Local => None,
-            Route::Remote(member, _) => Some(member.0),
-        }
-    }
-
-    fn forward(
-        &self,
-        node: String,
-        request: axum::http::Request<bytes::Bytes>,
-    ) -> BoxFuture<Result<axum::http::Response<bytes::Bytes>, String>> {
-        let owner = self.node.routing().node(&MemberId(node));
-        let transport = self.node.transport().clone();
-        self.node.counted_forward(Protocol::Http);
-        Box::pin(async move {
-            let owner =
-                owner.ok_or_else(|| "the key's owner left the cluster; retry".to_owned())?;
-            let (parts, body) = request.into_parts();
-            let mut args = vec![
-                parts.method.as_str().as_bytes().to_vec(),
-                parts.uri.to_string().into_bytes(),
-                body.to_vec(),
-            ];
-            for (name, value) in &parts.headers {
-                args.push(name.as_str().as_bytes().to_vec());
-                args.push(value.as_bytes().to_vec());
-            }
-            let request = Request::Forward {
-                protocol: Protocol::Http,
-                cache: String::new(),
-                args,
-            };
-            let answer = transport
-                .call(owner.cluster_addr, request, CALL_TIMEOUT)
-                .await
-                .map_err(|error| format!("the key's owner is unreachable: {error}"))?;
-            let reply = match answer {
-                Response::Reply(bytes) => weft_cluster::wire::HttpReply::decode(&bytes)
-                    .map_err(|error| error.to_string())?,
-                Response::Error(reason) => return Err(reason),
-                other => return Err(format!("unexpected answer {other:?}")),
-            };
-            let mut response = axum::http::Response::new(bytes::Bytes::from(reply.body));
-            *response.status_mut() = axum::http::StatusCode::from_u16(reply.status)
-                .unwrap_or(axum::http::StatusCode::BAD_GATEWAY);
-            for (name, value) in reply.headers {
-                if let (Ok(name), Ok(value)) = (
-                    axum::http::HeaderName::from_bytes(name.as_bytes()),
-                    axum::http::HeaderValue::from_bytes(&value),
-                ) {
-                    response.headers_mut().append(name, value);
-                }
-            }
-            Ok(response)
-        })
-    }
-
-    fn size(&self, cache: weft_core::Cache) -> BoxFuture<Result<u64, String>> {
-        let node = Arc::clone(&self.node);
-        Box::pin(async move {
-            node.cluster_size(&cache)
-                .await
-                .map_err(|error| format!("{error:#}"))
-        })
-    }
-
-    fn list(
-        &self,
-        cache: weft_core::Cache,
-        limit: usize,
-        keep: fn(&weft_core::CacheEntry) -> bool,
-    ) -> BoxFuture<Result<Vec<weft_core::CacheEntry>, String>> {
-        let node = Arc::clone(&self.node);
-        Box::pin(async move {
-            let segments = 0..cache.segment_count();
-            let mut cursor = super::iteration::SegmentCursor::new(cache, segments);
-            let mut listed = Vec::new();
-            while listed.len() < limit {
-                let want = (limit - listed.len()).min(super::iteration::PAGE_MAX);
-                let (entries, finished) = cursor
-                    .next_batch(&node, want, keep)
-                    .await
-                    .map_err(|error| format!("{error:#}"))?;
-                if entries.is_empty() && finished.is_empty() {
-                    break;
-                }
-                listed.extend(entries);
-            }
-            Ok(listed)
-        })
-    }
-
-    fn clear(&self, cache: weft_core::Cache) -> BoxFuture<Result<(), String>> {
-        let node = Arc::clone(&self.node);
-        Box::pin(async move {
-            node.cluster_clear(&cache)
-                .await
-                .map_err(|error| format!("{error:#}"))
-        })
-    }
-
-    fn define(&self, name: String, config: CacheConfig) -> BoxFuture<Result<(), String>> {
-        let node = Arc::clone(&self.node);
-        Box::pin(async move {
-            node.define(&name, &config)
-                .await
-                .map_err(|error| format!("{error:#}"))?;
-            // The definition is agreed; this node creates the cache when it applies it.
-            for _ in 0..100 {
-                if node.manager.cache(&name).is_some() {
-                    return Ok(());
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            Err(format!(
-                "cache `{name}` was defined but not created here in time"
-            ))
-        })
-    }
+/// Runs client requests another node forwarded here in their protocol's own encoding, for
+/// the protocol adapters that still route whole requests rather than operations.
+pub trait ForwardedRequests: Send + Sync + std::fmt::Debug {
+    /// Runs `args` (a request in `protocol`) against `cache` now, so that requests forwarded
+    /// over one connection apply in the order sent; the future of its reply is ready once
+    /// the write it made (if any) is as replicated and durable as the cache promises.
+    fn execute(&self, protocol: Protocol, cache: &str, args: Vec<Vec<u8>>) -> BoxFuture<Response>;
 }
 
 /// Runs every future concurrently; their outputs in order (a future that panicked is left

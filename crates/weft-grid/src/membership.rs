@@ -9,17 +9,16 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
 use parking_lot::RwLock;
 use tokio::net::UdpSocket;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
-use weft_cluster::Location;
 use weft_cluster::membership::{
     MemberEvent, Membership, MembershipConfig, MembershipTimer, NodeIdentity, Output,
 };
 
-use crate::config::ServerSection;
+use crate::GridError;
+use crate::config::GridConfig;
 
 /// Largest membership datagram accepted (foca's packets stay under 1400 bytes).
 const DATAGRAM_BYTES_MAX: usize = 64 * 1024;
@@ -38,28 +37,30 @@ impl MembershipService {
     /// # Errors
     /// If the socket cannot be bound or a seed name cannot be resolved.
     pub async fn start(
-        settings: &ServerSection,
+        settings: &GridConfig,
         address: SocketAddr,
         name: String,
         secret: weft_cluster::handshake::Secret,
         shutdown: watch::Receiver<bool>,
-    ) -> anyhow::Result<Self> {
+    ) -> crate::Result<Self> {
         let socket = UdpSocket::bind(address)
             .await
-            .with_context(|| format!("listen on {address} (cluster-listen)"))?;
-        let address = socket.local_addr().context("read the cluster address")?;
+            .map_err(GridError::io(format!(
+                "listen on {address} (cluster-listen)"
+            )))?;
+        let address = socket
+            .local_addr()
+            .map_err(GridError::io("read the cluster address"))?;
         let mut seeds = Vec::new();
         for seed in &settings.join {
             let resolved = tokio::net::lookup_host(seed.as_str())
                 .await
-                .with_context(|| format!("resolve the cluster seed `{seed}` (join)"))?;
+                .map_err(GridError::io(format!(
+                    "resolve the cluster seed `{seed}` (join)"
+                )))?;
             seeds.extend(resolved.filter(|seed| *seed != address));
         }
-        let location = Location {
-            site: settings.site.clone(),
-            rack: settings.rack.clone(),
-            machine: settings.machine.clone(),
-        };
+        let location = settings.location.clone();
         let identity = NodeIdentity::new(name, address, location);
         let membership =
             Membership::new(identity.clone(), &MembershipConfig::default(), rand_seed());

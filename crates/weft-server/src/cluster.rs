@@ -1,0 +1,274 @@
+//! The server's side of the grid: its cluster settings as a member's, what REST and the
+//! CLI report about the cluster, and the bridge through which requests other nodes forward
+//! reach the protocol adapters. The grid itself (membership, transport, consensus, routing,
+//! replication, state transfer) is `weft_grid`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use weft_cluster::MemberId;
+use weft_cluster::state::NodeRecord;
+use weft_cluster::wire::{Protocol, Request, Response};
+use weft_core::CacheConfig;
+use weft_core::persistence::BoxFuture;
+use weft_grid::node::{ForwardedRequests, Node};
+pub use weft_grid::{Cluster, GridConfig, Prepared, iteration, multi, node, routing, transport};
+use weft_rest::{CacheTopologyView, ClusterMembers, TransferView};
+
+use crate::ServerContext;
+
+/// How long a request forwarded to its key's owner may take.
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A reader of the agreed membership for REST and metrics (this node alone until it joined
+/// a group).
+pub fn view(node: &Arc<Node>) -> impl Fn() -> ClusterMembers + Send + Sync + 'static {
+    let node = Arc::clone(node);
+    move || members(&node)
+}
+
+fn members(node: &Node) -> ClusterMembers {
+    let state = node.state();
+    let mut nodes: Vec<NodeRecord> = state.nodes().values().cloned().collect();
+    if nodes.is_empty() {
+        nodes.push(node.me().clone());
+    }
+    nodes.sort_by(|a, b| a.name.cmp(&b.name));
+    let me = weft_cluster::MemberId(node.me().name.clone());
+    let progress = node.transfer_progress();
+    let caches = state
+        .caches()
+        .keys()
+        .filter_map(|name| {
+            let route = node.routing().cache(name)?;
+            let topology = &route.topology;
+            let owners: Vec<Vec<String>> = route
+                .segments
+                .iter()
+                .map(|segment| segment.write.iter().map(|id| id.0.clone()).collect())
+                .collect();
+            let current = topology.current();
+            let count = |primary: bool| {
+                (0..current.segment_count())
+                    .filter(|&s| {
+                        let ids = current.owner_ids(s);
+                        if primary {
+                            ids.first() == Some(&&me)
+                        } else {
+                            ids.contains(&&me)
+                        }
+                    })
+                    .count() as u64
+            };
+            let transfer = progress.get(name).cloned().unwrap_or_default();
+            Some(CacheTopologyView {
+                cache: name.clone(),
+                topology_id: topology.id(),
+                rebalance_id: topology.rebalance_id(),
+                phase: phase_name(topology.phase()).to_owned(),
+                members: topology.members().into_iter().map(|id| id.0).collect(),
+                owners,
+                primary_segments: count(true),
+                owned_segments: count(false),
+                transfer: TransferView {
+                    segments_total: transfer.segments_total,
+                    segments_done: transfer.segments_done,
+                    entries: transfer.entries,
+                },
+                degraded: node.routing().degraded(name).is_some(),
+            })
+        })
+        .collect();
+    ClusterMembers {
+        names: nodes.iter().map(|n| n.name.clone()).collect(),
+        addresses: nodes.iter().map(|n| n.cluster_addr.to_string()).collect(),
+        coordinator: node.coordinator(),
+        caches,
+        forwarded: node.forwarded(),
+        bytes: node.transport().bytes(),
+    }
+}
+
+fn phase_name(phase: weft_cluster::topology::Phase) -> &'static str {
+    use weft_cluster::topology::Phase;
+    match phase {
+        Phase::Stable => "stable",
+        Phase::ReadOldWriteAll => "read-old-write-all",
+        Phase::ReadAllWriteAll => "read-all-write-all",
+        Phase::ReadNewWriteAll => "read-new-write-all",
+    }
+}
+
+/// Runs the requests other nodes forward in a protocol's encoding through that protocol's
+/// adapter.
+#[derive(Debug)]
+pub struct Bridge(pub Arc<ServerContext>);
+
+impl ForwardedRequests for Bridge {
+    fn execute(&self, protocol: Protocol, cache: &str, args: Vec<Vec<u8>>) -> BoxFuture<Response> {
+        let server = &self.0;
+        match protocol {
+            Protocol::Resp2 | Protocol::Resp3 => {
+                crate::resp::execute_forwarded(server, cache, protocol == Protocol::Resp3, args)
+            }
+            Protocol::HotRod => crate::hotrod::execute_forwarded(server, args),
+            Protocol::Http => crate::http::execute_forwarded(server, args),
+            Protocol::MemcachedText | Protocol::MemcachedBinary => {
+                crate::memcached::execute_forwarded(
+                    server,
+                    cache,
+                    protocol == Protocol::MemcachedBinary,
+                    args,
+                )
+            }
+        }
+    }
+}
+
+/// Sends REST entry requests for keys another node owns to that node.
+#[derive(Debug)]
+pub struct RestForwarder {
+    node: Arc<Node>,
+}
+
+impl RestForwarder {
+    /// Forwarding through `node`.
+    #[must_use]
+    pub fn new(node: Arc<Node>) -> Self {
+        Self { node }
+    }
+}
+
+impl weft_rest::Forwarder for RestForwarder {
+    fn route(&self, cache: &weft_core::Cache, key: &[u8], write: bool) -> Option<String> {
+        use weft_grid::routing::Route;
+        if !cache.config().mode.is_clustered() {
+            return None;
+        }
+        let routing = self.node.routing();
+        let segment = cache.segment_of(key);
+        let route = if write {
+            routing.write_route(cache.name(), segment)
+        } else {
+            routing.read_route(cache.name(), segment)
+        };
+        match route {
+            Route::Local => None,
+            Route::Remote(member, _) => Some(member.0),
+        }
+    }
+
+    fn forward(
+        &self,
+        node: String,
+        request: axum::http::Request<bytes::Bytes>,
+    ) -> BoxFuture<Result<axum::http::Response<bytes::Bytes>, String>> {
+        let owner = self.node.routing().node(&MemberId(node));
+        let transport = self.node.transport().clone();
+        self.node.counted_forward(Protocol::Http);
+        Box::pin(async move {
+            let owner =
+                owner.ok_or_else(|| "the key's owner left the cluster; retry".to_owned())?;
+            let (parts, body) = request.into_parts();
+            let mut args = vec![
+                parts.method.as_str().as_bytes().to_vec(),
+                parts.uri.to_string().into_bytes(),
+                body.to_vec(),
+            ];
+            for (name, value) in &parts.headers {
+                args.push(name.as_str().as_bytes().to_vec());
+                args.push(value.as_bytes().to_vec());
+            }
+            let request = Request::Forward {
+                protocol: Protocol::Http,
+                cache: String::new(),
+                args,
+            };
+            let answer = transport
+                .call(owner.cluster_addr, request, CALL_TIMEOUT)
+                .await
+                .map_err(|error| format!("the key's owner is unreachable: {error}"))?;
+            let reply = match answer {
+                Response::Reply(bytes) => weft_cluster::wire::HttpReply::decode(&bytes)
+                    .map_err(|error| error.to_string())?,
+                Response::Error(reason) => return Err(reason),
+                other => return Err(format!("unexpected answer {other:?}")),
+            };
+            let mut response = axum::http::Response::new(bytes::Bytes::from(reply.body));
+            *response.status_mut() = axum::http::StatusCode::from_u16(reply.status)
+                .unwrap_or(axum::http::StatusCode::BAD_GATEWAY);
+            for (name, value) in reply.headers {
+                if let (Ok(name), Ok(value)) = (
+                    axum::http::HeaderName::from_bytes(name.as_bytes()),
+                    axum::http::HeaderValue::from_bytes(&value),
+                ) {
+                    response.headers_mut().append(name, value);
+                }
+            }
+            Ok(response)
+        })
+    }
+
+    fn size(&self, cache: weft_core::Cache) -> BoxFuture<Result<u64, String>> {
+        let node = Arc::clone(&self.node);
+        Box::pin(async move {
+            node.cluster_size(&cache)
+                .await
+                .map_err(|error| error.to_string())
+        })
+    }
+
+    fn list(
+        &self,
+        cache: weft_core::Cache,
+        limit: usize,
+        keep: fn(&weft_core::CacheEntry) -> bool,
+    ) -> BoxFuture<Result<Vec<weft_core::CacheEntry>, String>> {
+        let node = Arc::clone(&self.node);
+        Box::pin(async move {
+            let segments = 0..cache.segment_count();
+            let mut cursor = weft_grid::iteration::SegmentCursor::new(cache, segments);
+            let mut listed = Vec::new();
+            while listed.len() < limit {
+                let want = (limit - listed.len()).min(weft_grid::iteration::PAGE_MAX);
+                let (entries, finished) = cursor
+                    .next_batch(&node, want, keep)
+                    .await
+                    .map_err(|error| error.to_string())?;
+                if entries.is_empty() && finished.is_empty() {
+                    break;
+                }
+                listed.extend(entries);
+            }
+            Ok(listed)
+        })
+    }
+
+    fn clear(&self, cache: weft_core::Cache) -> BoxFuture<Result<(), String>> {
+        let node = Arc::clone(&self.node);
+        Box::pin(async move {
+            node.cluster_clear(&cache)
+                .await
+                .map_err(|error| error.to_string())
+        })
+    }
+
+    fn define(&self, name: String, config: CacheConfig) -> BoxFuture<Result<(), String>> {
+        let node = Arc::clone(&self.node);
+        Box::pin(async move {
+            node.define(&name, &config)
+                .await
+                .map_err(|error| error.to_string())?;
+            // The definition is agreed; this node creates the cache when it applies it.
+            for _ in 0..100 {
+                if node.manager().cache(&name).is_some() {
+                    return Ok(());
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(format!(
+                "cache `{name}` was defined but not created here in time"
+            ))
+        })
+    }
+}
