@@ -19,6 +19,7 @@
 //!   machine over commands, which the server orders through Raft;
 //! * [`handshake`]: how two nodes prove, when a connection opens, that they know the
 //!   cluster secret and which process (incarnation) each is;
+//! * [`operation`]: keyed operations as values, run at the key's owner;
 //! * [`wire`]: the messages nodes exchange (consensus, replication, forwarding, state
 //!   transfer) and their framing.
 
@@ -26,6 +27,7 @@ mod consistent_hash;
 pub mod handshake;
 mod member;
 pub mod membership;
+pub mod operation;
 mod partitioner;
 pub mod state;
 pub mod topology;

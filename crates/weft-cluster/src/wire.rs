@@ -123,6 +123,15 @@ pub enum Request {
         /// The changes and their sequence numbers, increasing.
         replicas: Vec<(u64, Replica)>,
     },
+    /// A keyed operation for this node to run as the key's owner (its primary for a
+    /// write). Answered by `Outcome`, or `NotOwner` when this member does not own the key
+    /// (the sender retries once it installed a newer topology).
+    Execute {
+        /// The cache.
+        cache: String,
+        /// The operation.
+        operation: crate::operation::Operation,
+    },
     /// A client request for keys this node's sender does not own, to execute here.
     Forward {
         /// The request's protocol.
@@ -245,6 +254,10 @@ pub enum Response {
     Applied,
     /// A forwarded request's reply, in its protocol's encoding.
     Reply(Vec<u8>),
+    /// What an executed operation answered.
+    Outcome(crate::operation::Outcome),
+    /// The owner refused the operation.
+    Refused(crate::operation::Refusal),
     /// A chunk of a segment; `done` when it was the last.
     Entries {
         /// The entries.

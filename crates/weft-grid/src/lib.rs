@@ -6,6 +6,7 @@
 //! and the tokio clock. The `weft` server is one user of this crate, an application that
 //! embeds its caches another: both configure a member with [`GridConfig`].
 
+pub mod cache;
 pub mod config;
 pub mod error;
 pub mod iteration;
@@ -27,6 +28,7 @@ use weft_cluster::handshake::Secret;
 use weft_cluster::state::NodeRecord;
 use weft_core::{CacheConfig, CacheManager, Persistence, PersistenceFactory};
 
+pub use cache::GridCache;
 pub use config::GridConfig;
 pub use error::{GridError, Result};
 use membership::MembershipService;
@@ -34,6 +36,203 @@ use node::{Node, NodeHandler};
 use replication::{Replication, Replicator};
 use routing::Routing;
 use transport::Transport;
+
+/// A member of a grid embedded in this process: its cache manager, whose clustered caches
+/// (`mode = "distributed"` or `"replicated"`) spread over the members, and the member's part
+/// in the cluster.
+///
+/// ```no_run
+/// # async fn example() -> weft_grid::Result<()> {
+/// use weft_core::{CacheConfig, CacheMode, ManagerConfig, WriteOptions};
+/// use weft_grid::{Grid, GridConfig};
+///
+/// let listen = "127.0.0.1:7800".parse().expect("an address");
+/// let seeds = vec!["127.0.0.1:7801".to_owned()];
+/// let grid = Grid::start(GridConfig::new("a", listen, seeds), ManagerConfig::default()).await?;
+/// let config = CacheConfig {
+///     mode: CacheMode::Distributed,
+///     ..CacheConfig::default()
+/// };
+/// let cache = grid.define_cache("orders", config).await?;
+/// cache.put(b"k", b"v", &WriteOptions::default()).await?;
+/// grid.leave().await;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct Grid {
+    manager: CacheManager,
+    cluster: Cluster,
+    shutdown: watch::Sender<bool>,
+}
+
+/// How long [`Grid::define_cache`] waits for this member to create a cache the cluster
+/// agreed on.
+const DEFINE_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl Grid {
+    /// Starts a member with the caches `caches` declares and no stores.
+    ///
+    /// # Errors
+    /// As [`Grid::start_with_stores`].
+    pub async fn start(config: GridConfig, caches: weft_core::ManagerConfig) -> Result<Self> {
+        Self::start_with_stores(config, caches, Arc::new(NoStores)).await
+    }
+
+    /// Starts a member with the caches `caches` declares, their stores opened by `stores`,
+    /// and joins the members `config` names (or starts a cluster of its own when none
+    /// answers).
+    ///
+    /// # Errors
+    /// A cache that cannot be created, a socket that cannot be bound, a seed that cannot be
+    /// resolved, or consensus that cannot start.
+    pub async fn start_with_stores(
+        config: GridConfig,
+        caches: weft_core::ManagerConfig,
+        stores: Arc<dyn PersistenceFactory>,
+    ) -> Result<Self> {
+        let prepared = Prepared::new(config);
+        let factory = prepared.persistence(stores);
+        let manager = tokio::task::spawn_blocking(move || {
+            CacheManager::with_persistence(caches, Arc::new(weft_core::SystemClock), Some(factory))
+        })
+        .await
+        .map_err(|error| GridError::Cluster(format!("create the caches: {error}")))?
+        .map_err(|error| GridError::Cluster(format!("create the caches: {error}")))?;
+        manager
+            .start_reaper()
+            .map_err(GridError::io("start the expiration reaper"))?;
+        let (shutdown, _) = watch::channel(false);
+        let endpoint = prepared.config.listen;
+        let cluster = Cluster::start(prepared, endpoint, manager.clone(), &shutdown).await?;
+        Ok(Self {
+            manager,
+            cluster,
+            shutdown,
+        })
+    }
+
+    /// This member's name.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.cluster.node().me().name
+    }
+
+    /// The cluster address this member listens at (the port chosen when it asked for 0).
+    #[must_use]
+    pub fn address(&self) -> SocketAddr {
+        self.cluster.node().me().cluster_addr
+    }
+
+    /// This member's caches, local and clustered (each one's local copy).
+    #[must_use]
+    pub fn manager(&self) -> &CacheManager {
+        &self.manager
+    }
+
+    /// The member's part in the cluster.
+    #[must_use]
+    pub fn node(&self) -> &Arc<Node> {
+        self.cluster.node()
+    }
+
+    /// The clustered cache `name`, when this member has it.
+    #[must_use]
+    pub fn cache(&self, name: &str) -> Option<GridCache> {
+        let local = self.manager.cache(name)?;
+        Some(GridCache::new(Arc::clone(self.cluster.node()), local))
+    }
+
+    /// Defines cache `name` on every member (agreed through consensus, so members that join
+    /// later create it too) and returns it once this member created it.
+    ///
+    /// # Errors
+    /// A definition consensus refused (another configuration under the name), or this
+    /// member not creating it in time.
+    pub async fn define_cache(&self, name: &str, config: CacheConfig) -> Result<GridCache> {
+        let node = self.cluster.node();
+        node.define(name, &config).await?;
+        let deadline = tokio::time::Instant::now() + DEFINE_TIMEOUT;
+        loop {
+            if let Some(cache) = self.cache(name) {
+                return Ok(cache);
+            }
+            if tokio::time::Instant::now() > deadline {
+                crate::error::bail!("cache `{name}` was defined but not created here in time");
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The members the cluster agreed on, by name.
+    #[must_use]
+    pub fn members(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .cluster
+            .node()
+            .state()
+            .nodes()
+            .keys()
+            .cloned()
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// Whether every clustered cache of this member has a stable topology over exactly
+    /// `members` members (no rebalance under way).
+    #[must_use]
+    pub fn is_stable_with(&self, members: usize) -> bool {
+        let node = self.cluster.node();
+        let state = node.state();
+        state.caches().keys().all(|cache| {
+            node.routing()
+                .cache(cache)
+                .is_some_and(|route| route.is_stable() && route.topology.members().len() == members)
+        }) && state.nodes().len() == members
+    }
+
+    /// Waits until [`Grid::is_stable_with`] `members`, at most `timeout`.
+    ///
+    /// # Errors
+    /// When the cluster did not settle in time.
+    pub async fn wait_stable(&self, members: usize, timeout: Duration) -> Result<()> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        while !self.is_stable_with(members) {
+            if tokio::time::Instant::now() > deadline {
+                crate::error::bail!(
+                    "the cluster did not settle with {members} members in {timeout:?} (members: {:?})",
+                    self.members()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Ok(())
+    }
+
+    /// Leaves the cluster gracefully: the others take over this member's segments (its
+    /// copies are handed over by state transfer from the backups), then it stops.
+    pub async fn leave(self) {
+        let _ = self.shutdown.send(true);
+        self.cluster.stopped().await;
+        let manager = self.manager;
+        let _ = tokio::task::spawn_blocking(move || manager.shutdown()).await;
+    }
+}
+
+/// Caches without stores.
+#[derive(Debug)]
+struct NoStores;
+
+impl PersistenceFactory for NoStores {
+    fn open(
+        &self,
+        _name: &str,
+        _config: &CacheConfig,
+    ) -> std::result::Result<Option<Arc<dyn Persistence>>, String> {
+        Ok(None)
+    }
+}
 
 /// The parts of clustering the caches need before the node starts: the routing table and
 /// replication, which clustered caches' persistence uses.

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use weft_cluster::wire::{EntryImage, Request, Response, WireLifetime};
-use weft_core::{Cache, CacheEntry, Lifetime, WriteOptions};
+use weft_cluster::wire::{EntryImage, Request, Response};
+use weft_core::{Cache, CacheEntry, WriteOptions};
 
 use super::node::Node;
 use super::routing::Route;
@@ -16,29 +16,7 @@ use super::routing::Route;
 const ATTEMPTS: usize = 50;
 const PAUSE: Duration = Duration::from_millis(100);
 
-/// A lifetime as it crosses the network.
-#[must_use]
-pub fn to_wire(lifetime: Lifetime) -> WireLifetime {
-    match lifetime {
-        Lifetime::Default => WireLifetime::Default,
-        Lifetime::Never => WireLifetime::Never,
-        Lifetime::After(duration) => {
-            WireLifetime::AfterMs(u64::try_from(duration.as_millis()).unwrap_or(u64::MAX))
-        }
-        Lifetime::Keep => WireLifetime::Keep,
-    }
-}
-
-/// A lifetime that crossed the network.
-#[must_use]
-pub fn from_wire(lifetime: WireLifetime) -> Lifetime {
-    match lifetime {
-        WireLifetime::Default => Lifetime::Default,
-        WireLifetime::Never => Lifetime::Never,
-        WireLifetime::AfterMs(ms) => Lifetime::After(Duration::from_millis(ms)),
-        WireLifetime::Keep => Lifetime::Keep,
-    }
-}
+pub use weft_cluster::operation::{from_wire, to_wire};
 
 /// Groups `items` by where `route` sends each (`None` = here).
 fn group<T>(items: Vec<T>, route: impl Fn(&T) -> Route) -> HashMap<Option<SocketAddr>, Vec<T>> {

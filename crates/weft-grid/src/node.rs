@@ -13,6 +13,7 @@ use parking_lot::{Mutex, RwLock};
 use tokio::sync::{Notify, watch};
 use weft_cluster::handshake::Identity;
 use weft_cluster::membership::NodeIdentity;
+use weft_cluster::operation::{Operation, Refusal};
 use weft_cluster::state::{ClusterState, Command, NodeRecord};
 use weft_cluster::topology::Phase;
 use weft_cluster::wire::{EntryImage, MergeHow, Protocol, Replica, Request, Response};
@@ -1640,6 +1641,39 @@ impl Node {
         self.transport.call(to, request, CALL_TIMEOUT).await
     }
 
+    /// Runs an operation another member sent here as the key's owner, now (operations sent
+    /// over one connection apply in the order sent), and returns the future of its answer:
+    /// ready once the write it made (if any) is as replicated and durable as the cache
+    /// promises. A read of a segment this member does not read in its topology, and a write
+    /// of one whose writes it does not order, are refused as `NotOwner`: the sender routed
+    /// by a topology that changed since, and retries.
+    fn execute_now(&self, cache: &str, operation: &Operation) -> BoxFuture<Response> {
+        let ready = |response| -> BoxFuture<Response> { Box::pin(std::future::ready(response)) };
+        let Some(local) = self.manager.cache(cache) else {
+            return ready(Response::Error(format!("no cache `{cache}`")));
+        };
+        if !operation.is_write() {
+            let segment = local.segment_of(operation.key());
+            if self.routing.read_route(cache, segment) != super::routing::Route::Local {
+                return ready(Response::NotOwner { owner: None });
+            }
+        }
+        let (outcome, durability) = weft_core::collect_durability(|| operation.execute(&local));
+        let refused = |error: &weft_core::CacheError| match Refusal::of(error) {
+            Refusal::NotOwner => Response::NotOwner { owner: None },
+            refusal => Response::Refused(refusal),
+        };
+        match outcome {
+            Err(error) => ready(refused(&error)),
+            Ok(outcome) => Box::pin(async move {
+                match durability.wait().await {
+                    Ok(()) => Response::Outcome(outcome),
+                    Err(error) => refused(&error.into()),
+                }
+            }),
+        }
+    }
+
     /// Runs a forwarded request now (in arrival order) and returns the future of its answer.
     fn forward_now(
         &self,
@@ -1724,11 +1758,15 @@ impl Handler for NodeHandler {
                 // reaches it was meant for its predecessor, or routed by a stale topology.
                 return Box::pin(std::future::ready(Response::NotOwner { owner: None }));
             }
+            Request::Execute { .. } if !node.is_admitted() => {
+                return Box::pin(std::future::ready(Response::NotOwner { owner: None }));
+            }
             Request::Forward {
                 protocol,
                 cache,
                 args,
             } => return node.forward_now(protocol, &cache, args),
+            Request::Execute { cache, operation } => return node.execute_now(&cache, &operation),
             other => other,
         };
         let from = from.clone();
@@ -1773,7 +1811,9 @@ impl Handler for NodeHandler {
                     restart,
                     replicas,
                 } => apply(&node, &from, stream, restart, replicas),
-                Request::Forward { .. } => Response::Error("forwarded twice".to_owned()),
+                Request::Forward { .. } | Request::Execute { .. } => {
+                    Response::Error("forwarded twice".to_owned())
+                }
                 Request::Fetch {
                     cache,
                     segment,

@@ -1,0 +1,402 @@
+//! The grid's operation vocabulary: keyed operations as values. A member that receives an
+//! operation for a key it does not own sends the value to the key's primary owner, which
+//! runs it against its local cache ([`Operation::execute`]) and answers with an
+//! [`Outcome`]. Every protocol adapter and the embedded clustered cache build these values,
+//! so routing, retries and replication are written once, below the protocols.
+//!
+//! An operation carries what it needs to run anywhere: keys and values as the cache stores
+//! them, expiration as durations relative to when it runs, and client flags. Its outcome
+//! carries whole entries ([`EntryImage`]), so that the caller sees versions, expiration and
+//! flags exactly as the owner holds them.
+
+use serde::{Deserialize, Serialize};
+use weft_core::{Cache, CacheError, Expiry, Lifetime, VersionedOutcome, WriteOptions};
+
+use crate::wire::{EntryImage, WireLifetime};
+
+/// How a write stores its value: expiration, client flags, events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WriteSpec {
+    /// Lifespan.
+    pub lifespan: WireLifetime,
+    /// Maximum idle time.
+    pub max_idle: WireLifetime,
+    /// Client flags stored beside the value (0 = none).
+    pub flags: u32,
+    /// Raise no listener events.
+    pub skip_listeners: bool,
+    /// The caller does not need the previous value.
+    pub ignore_return_values: bool,
+}
+
+impl WriteSpec {
+    /// The spec of `options`.
+    #[must_use]
+    pub fn of(options: &WriteOptions) -> Self {
+        Self {
+            lifespan: to_wire(options.expiry.lifespan),
+            max_idle: to_wire(options.expiry.max_idle),
+            flags: options.user_flags,
+            skip_listeners: options.skip_listeners,
+            ignore_return_values: options.ignore_return_values,
+        }
+    }
+
+    /// The write options this spec stands for.
+    #[must_use]
+    pub fn options(&self) -> WriteOptions {
+        WriteOptions {
+            expiry: Expiry {
+                lifespan: from_wire(self.lifespan),
+                max_idle: from_wire(self.max_idle),
+            },
+            ignore_return_values: self.ignore_return_values,
+            skip_listeners: self.skip_listeners,
+            user_flags: self.flags,
+        }
+    }
+}
+
+impl Default for WriteSpec {
+    fn default() -> Self {
+        Self::of(&WriteOptions::default())
+    }
+}
+
+/// A lifetime as it travels.
+#[must_use]
+pub fn to_wire(lifetime: Lifetime) -> WireLifetime {
+    match lifetime {
+        Lifetime::Default => WireLifetime::Default,
+        Lifetime::Never => WireLifetime::Never,
+        Lifetime::After(duration) => {
+            WireLifetime::AfterMs(u64::try_from(duration.as_millis()).unwrap_or(u64::MAX))
+        }
+        Lifetime::Keep => WireLifetime::Keep,
+    }
+}
+
+/// A lifetime received.
+#[must_use]
+pub fn from_wire(lifetime: WireLifetime) -> Lifetime {
+    match lifetime {
+        WireLifetime::Default => Lifetime::Default,
+        WireLifetime::Never => Lifetime::Never,
+        WireLifetime::AfterMs(ms) => Lifetime::After(std::time::Duration::from_millis(ms)),
+        WireLifetime::Keep => Lifetime::Keep,
+    }
+}
+
+/// One keyed operation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Operation {
+    /// The entry at `key`. Answered by [`Outcome::Entry`].
+    Get {
+        /// The key.
+        key: Vec<u8>,
+    },
+    /// Stores `value` at `key`. Answered by [`Outcome::Entry`]: the previous entry (none
+    /// when the spec ignores return values), and [`Outcome::Version`] is not used.
+    Put {
+        /// The key.
+        key: Vec<u8>,
+        /// The value.
+        value: Vec<u8>,
+        /// How it is stored.
+        spec: WriteSpec,
+    },
+    /// Stores `value` unless `key` holds something. Answered by [`Outcome::Entry`]: the
+    /// entry found (none = stored).
+    PutIfAbsent {
+        /// The key.
+        key: Vec<u8>,
+        /// The value.
+        value: Vec<u8>,
+        /// How it is stored.
+        spec: WriteSpec,
+    },
+    /// Stores `value` only if `key` holds something. Answered by [`Outcome::Entry`]: the
+    /// entry replaced (none = not stored).
+    Replace {
+        /// The key.
+        key: Vec<u8>,
+        /// The value.
+        value: Vec<u8>,
+        /// How it is stored.
+        spec: WriteSpec,
+    },
+    /// Stores `value` only if `key` holds `version`. Answered by [`Outcome::Versioned`].
+    ReplaceIfVersion {
+        /// The key.
+        key: Vec<u8>,
+        /// The version the key must hold.
+        version: u64,
+        /// The value.
+        value: Vec<u8>,
+        /// How it is stored.
+        spec: WriteSpec,
+    },
+    /// Removes `key`. Answered by [`Outcome::Entry`]: the entry removed.
+    Remove {
+        /// The key.
+        key: Vec<u8>,
+        /// Events, return values.
+        spec: WriteSpec,
+    },
+    /// Removes `key` only if it holds `version`. Answered by [`Outcome::Versioned`].
+    RemoveIfVersion {
+        /// The key.
+        key: Vec<u8>,
+        /// The version the key must hold.
+        version: u64,
+        /// Events.
+        spec: WriteSpec,
+    },
+}
+
+/// What an operation answered.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Outcome {
+    /// An entry, or none.
+    Entry(Option<EntryImage>),
+    /// A versioned write: whether it applied, and the entry it replaced or removed (applied)
+    /// or found (not applied; none = the key is absent).
+    Versioned {
+        /// The write applied.
+        done: bool,
+        /// The entry replaced, removed or found.
+        entry: Option<EntryImage>,
+    },
+}
+
+/// Why an owner refused an operation, as it travels back (a [`CacheError`] on the wire).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Refusal {
+    /// The cache is full (`when-full = exception`).
+    Full,
+    /// The key or value is too large.
+    TooLarge {
+        /// Whether the key (else the value).
+        key: bool,
+        /// Its size.
+        bytes: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// The cache was removed.
+    Removed,
+    /// The owner's store refuses writes.
+    Poisoned(String),
+    /// The cache is DEGRADED there and its policy refuses the operation.
+    Degraded(String),
+    /// The owner's store failed.
+    Failed(String),
+    /// The member does not own the key (or has not joined): retry at the owner a newer
+    /// topology names.
+    NotOwner,
+}
+
+impl Refusal {
+    /// How `error` travels.
+    #[must_use]
+    pub fn of(error: &CacheError) -> Self {
+        use weft_core::PersistenceError as P;
+        match error {
+            CacheError::ContainerFull { .. } => Self::Full,
+            CacheError::TooLarge { what, bytes, limit } => Self::TooLarge {
+                key: *what == "key",
+                bytes: *bytes as u64,
+                limit: *limit as u64,
+            },
+            CacheError::Removed { .. } => Self::Removed,
+            CacheError::Persistence(P::NotOwner { .. } | P::NotJoined { .. }) => Self::NotOwner,
+            CacheError::Persistence(P::Poisoned { reason, .. }) => Self::Poisoned(reason.clone()),
+            CacheError::Persistence(P::Degraded { reason, .. }) => Self::Degraded(reason.clone()),
+            CacheError::Persistence(other) => Self::Failed(other.to_string()),
+            other => Self::Failed(other.to_string()),
+        }
+    }
+
+    /// The error it stands for, in `cache`.
+    #[must_use]
+    pub fn into_error(self, cache: &str, segment: u32) -> CacheError {
+        use weft_core::PersistenceError as P;
+        let cache = cache.to_owned();
+        match self {
+            Self::Full => CacheError::ContainerFull { cache },
+            Self::TooLarge { key, bytes, limit } => CacheError::TooLarge {
+                what: if key { "key" } else { "value" },
+                bytes: usize::try_from(bytes).unwrap_or(usize::MAX),
+                limit: usize::try_from(limit).unwrap_or(usize::MAX),
+            },
+            Self::Removed => CacheError::Removed { cache },
+            Self::Poisoned(reason) => P::Poisoned { cache, reason }.into(),
+            Self::Degraded(reason) => P::Degraded { cache, reason }.into(),
+            Self::Failed(reason) => P::Failed { cache, reason }.into(),
+            Self::NotOwner => P::NotOwner { cache, segment }.into(),
+        }
+    }
+}
+
+impl Operation {
+    /// The key the operation addresses.
+    #[must_use]
+    pub fn key(&self) -> &[u8] {
+        match self {
+            Self::Get { key }
+            | Self::Put { key, .. }
+            | Self::PutIfAbsent { key, .. }
+            | Self::Replace { key, .. }
+            | Self::ReplaceIfVersion { key, .. }
+            | Self::Remove { key, .. }
+            | Self::RemoveIfVersion { key, .. } => key,
+        }
+    }
+
+    /// Whether the operation may write: it runs at the key's primary owner, which orders the
+    /// key's writes. Reads run at any member that reads the key's segment.
+    #[must_use]
+    pub fn is_write(&self) -> bool {
+        !matches!(self, Self::Get { .. })
+    }
+
+    /// Runs the operation against `cache`, the local copy of the key's owner.
+    ///
+    /// # Errors
+    /// What the cache refused: a full cache, a value too large, and in a clustered cache
+    /// [`weft_core::PersistenceError::NotOwner`] when this member does not order the key's
+    /// writes (the caller retries at the new owner).
+    pub fn execute(&self, cache: &Cache) -> Result<Outcome, CacheError> {
+        let image = |entry: Option<weft_core::CacheEntry>| entry.as_ref().map(EntryImage::of);
+        let versioned = |outcome: VersionedOutcome| match outcome {
+            VersionedOutcome::Done(entry) => Outcome::Versioned {
+                done: true,
+                entry: Some(EntryImage::of(&entry)),
+            },
+            VersionedOutcome::Mismatch(entry) => Outcome::Versioned {
+                done: false,
+                entry: Some(EntryImage::of(&entry)),
+            },
+            VersionedOutcome::Absent => Outcome::Versioned {
+                done: false,
+                entry: None,
+            },
+        };
+        Ok(match self {
+            Self::Get { key } => Outcome::Entry(image(cache.get_entry(key)?)),
+            Self::Put { key, value, spec } => {
+                Outcome::Entry(image(cache.put(key, value, &spec.options())?))
+            }
+            Self::PutIfAbsent { key, value, spec } => {
+                Outcome::Entry(image(cache.put_if_absent(key, value, &spec.options())?))
+            }
+            Self::Replace { key, value, spec } => {
+                Outcome::Entry(image(cache.replace(key, value, &spec.options())?))
+            }
+            Self::ReplaceIfVersion {
+                key,
+                version,
+                value,
+                spec,
+            } => versioned(cache.replace_if_version(key, *version, value, &spec.options())?),
+            Self::Remove { key, spec } => {
+                Outcome::Entry(image(cache.remove(key, &spec.options())?))
+            }
+            Self::RemoveIfVersion { key, version, spec } => {
+                versioned(cache.remove_if_version(key, *version, &spec.options())?)
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weft_core::{CacheConfig, CacheManager, ManagerConfig};
+
+    fn cache() -> Cache {
+        let manager =
+            CacheManager::new(ManagerConfig::default()).unwrap_or_else(|error| panic!("{error}"));
+        manager
+            .create_cache("c", CacheConfig::default())
+            .unwrap_or_else(|error| panic!("{error}"))
+    }
+
+    fn run(cache: &Cache, operation: &Operation) -> Outcome {
+        // Through the wire and back, as a remote owner receives it.
+        let bytes = postcard::to_stdvec(operation).unwrap_or_default();
+        let received: Operation = postcard::from_bytes(&bytes).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(&received, operation);
+        received.execute(cache).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn value(outcome: &Outcome) -> Option<Vec<u8>> {
+        match outcome {
+            Outcome::Entry(entry) | Outcome::Versioned { entry, .. } => {
+                entry.as_ref().map(|entry| entry.value.clone())
+            }
+        }
+    }
+
+    // Proves each operation, sent over the wire, does what the cache method it stands for
+    // does, and its outcome carries the entry with its version and flags.
+    #[test]
+    fn operations_do_what_the_cache_does() {
+        let cache = cache();
+        let spec = WriteSpec {
+            flags: 7,
+            ..WriteSpec::default()
+        };
+        let key = b"k".to_vec();
+        let put = |value: &[u8]| Operation::Put {
+            key: key.clone(),
+            value: value.to_vec(),
+            spec,
+        };
+        assert_eq!(value(&run(&cache, &put(b"1"))), None);
+        assert_eq!(value(&run(&cache, &put(b"2"))), Some(b"1".to_vec()));
+        let Outcome::Entry(Some(entry)) = run(&cache, &Operation::Get { key: key.clone() }) else {
+            panic!("no entry")
+        };
+        assert_eq!((entry.value.as_slice(), entry.flags), (&b"2"[..], 7));
+        let absent = Operation::PutIfAbsent {
+            key: key.clone(),
+            value: b"3".to_vec(),
+            spec,
+        };
+        assert_eq!(value(&run(&cache, &absent)), Some(b"2".to_vec()));
+        let stale = Operation::ReplaceIfVersion {
+            key: key.clone(),
+            version: entry.version + 1,
+            value: b"4".to_vec(),
+            spec,
+        };
+        assert!(matches!(
+            run(&cache, &stale),
+            Outcome::Versioned { done: false, .. }
+        ));
+        let current = Operation::ReplaceIfVersion {
+            key: key.clone(),
+            version: entry.version,
+            value: b"4".to_vec(),
+            spec,
+        };
+        assert!(matches!(
+            run(&cache, &current),
+            Outcome::Versioned { done: true, .. }
+        ));
+        assert_eq!(cache.get(b"k").ok().flatten().as_deref(), Some(&b"4"[..]));
+        let remove = Operation::Remove {
+            key: key.clone(),
+            spec,
+        };
+        assert_eq!(value(&run(&cache, &remove)), Some(b"4".to_vec()));
+        let replace = Operation::Replace {
+            key,
+            value: b"5".to_vec(),
+            spec,
+        };
+        assert_eq!(value(&run(&cache, &replace)), None);
+        assert_eq!(cache.get(b"k").ok().flatten(), None);
+    }
+}

@@ -1,0 +1,359 @@
+//! A clustered cache: the local [`Cache`]'s operations, each run at the member that owns
+//! its key. Every keyed call becomes an [`Operation`] value, routed by the member's installed
+//! topology — run here when this member owns the key, sent to the owner otherwise — and
+//! retried while the key's ownership moves. Writes are acknowledged once the owner's backups
+//! applied them (and its stores made them durable), as the cache's replication promises.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use weft_cluster::operation::{Operation, Outcome, WriteSpec};
+use weft_cluster::wire::{EntryImage, Request, Response};
+use weft_core::{Cache, CacheEntry, CacheError, VersionedOutcome, WriteOptions};
+
+use crate::error::GridError;
+use crate::node::Node;
+use crate::routing::Route;
+
+/// How long an operation may wait for its key's owner to settle (a topology being
+/// installed, a member being admitted) before it fails.
+pub const SETTLE_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long one call to the key's owner may take.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+/// Pause before asking again where a key lives.
+const RETRY_PAUSE: Duration = Duration::from_millis(20);
+
+/// A cache whose keys live on the members of a grid.
+///
+/// Cloning is cheap. The same methods as [`Cache`], asynchronous because an operation may
+/// run on another member; [`GridCache::local`] is this member's copy (the entries it owns).
+#[derive(Clone)]
+pub struct GridCache {
+    node: Arc<Node>,
+    local: Cache,
+}
+
+impl std::fmt::Debug for GridCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GridCache")
+            .field("cache", &self.local.name())
+            .finish_non_exhaustive()
+    }
+}
+
+impl GridCache {
+    /// The clustered view of `local` through `node`.
+    #[must_use]
+    pub fn new(node: Arc<Node>, local: Cache) -> Self {
+        Self { node, local }
+    }
+
+    /// The cache's name.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        self.local.name()
+    }
+
+    /// This member's copy: the entries it owns, its statistics and listeners.
+    #[must_use]
+    pub fn local(&self) -> &Cache {
+        &self.local
+    }
+
+    /// Runs `operation` at its key's owner and returns what it answered.
+    ///
+    /// While the key's ownership moves (a member joining or leaving, this member not yet
+    /// admitted), the operation is routed again until [`SETTLE_TIMEOUT`]. A read whose owner
+    /// cannot be reached is retried too; a write is not (it may have been applied), and
+    /// fails with [`GridError::Transport`].
+    ///
+    /// # Errors
+    /// What the owner's cache refused ([`GridError::Cache`]), an owner unreachable during a
+    /// write, or ownership that did not settle in time.
+    pub async fn execute(&self, operation: Operation) -> Result<Outcome, GridError> {
+        let cache = self.local.name();
+        let segment = self.local.segment_of(operation.key());
+        let deadline = tokio::time::Instant::now() + SETTLE_TIMEOUT;
+        loop {
+            let routing = self.node.routing();
+            let route = if operation.is_write() {
+                routing.write_route(cache, segment)
+            } else {
+                routing.read_route(cache, segment)
+            };
+            let unsettled: GridError = match route {
+                Route::Local => match self.run_here(&operation).await {
+                    Ok(outcome) => return Ok(outcome),
+                    Err(error) if is_not_owner(&error) => error.into(),
+                    Err(error) => return Err(error.into()),
+                },
+                Route::Remote(_, address) => {
+                    let ask = Request::Execute {
+                        cache: cache.to_owned(),
+                        operation: operation.clone(),
+                    };
+                    match self.node.transport().call(address, ask, CALL_TIMEOUT).await {
+                        Ok(Response::Outcome(outcome)) => return Ok(outcome),
+                        Ok(Response::Refused(refusal)) => {
+                            return Err(refusal.into_error(cache, segment).into());
+                        }
+                        Ok(Response::NotOwner { .. }) => GridError::Cluster(format!(
+                            "the owner of segment {segment} of `{cache}` kept moving; retry"
+                        )),
+                        Ok(Response::Error(reason)) => return Err(GridError::Cluster(reason)),
+                        Ok(other) => {
+                            return Err(GridError::Cluster(format!("unexpected answer {other:?}")));
+                        }
+                        Err(error) if operation.is_write() => return Err(error.into()),
+                        Err(error) => error.into(),
+                    }
+                }
+            };
+            if tokio::time::Instant::now() + RETRY_PAUSE > deadline {
+                return Err(unsettled);
+            }
+            tokio::time::sleep(RETRY_PAUSE).await;
+        }
+    }
+
+    /// Runs `operation` on this member's copy, acknowledged once as replicated and durable
+    /// as the cache promises.
+    async fn run_here(&self, operation: &Operation) -> Result<Outcome, CacheError> {
+        let (outcome, durability) =
+            weft_core::collect_durability(|| operation.execute(&self.local));
+        let outcome = outcome?;
+        durability.wait().await?;
+        Ok(outcome)
+    }
+
+    /// The value at `key`.
+    ///
+    /// # Errors
+    /// As [`GridCache::execute`].
+    pub async fn get(&self, key: &[u8]) -> Result<Option<Bytes>, GridError> {
+        Ok(self
+            .get_entry(key)
+            .await?
+            .map(|entry| Bytes::copy_from_slice(entry.value())))
+    }
+
+    /// The entry at `key`, with its metadata (version, expiration, flags).
+    ///
+    /// # Errors
+    /// As [`GridCache::execute`].
+    pub async fn get_entry(&self, key: &[u8]) -> Result<Option<CacheEntry>, GridError> {
+        let outcome = self.execute(Operation::Get { key: key.to_vec() }).await?;
+        entry_of(outcome)
+    }
+
+    /// Whether `key` holds a value.
+    ///
+    /// # Errors
+    /// As [`GridCache::execute`].
+    pub async fn contains(&self, key: &[u8]) -> Result<bool, GridError> {
+        Ok(self.get_entry(key).await?.is_some())
+    }
+
+    /// Stores `value` at `key`; the previous entry (none when `options` ignore return
+    /// values).
+    ///
+    /// # Errors
+    /// As [`GridCache::execute`].
+    pub async fn put(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        options: &WriteOptions,
+    ) -> Result<Option<CacheEntry>, GridError> {
+        let operation = Operation::Put {
+            key: key.to_vec(),
+            value: value.to_vec(),
+            spec: WriteSpec::of(options),
+        };
+        entry_of(self.execute(operation).await?)
+    }
+
+    /// Stores `value` unless `key` holds one; the entry found (none = stored).
+    ///
+    /// # Errors
+    /// As [`GridCache::execute`].
+    pub async fn put_if_absent(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        options: &WriteOptions,
+    ) -> Result<Option<CacheEntry>, GridError> {
+        let operation = Operation::PutIfAbsent {
+            key: key.to_vec(),
+            value: value.to_vec(),
+            spec: WriteSpec::of(options),
+        };
+        entry_of(self.execute(operation).await?)
+    }
+
+    /// Stores `value` only if `key` holds one; the entry replaced (none = not stored).
+    ///
+    /// # Errors
+    /// As [`GridCache::execute`].
+    pub async fn replace(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        options: &WriteOptions,
+    ) -> Result<Option<CacheEntry>, GridError> {
+        let operation = Operation::Replace {
+            key: key.to_vec(),
+            value: value.to_vec(),
+            spec: WriteSpec::of(options),
+        };
+        entry_of(self.execute(operation).await?)
+    }
+
+    /// Stores `value` only if `key` holds `version`.
+    ///
+    /// # Errors
+    /// As [`GridCache::execute`].
+    pub async fn replace_if_version(
+        &self,
+        key: &[u8],
+        version: u64,
+        value: &[u8],
+        options: &WriteOptions,
+    ) -> Result<VersionedOutcome, GridError> {
+        let operation = Operation::ReplaceIfVersion {
+            key: key.to_vec(),
+            version,
+            value: value.to_vec(),
+            spec: WriteSpec::of(options),
+        };
+        versioned_of(self.execute(operation).await?)
+    }
+
+    /// Removes `key`; the entry removed.
+    ///
+    /// # Errors
+    /// As [`GridCache::execute`].
+    pub async fn remove(
+        &self,
+        key: &[u8],
+        options: &WriteOptions,
+    ) -> Result<Option<CacheEntry>, GridError> {
+        let operation = Operation::Remove {
+            key: key.to_vec(),
+            spec: WriteSpec::of(options),
+        };
+        entry_of(self.execute(operation).await?)
+    }
+
+    /// Removes `key` only if it holds `version`.
+    ///
+    /// # Errors
+    /// As [`GridCache::execute`].
+    pub async fn remove_if_version(
+        &self,
+        key: &[u8],
+        version: u64,
+        options: &WriteOptions,
+    ) -> Result<VersionedOutcome, GridError> {
+        let operation = Operation::RemoveIfVersion {
+            key: key.to_vec(),
+            version,
+            spec: WriteSpec::of(options),
+        };
+        versioned_of(self.execute(operation).await?)
+    }
+
+    /// Stores every pair, each at its key's owner (grouped by owner, one request each).
+    ///
+    /// # Errors
+    /// A group that failed, or whose owner kept moving.
+    pub async fn put_all(
+        &self,
+        entries: Vec<(Vec<u8>, Vec<u8>)>,
+        options: &WriteOptions,
+    ) -> Result<(), GridError> {
+        self.node
+            .put_at_primaries(&self.local, entries, options)
+            .await
+    }
+
+    /// The entries of `keys` found, by key, each read at its key's owner.
+    ///
+    /// # Errors
+    /// A group that failed, or whose owner kept moving.
+    pub async fn get_all(
+        &self,
+        keys: Vec<Vec<u8>>,
+    ) -> Result<HashMap<Vec<u8>, CacheEntry>, GridError> {
+        self.node.get_at_primaries(&self.local, keys).await
+    }
+
+    /// How many entries the cache holds across the cluster (each counted once, at the
+    /// member that reads its segment).
+    ///
+    /// # Errors
+    /// A member that did not answer.
+    pub async fn size(&self) -> Result<u64, GridError> {
+        self.node.cluster_size(&self.local).await
+    }
+
+    /// Removes every entry on every member.
+    ///
+    /// # Errors
+    /// A member that did not clear.
+    pub async fn clear(&self) -> Result<(), GridError> {
+        self.node.cluster_clear(&self.local).await
+    }
+
+    /// Every entry of the cache, each once, segment by segment from the member that reads
+    /// it now.
+    ///
+    /// # Errors
+    /// A segment that could not be read.
+    pub async fn entries(&self) -> Result<Vec<CacheEntry>, GridError> {
+        use crate::iteration::{PAGE_MAX, SegmentCursor};
+        let mut cursor = SegmentCursor::new(self.local.clone(), 0..self.local.segment_count());
+        let mut all = Vec::new();
+        loop {
+            let (entries, finished) = cursor.next_batch(&self.node, PAGE_MAX, |_| true).await?;
+            if entries.is_empty() && finished.is_empty() {
+                return Ok(all);
+            }
+            all.extend(entries);
+        }
+    }
+}
+
+fn is_not_owner(error: &CacheError) -> bool {
+    matches!(
+        error,
+        CacheError::Persistence(
+            weft_core::PersistenceError::NotOwner { .. }
+                | weft_core::PersistenceError::NotJoined { .. }
+        )
+    )
+}
+
+fn restore(image: Option<EntryImage>) -> Result<Option<CacheEntry>, GridError> {
+    Ok(image.map(|image| image.to_entry()).transpose()?)
+}
+
+fn entry_of(outcome: Outcome) -> Result<Option<CacheEntry>, GridError> {
+    match outcome {
+        Outcome::Entry(image) => restore(image),
+        Outcome::Versioned { .. } => Err(GridError::Cluster("unexpected outcome".to_owned())),
+    }
+}
+
+fn versioned_of(outcome: Outcome) -> Result<VersionedOutcome, GridError> {
+    match outcome {
+        Outcome::Versioned { done, entry } => Ok(match (done, restore(entry)?) {
+            (true, Some(entry)) => VersionedOutcome::Done(entry),
+            (false, Some(entry)) => VersionedOutcome::Mismatch(entry),
+            (_, None) => VersionedOutcome::Absent,
+        }),
+        Outcome::Entry(_) => Err(GridError::Cluster("unexpected outcome".to_owned())),
+    }
+}
