@@ -260,51 +260,96 @@ impl Operation {
         !matches!(self, Self::Get { .. })
     }
 
-    /// Runs the operation against `cache`, the local copy of the key's owner.
+    /// Runs the operation against `cache`, the local copy of the key's owner, and returns
+    /// its outcome as the entries themselves (nothing copied).
     ///
     /// # Errors
     /// What the cache refused: a full cache, a value too large, and in a clustered cache
     /// [`weft_core::PersistenceError::NotOwner`] when this member does not order the key's
     /// writes (the caller retries at the new owner).
-    pub fn execute(&self, cache: &Cache) -> Result<Outcome, CacheError> {
-        let image = |entry: Option<weft_core::CacheEntry>| entry.as_ref().map(EntryImage::of);
-        let versioned = |outcome: VersionedOutcome| match outcome {
-            VersionedOutcome::Done(entry) => Outcome::Versioned {
-                done: true,
-                entry: Some(EntryImage::of(&entry)),
-            },
-            VersionedOutcome::Mismatch(entry) => Outcome::Versioned {
-                done: false,
-                entry: Some(EntryImage::of(&entry)),
-            },
-            VersionedOutcome::Absent => Outcome::Versioned {
-                done: false,
-                entry: None,
-            },
-        };
+    pub fn apply(&self, cache: &Cache) -> Result<Applied, CacheError> {
         Ok(match self {
-            Self::Get { key } => Outcome::Entry(image(cache.get_entry(key)?)),
+            Self::Get { key } => Applied::Entry(cache.get_entry(key)?),
             Self::Put { key, value, spec } => {
-                Outcome::Entry(image(cache.put(key, value, &spec.options())?))
+                Applied::Entry(cache.put(key, value, &spec.options())?)
             }
             Self::PutIfAbsent { key, value, spec } => {
-                Outcome::Entry(image(cache.put_if_absent(key, value, &spec.options())?))
+                Applied::Entry(cache.put_if_absent(key, value, &spec.options())?)
             }
             Self::Replace { key, value, spec } => {
-                Outcome::Entry(image(cache.replace(key, value, &spec.options())?))
+                Applied::Entry(cache.replace(key, value, &spec.options())?)
             }
             Self::ReplaceIfVersion {
                 key,
                 version,
                 value,
                 spec,
-            } => versioned(cache.replace_if_version(key, *version, value, &spec.options())?),
-            Self::Remove { key, spec } => {
-                Outcome::Entry(image(cache.remove(key, &spec.options())?))
-            }
+            } => Applied::Versioned(cache.replace_if_version(
+                key,
+                *version,
+                value,
+                &spec.options(),
+            )?),
+            Self::Remove { key, spec } => Applied::Entry(cache.remove(key, &spec.options())?),
             Self::RemoveIfVersion { key, version, spec } => {
-                versioned(cache.remove_if_version(key, *version, &spec.options())?)
+                Applied::Versioned(cache.remove_if_version(key, *version, &spec.options())?)
             }
+        })
+    }
+
+    /// [`Operation::apply`], its outcome as it travels back to the member that asked.
+    ///
+    /// # Errors
+    /// As [`Operation::apply`].
+    pub fn execute(&self, cache: &Cache) -> Result<Outcome, CacheError> {
+        Ok(Outcome::of(&self.apply(cache)?))
+    }
+}
+
+/// What an operation did, as the entries themselves: the form protocol adapters encode,
+/// whether the operation ran here or its [`Outcome`] came back from the owner.
+#[derive(Debug, Clone)]
+pub enum Applied {
+    /// An entry, or none (see each [`Operation`] for which).
+    Entry(Option<weft_core::CacheEntry>),
+    /// A versioned write's outcome.
+    Versioned(VersionedOutcome),
+}
+
+impl Outcome {
+    /// How `applied` travels.
+    #[must_use]
+    pub fn of(applied: &Applied) -> Self {
+        match applied {
+            Applied::Entry(entry) => Self::Entry(entry.as_ref().map(EntryImage::of)),
+            Applied::Versioned(VersionedOutcome::Done(entry)) => Self::Versioned {
+                done: true,
+                entry: Some(EntryImage::of(entry)),
+            },
+            Applied::Versioned(VersionedOutcome::Mismatch(entry)) => Self::Versioned {
+                done: false,
+                entry: Some(EntryImage::of(entry)),
+            },
+            Applied::Versioned(VersionedOutcome::Absent) => Self::Versioned {
+                done: false,
+                entry: None,
+            },
+        }
+    }
+
+    /// The entries this outcome carries.
+    ///
+    /// # Errors
+    /// An entry image that is not an entry.
+    pub fn into_applied(self) -> Result<Applied, crate::wire::EntryError> {
+        let restore = |image: Option<EntryImage>| image.map(|image| image.to_entry()).transpose();
+        Ok(match self {
+            Self::Entry(image) => Applied::Entry(restore(image)?),
+            Self::Versioned { done, entry } => Applied::Versioned(match (done, restore(entry)?) {
+                (true, Some(entry)) => VersionedOutcome::Done(entry),
+                (false, Some(entry)) => VersionedOutcome::Mismatch(entry),
+                (_, None) => VersionedOutcome::Absent,
+            }),
         })
     }
 }

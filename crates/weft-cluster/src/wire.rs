@@ -54,8 +54,6 @@ pub enum Protocol {
     Resp2,
     /// A RESP command, answered in RESP3.
     Resp3,
-    /// A Hot Rod request frame (the one argument), answered with its response frame.
-    HotRod,
     /// An HTTP request (method, URI, body, then header names and values), answered with
     /// [`HttpReply`].
     Http,
@@ -196,6 +194,8 @@ pub enum Request {
         lifespan: WireLifetime,
         /// Their max idle time.
         max_idle: WireLifetime,
+        /// Client flags stored with every value (0 = none).
+        flags: u32,
         /// Raise no listener events.
         skip_listeners: bool,
     },

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use weft_cluster::operation::{Operation, Outcome, WriteSpec};
-use weft_cluster::wire::{EntryImage, Request, Response};
+use weft_cluster::operation::{Applied, Operation, Outcome, WriteSpec};
+use weft_cluster::wire::{Request, Response};
 use weft_core::{Cache, CacheEntry, CacheError, VersionedOutcome, WriteOptions};
 
 use crate::error::GridError;
@@ -77,15 +77,10 @@ impl GridCache {
         let segment = self.local.segment_of(operation.key());
         let deadline = tokio::time::Instant::now() + SETTLE_TIMEOUT;
         loop {
-            let routing = self.node.routing();
-            let route = if operation.is_write() {
-                routing.write_route(cache, segment)
-            } else {
-                routing.read_route(cache, segment)
-            };
+            let route = self.route(&operation);
             let unsettled: GridError = match route {
                 Route::Local => match self.run_here(&operation).await {
-                    Ok(outcome) => return Ok(outcome),
+                    Ok(applied) => return Ok(Outcome::of(&applied)),
                     Err(error) if is_not_owner(&error) => error.into(),
                     Err(error) => return Err(error.into()),
                 },
@@ -118,14 +113,41 @@ impl GridCache {
         }
     }
 
+    /// Runs `operation` at its key's owner and returns what it did, as entries: those of
+    /// this member's copy when it ran here, restored from the owner's answer otherwise.
+    ///
+    /// # Errors
+    /// As [`GridCache::execute`], and an entry the owner sent that does not restore.
+    pub async fn apply(&self, operation: Operation) -> Result<Applied, GridError> {
+        if self.route(&operation) == Route::Local {
+            match self.run_here(&operation).await {
+                Ok(applied) => return Ok(applied),
+                Err(error) if is_not_owner(&error) => {}
+                Err(error) => return Err(error.into()),
+            }
+        }
+        Ok(self.execute(operation).await?.into_applied()?)
+    }
+
+    /// Where `operation` runs now: here, or at the member that owns its key.
+    #[must_use]
+    pub fn route(&self, operation: &Operation) -> Route {
+        let routing = self.node.routing();
+        let segment = self.local.segment_of(operation.key());
+        if operation.is_write() {
+            routing.write_route(self.local.name(), segment)
+        } else {
+            routing.read_route(self.local.name(), segment)
+        }
+    }
+
     /// Runs `operation` on this member's copy, acknowledged once as replicated and durable
     /// as the cache promises.
-    async fn run_here(&self, operation: &Operation) -> Result<Outcome, CacheError> {
-        let (outcome, durability) =
-            weft_core::collect_durability(|| operation.execute(&self.local));
-        let outcome = outcome?;
+    async fn run_here(&self, operation: &Operation) -> Result<Applied, CacheError> {
+        let (applied, durability) = weft_core::collect_durability(|| operation.apply(&self.local));
+        let applied = applied?;
         durability.wait().await?;
-        Ok(outcome)
+        Ok(applied)
     }
 
     /// The value at `key`.
@@ -144,8 +166,7 @@ impl GridCache {
     /// # Errors
     /// As [`GridCache::execute`].
     pub async fn get_entry(&self, key: &[u8]) -> Result<Option<CacheEntry>, GridError> {
-        let outcome = self.execute(Operation::Get { key: key.to_vec() }).await?;
-        entry_of(outcome)
+        entry_of(self.apply(Operation::Get { key: key.to_vec() }).await?)
     }
 
     /// Whether `key` holds a value.
@@ -172,7 +193,7 @@ impl GridCache {
             value: value.to_vec(),
             spec: WriteSpec::of(options),
         };
-        entry_of(self.execute(operation).await?)
+        entry_of(self.apply(operation).await?)
     }
 
     /// Stores `value` unless `key` holds one; the entry found (none = stored).
@@ -190,7 +211,7 @@ impl GridCache {
             value: value.to_vec(),
             spec: WriteSpec::of(options),
         };
-        entry_of(self.execute(operation).await?)
+        entry_of(self.apply(operation).await?)
     }
 
     /// Stores `value` only if `key` holds one; the entry replaced (none = not stored).
@@ -208,7 +229,7 @@ impl GridCache {
             value: value.to_vec(),
             spec: WriteSpec::of(options),
         };
-        entry_of(self.execute(operation).await?)
+        entry_of(self.apply(operation).await?)
     }
 
     /// Stores `value` only if `key` holds `version`.
@@ -228,7 +249,7 @@ impl GridCache {
             value: value.to_vec(),
             spec: WriteSpec::of(options),
         };
-        versioned_of(self.execute(operation).await?)
+        versioned_of(self.apply(operation).await?)
     }
 
     /// Removes `key`; the entry removed.
@@ -244,7 +265,7 @@ impl GridCache {
             key: key.to_vec(),
             spec: WriteSpec::of(options),
         };
-        entry_of(self.execute(operation).await?)
+        entry_of(self.apply(operation).await?)
     }
 
     /// Removes `key` only if it holds `version`.
@@ -262,7 +283,7 @@ impl GridCache {
             version,
             spec: WriteSpec::of(options),
         };
-        versioned_of(self.execute(operation).await?)
+        versioned_of(self.apply(operation).await?)
     }
 
     /// Stores every pair, each at its key's owner (grouped by owner, one request each).
@@ -336,24 +357,16 @@ fn is_not_owner(error: &CacheError) -> bool {
     )
 }
 
-fn restore(image: Option<EntryImage>) -> Result<Option<CacheEntry>, GridError> {
-    Ok(image.map(|image| image.to_entry()).transpose()?)
-}
-
-fn entry_of(outcome: Outcome) -> Result<Option<CacheEntry>, GridError> {
-    match outcome {
-        Outcome::Entry(image) => restore(image),
-        Outcome::Versioned { .. } => Err(GridError::Cluster("unexpected outcome".to_owned())),
+fn entry_of(applied: Applied) -> Result<Option<CacheEntry>, GridError> {
+    match applied {
+        Applied::Entry(entry) => Ok(entry),
+        Applied::Versioned(_) => Err(GridError::Cluster("unexpected outcome".to_owned())),
     }
 }
 
-fn versioned_of(outcome: Outcome) -> Result<VersionedOutcome, GridError> {
-    match outcome {
-        Outcome::Versioned { done, entry } => Ok(match (done, restore(entry)?) {
-            (true, Some(entry)) => VersionedOutcome::Done(entry),
-            (false, Some(entry)) => VersionedOutcome::Mismatch(entry),
-            (_, None) => VersionedOutcome::Absent,
-        }),
-        Outcome::Entry(_) => Err(GridError::Cluster("unexpected outcome".to_owned())),
+fn versioned_of(applied: Applied) -> Result<VersionedOutcome, GridError> {
+    match applied {
+        Applied::Versioned(outcome) => Ok(outcome),
+        Applied::Entry(_) => Err(GridError::Cluster("unexpected outcome".to_owned())),
     }
 }

@@ -66,6 +66,7 @@ impl Node {
                             entries: entries.clone(),
                             lifespan: to_wire(options.expiry.lifespan),
                             max_idle: to_wire(options.expiry.max_idle),
+                            flags: options.user_flags,
                             skip_listeners: options.skip_listeners,
                         };
                         match self.call(address, request).await {

@@ -123,8 +123,6 @@ pub struct Node {
     /// cluster by their merge policy once their topology is stable (after this node was cut
     /// off and re-admitted: the segments it fetched were merged as they came).
     merge_pending: Mutex<HashSet<String>>,
-    /// Requests sent on to their keys' owner: RESP, Hot Rod.
-    forwarded: [std::sync::atomic::AtomicU64; 4],
     /// Entries per fetch request, and the fetch rate limit (bytes per second, 0 = none).
     chunk_entries: u32,
     fetch_rate: u64,
@@ -187,7 +185,6 @@ impl Node {
             transfers_done: Mutex::new(HashSet::new()),
             progress: Mutex::new(BTreeMap::new()),
             departed: Mutex::new(HashSet::new()),
-            forwarded: Default::default(),
             joined: Mutex::new(None),
             admitted: std::sync::atomic::AtomicBool::new(false),
             first_of_name: std::sync::atomic::AtomicBool::new(false),
@@ -415,29 +412,6 @@ impl Node {
             }
         }
         Ok(())
-    }
-
-    /// Counts a request sent on to its key's owner.
-    pub fn counted_forward(&self, protocol: Protocol) {
-        let slot = match protocol {
-            Protocol::Resp2 | Protocol::Resp3 => 0,
-            Protocol::HotRod => 1,
-            Protocol::Http => 2,
-            Protocol::MemcachedText | Protocol::MemcachedBinary => 3,
-        };
-        self.forwarded[slot].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    }
-
-    /// Requests sent on to their keys' owner, per protocol.
-    #[must_use]
-    pub fn forwarded(&self) -> Vec<(&'static str, u64)> {
-        let read = |slot: usize| self.forwarded[slot].load(std::sync::atomic::Ordering::Relaxed);
-        vec![
-            ("resp", read(0)),
-            ("hotrod", read(1)),
-            ("rest", read(2)),
-            ("memcached", read(3)),
-        ]
     }
 
     /// State-transfer progress per cache.
@@ -1869,6 +1843,7 @@ impl Handler for NodeHandler {
                     entries,
                     lifespan,
                     max_idle,
+                    flags,
                     skip_listeners,
                 } => match node.manager.cache(&cache) {
                     Some(local) => {
@@ -1879,7 +1854,7 @@ impl Handler for NodeHandler {
                             },
                             ignore_return_values: true,
                             skip_listeners,
-                            ..weft_core::WriteOptions::default()
+                            user_flags: flags,
                         };
                         node.answer_put_entries(&local, entries, options).await
                     }

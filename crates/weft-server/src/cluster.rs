@@ -22,12 +22,54 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A reader of the agreed membership for REST and metrics (this node alone until it joined
 /// a group).
-pub fn view(node: &Arc<Node>) -> impl Fn() -> ClusterMembers + Send + Sync + 'static {
+pub fn view(
+    node: &Arc<Node>,
+    routed: &Arc<Routed>,
+) -> impl Fn() -> ClusterMembers + Send + Sync + 'static {
     let node = Arc::clone(node);
-    move || members(&node)
+    let routed = Arc::clone(routed);
+    move || members(&node, &routed)
 }
 
-fn members(node: &Node) -> ClusterMembers {
+/// Which protocol a request routed to its key's owner came in by.
+#[derive(Debug, Clone, Copy)]
+pub enum Origin {
+    /// RESP.
+    Resp,
+    /// Hot Rod.
+    HotRod,
+    /// REST.
+    Rest,
+    /// memcached.
+    Memcached,
+}
+
+/// Requests run at another member than the one a client sent them to, per protocol: how
+/// many clients are not topology-aware, or overtaken by topology changes.
+#[derive(Debug, Default)]
+pub struct Routed([std::sync::atomic::AtomicU64; 4]);
+
+impl Routed {
+    /// Counts one request of `origin` run at another member.
+    pub fn count(&self, origin: Origin) {
+        self.0[origin as usize].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The counts, by protocol label.
+    #[must_use]
+    pub fn counts(&self) -> Vec<(&'static str, u64)> {
+        let read =
+            |origin: Origin| self.0[origin as usize].load(std::sync::atomic::Ordering::Relaxed);
+        vec![
+            ("resp", read(Origin::Resp)),
+            ("hotrod", read(Origin::HotRod)),
+            ("rest", read(Origin::Rest)),
+            ("memcached", read(Origin::Memcached)),
+        ]
+    }
+}
+
+fn members(node: &Node, routed: &Routed) -> ClusterMembers {
     let state = node.state();
     let mut nodes: Vec<NodeRecord> = state.nodes().values().cloned().collect();
     if nodes.is_empty() {
@@ -84,7 +126,7 @@ fn members(node: &Node) -> ClusterMembers {
         addresses: nodes.iter().map(|n| n.cluster_addr.to_string()).collect(),
         coordinator: node.coordinator(),
         caches,
-        forwarded: node.forwarded(),
+        forwarded: routed.counts(),
         bytes: node.transport().bytes(),
     }
 }
@@ -111,7 +153,6 @@ impl ForwardedRequests for Bridge {
             Protocol::Resp2 | Protocol::Resp3 => {
                 crate::resp::execute_forwarded(server, cache, protocol == Protocol::Resp3, args)
             }
-            Protocol::HotRod => crate::hotrod::execute_forwarded(server, args),
             Protocol::Http => crate::http::execute_forwarded(server, args),
             Protocol::MemcachedText | Protocol::MemcachedBinary => {
                 crate::memcached::execute_forwarded(
@@ -129,13 +170,14 @@ impl ForwardedRequests for Bridge {
 #[derive(Debug)]
 pub struct RestForwarder {
     node: Arc<Node>,
+    routed: Arc<Routed>,
 }
 
 impl RestForwarder {
     /// Forwarding through `node`.
     #[must_use]
-    pub fn new(node: Arc<Node>) -> Self {
-        Self { node }
+    pub fn new(node: Arc<Node>, routed: Arc<Routed>) -> Self {
+        Self { node, routed }
     }
 }
 
@@ -165,7 +207,7 @@ impl weft_rest::Forwarder for RestForwarder {
     ) -> BoxFuture<Result<axum::http::Response<bytes::Bytes>, String>> {
         let owner = self.node.routing().node(&MemberId(node));
         let transport = self.node.transport().clone();
-        self.node.counted_forward(Protocol::Http);
+        self.routed.count(Origin::Rest);
         Box::pin(async move {
             let owner =
                 owner.ok_or_else(|| "the key's owner left the cluster; retry".to_owned())?;

@@ -73,6 +73,8 @@ pub struct ServerContext {
     pub memcached_addr: Option<SocketAddr>,
     /// This node's cluster role, when clustered.
     pub cluster: Option<Arc<cluster::node::Node>>,
+    /// Requests run at another member than the one they came to, per protocol.
+    pub routed: Arc<cluster::Routed>,
 }
 
 impl ServerContext {
@@ -229,12 +231,14 @@ impl Server {
             .with_shutdown(move || {
                 let _ = shutdown_for_rest.send(true);
             });
+        let routed = Arc::new(cluster::Routed::default());
         if let Some(cluster) = &cluster {
             rest_state = rest_state
-                .with_cluster_view(cluster::view(cluster.node()))
-                .with_forwarder(Arc::new(cluster::RestForwarder::new(Arc::clone(
-                    cluster.node(),
-                ))));
+                .with_cluster_view(cluster::view(cluster.node(), &routed))
+                .with_forwarder(Arc::new(cluster::RestForwarder::new(
+                    Arc::clone(cluster.node()),
+                    Arc::clone(&routed),
+                )));
         }
         let rest_router = weft_rest::router(rest_state);
         let context = Arc::new(ServerContext {
@@ -256,6 +260,7 @@ impl Server {
             memcached: memcached::MemcachedState::default(),
             memcached_addr,
             cluster: cluster.as_ref().map(|cluster| Arc::clone(cluster.node())),
+            routed,
         });
         if let Some(cluster) = &cluster {
             cluster

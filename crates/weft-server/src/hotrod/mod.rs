@@ -29,7 +29,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use weft_core::{Durability, collect_durability};
 use weft_hotrod::response::write_error;
-use weft_hotrod::{Decoder, Frame, Limits, Status};
+use weft_hotrod::{Decoder, Frame, Limits};
 
 use crate::ServerContext;
 use crate::deadline::RequestDeadline;
@@ -151,10 +151,10 @@ pub async fn serve(
                 }
                 Ok(Some(frame))
                     if context.cluster.is_some()
-                        && let Some(owner) = ops::owner(&connection, &frame) =>
+                        && let Some((grid, operation)) = ops::elsewhere(&connection, &frame) =>
                 {
                     context.total_commands.fetch_add(1, Ordering::Relaxed);
-                    forward(&connection, &frame, owner);
+                    ops::run_elsewhere(&connection, frame, grid, operation);
                 }
                 Ok(Some(frame)) => {
                     context.total_commands.fetch_add(1, Ordering::Relaxed);
@@ -286,106 +286,6 @@ fn offload(connection: &Arc<Connection>, frame: Frame, permit: OwnedSemaphorePer
             tracing::debug!("Hot Rod connection closed before a response was ready");
         }
     });
-}
-
-/// Sends a request to the node that owns its key; the response comes back through the
-/// connection's outbound queue (Hot Rod clients match responses by message id).
-fn forward(connection: &Arc<Connection>, frame: &Frame, owner: SocketAddr) {
-    use weft_cluster::wire::{Protocol, Request, Response};
-    let Some(node) = connection.context.cluster.clone() else {
-        return;
-    };
-    let connection = Arc::clone(connection);
-    let message_id = frame.header.message_id;
-    let request = Request::Forward {
-        protocol: Protocol::HotRod,
-        cache: String::new(),
-        args: vec![frame.data.to_vec()],
-    };
-    node.counted_forward(Protocol::HotRod);
-    tokio::spawn(async move {
-        let answer = node
-            .transport()
-            .call(owner, request, std::time::Duration::from_secs(20))
-            .await;
-        let bytes = match answer {
-            Ok(Response::Reply(bytes)) => Bytes::from(bytes),
-            Ok(Response::Error(reason)) => error_frame(message_id, Status::ServerError, &reason),
-            Ok(_) | Err(_) => error_frame(
-                message_id,
-                Status::NodeSuspected,
-                "the owner of this key is unreachable; retry",
-            ),
-        };
-        let message = Outbound {
-            bytes,
-            _permit: None,
-        };
-        if connection.outbound.send(message).await.is_err() {
-            tracing::debug!("Hot Rod connection closed before a forwarded response came back");
-        }
-    });
-}
-
-fn error_frame(message_id: u64, status: Status, message: &str) -> Bytes {
-    let mut out = BytesMut::new();
-    write_error(&mut out, message_id, status, message);
-    out.freeze()
-}
-
-/// Runs a request frame another node forwarded here, now (frames forwarded over one
-/// connection apply in the order sent), and returns the future of its response frame: ready
-/// once the write it made (if any) is as replicated and durable as the cache promises.
-pub fn execute_forwarded(
-    context: &Arc<ServerContext>,
-    args: Vec<Vec<u8>>,
-) -> weft_core::persistence::BoxFuture<weft_cluster::wire::Response> {
-    use weft_cluster::wire::Response;
-    let ready = |response: Response| -> weft_core::persistence::BoxFuture<Response> {
-        Box::pin(std::future::ready(response))
-    };
-    let Some(bytes) = args.into_iter().next() else {
-        return ready(Response::Error("no frame".to_owned()));
-    };
-    let limits = Limits {
-        array_bytes_max: context.settings.hotrod_value_bytes_max,
-        frame_bytes_max: context.settings.client_input_bytes_max,
-        ..Limits::default()
-    };
-    let mut input = BytesMut::from(&bytes[..]);
-    let frame = match Decoder::new(limits).decode(&mut input) {
-        Ok(Some(frame)) => frame,
-        Ok(None) => return ready(Response::Error("incomplete frame".to_owned())),
-        Err(error) => return ready(Response::Error(error.reason)),
-    };
-    // Keyed requests need no listeners or offloading: the queue is never read.
-    let (outbound, _) = mpsc::channel::<Outbound>(1);
-    let connection = Arc::new(Connection {
-        id: context.next_client_id(),
-        context: Arc::clone(context),
-        advertised: (
-            context.local_addr.ip().to_string(),
-            context.local_addr.port(),
-        ),
-        outbound,
-        offloaded: Arc::new(Semaphore::new(1)),
-        overflowed: Arc::new(AtomicBool::new(false)),
-    });
-    let mut out = BytesMut::new();
-    let ((), durability) = collect_durability(|| ops::process(&connection, &frame, &mut out));
-    Box::pin(async move {
-        if let Err(error) = durability.wait().await {
-            let mut failed = BytesMut::new();
-            write_error(
-                &mut failed,
-                frame.header.message_id,
-                Status::ServerError,
-                &error.to_string(),
-            );
-            return Response::Reply(failed.to_vec());
-        }
-        Response::Reply(out.to_vec())
-    })
 }
 
 /// Reads whose cost grows with the data are served on the blocking pool. Writes never are:

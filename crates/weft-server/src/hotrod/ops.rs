@@ -1,27 +1,26 @@
 //! Serves one decoded request against its cache and appends the response.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{BufMut, BytesMut};
+use weft_cluster::operation::{Applied, Operation, WriteSpec};
 use weft_core::media::{key_from_stored, key_to_stored, value_from_stored, value_to_stored};
 use weft_core::{Cache, CacheEntry, EntryMetadata, Expiry, Format, VersionedOutcome, WriteOptions};
+use weft_grid::GridCache;
+use weft_grid::routing::Route;
 use weft_hotrod::opcode;
 use weft_hotrod::response::{put_metadata, put_ping_body, put_previous, write_error, write_header};
 use weft_hotrod::wire::{put_array, put_string, put_vint, put_vlong};
 use weft_hotrod::{
-    Expiration, Frame, Lifetime, MediaType, Metadata, Request, RequestHeader, ResponseReader,
-    Status, Topology, VERSION_MAX, encode, flags,
+    Expiration, Frame, Lifetime, MediaType, Metadata, Request, Status, Topology, VERSION_MAX, flags,
 };
 
 use super::Connection;
 
 /// Number of request opcodes PING advertises.
 const SERVER_VERSION: u8 = VERSION_MAX;
-/// How long the primary of some PUT_ALL entries may take to write them.
-const FORWARDED_PUT_ALL_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// A failed request: the status and message of its error response.
 pub(super) struct Failure {
@@ -309,7 +308,7 @@ pub(super) fn cluster_wide(connection: &Arc<Connection>, frame: &Frame) -> bool 
                 }
                 out
             })
-            .map_err(|error| Failure::server(format!("{error:#}")));
+            .map_err(Failure::from);
         send_later(&connection, &frame, response).await;
     });
     true
@@ -361,10 +360,7 @@ pub(super) fn multi_key_clustered(connection: &Arc<Connection>, frame: &Frame) -
             Request::PutAll {
                 expiration,
                 entries,
-            } => {
-                put_all_at_primaries(&connection, &node, &target, &frame, *expiration, entries)
-                    .await
-            }
+            } => put_all_at_primaries(&node, &target, &frame, *expiration, entries).await,
             Request::GetAll { keys } => get_all_at_primaries(&node, &target, &frame, keys).await,
             _ => Ok(Vec::new()),
         };
@@ -379,133 +375,41 @@ pub(super) fn multi_key_clustered(connection: &Arc<Connection>, frame: &Frame) -
     true
 }
 
-/// PUT_ALL over the keys' primaries; the response body (none).
+/// PUT_ALL over the keys' primaries; the response body (none). Client flags are per write:
+/// one write per flags value (one, unless the client mixed value types).
 async fn put_all_at_primaries(
-    connection: &Connection,
-    node: &crate::cluster::node::Node,
+    node: &weft_grid::node::Node,
     target: &Target,
     frame: &Frame,
     expiration: Expiration,
     entries: &[(weft_hotrod::Span, weft_hotrod::Span)],
 ) -> Result<Vec<u8>, Failure> {
-    let mut plain = Vec::with_capacity(entries.len());
-    let mut typed = Vec::new();
+    let mut converted = Vec::with_capacity(entries.len());
     for &(key, value) in entries {
-        match target.value_in(frame.slice(value))? {
-            (value, 0) => plain.push((
-                target.key_in(frame.slice(key))?.into_owned(),
-                value.into_owned(),
-            )),
-            _ => typed.push((key, value)),
-        }
+        let (value, flags) = target.value_in(frame.slice(value))?;
+        converted.push((
+            target.key_in(frame.slice(key))?.into_owned(),
+            value.into_owned(),
+            flags,
+        ));
     }
-    if !plain.is_empty() {
-        let now = target.cache.clock().now_ms();
-        let options = write_options(frame, expiration, now);
-        node.put_at_primaries(&target.cache, plain, &options)
-            .await
-            .map_err(|error| Failure::server(format!("{error:#}")))?;
-    }
-    if !typed.is_empty() {
-        put_typed_at_primaries(connection, node, target, frame, expiration, &typed).await?;
+    let now = target.cache.clock().now_ms();
+    let options = write_options(frame, expiration, now);
+    for flags in distinct_flags(&converted) {
+        let group = converted
+            .iter()
+            .filter(|(_, _, f)| *f == flags)
+            .map(|(k, v, _)| (k.clone(), v.clone()))
+            .collect();
+        node.put_at_primaries(&target.cache, group, &options.user_flags(flags))
+            .await?;
     }
     Ok(Vec::new())
 }
 
-/// A key and a value as a request carries them.
-type Pair<'a> = (&'a [u8], &'a [u8]);
-
-/// Writes the entries of a PUT_ALL whose values keep their Java type in client flags.
-/// `Node::put_at_primaries` carries no client flags to the primaries, so each primary gets
-/// these entries as a PUT_ALL frame of their own (this node too), which it runs as it runs
-/// any forwarded frame: converting, flags included, and writing locally.
-async fn put_typed_at_primaries(
-    connection: &Connection,
-    node: &crate::cluster::node::Node,
-    target: &Target,
-    frame: &Frame,
-    expiration: Expiration,
-    entries: &[(weft_hotrod::Span, weft_hotrod::Span)],
-) -> Result<(), Failure> {
-    use crate::cluster::routing::Route;
-    use weft_cluster::wire::{Protocol, Request as NodeRequest, Response as NodeResponse};
-    // Keyed by primary: `None` is this node.
-    let mut by_primary: HashMap<Option<std::net::SocketAddr>, Vec<Pair<'_>>> = HashMap::new();
-    let routing = node.routing();
-    for &(key, value) in entries {
-        let segment = target.cache.segment_of(&target.key_in(frame.slice(key))?);
-        let primary = match routing.write_route(target.cache.name(), segment) {
-            Route::Local => None,
-            Route::Remote(_, address) => Some(address),
-        };
-        by_primary
-            .entry(primary)
-            .or_default()
-            .push((frame.slice(key), frame.slice(value)));
-    }
-    let header = RequestHeader {
-        message_id: frame.header.message_id,
-        version: frame.header.version,
-        cache_name: frame.cache_name().to_owned(),
-        flags: frame.header.flags,
-        intelligence: 1,
-        topology_id: -1,
-        key_type: frame.header.key_type.clone(),
-        value_type: frame.header.value_type.clone(),
-    };
-    for (primary, entries) in by_primary {
-        let mut bytes = BytesMut::new();
-        encode(
-            &mut bytes,
-            &header,
-            &Request::PutAll {
-                expiration,
-                entries,
-            },
-        )
-        .map_err(|error| Failure::server(error.to_string()))?;
-        let answer = match primary {
-            None => super::execute_forwarded(&connection.context, vec![bytes.to_vec()]).await,
-            Some(address) => {
-                let request = NodeRequest::Forward {
-                    protocol: Protocol::HotRod,
-                    cache: String::new(),
-                    args: vec![bytes.to_vec()],
-                };
-                node.counted_forward(Protocol::HotRod);
-                node.transport()
-                    .call(address, request, FORWARDED_PUT_ALL_TIMEOUT)
-                    .await
-                    .map_err(|error| Failure {
-                        status: Status::NodeSuspected,
-                        message: format!("the primary {address} is unreachable ({error:#}); retry"),
-                    })?
-            }
-        };
-        match answer {
-            NodeResponse::Reply(reply) => {
-                let mut reader = ResponseReader::new(&reply);
-                let header = reader
-                    .header(1)
-                    .map_err(|error| Failure::server(error.to_string()))?;
-                if header.status != Status::Success {
-                    let message = reader.string().unwrap_or_default();
-                    return Err(Failure {
-                        status: header.status,
-                        message,
-                    });
-                }
-            }
-            NodeResponse::Error(reason) => return Err(Failure::server(reason)),
-            _ => return Err(Failure::server("unexpected answer to a forwarded put-all")),
-        }
-    }
-    Ok(())
-}
-
 /// GET_ALL over the keys' primaries; the response body (count, then key/value pairs).
 async fn get_all_at_primaries(
-    node: &crate::cluster::node::Node,
+    node: &weft_grid::node::Node,
     target: &Target,
     frame: &Frame,
     keys: &[weft_hotrod::Span],
@@ -514,10 +418,7 @@ async fn get_all_at_primaries(
     for key in keys {
         stored.push(target.key_in(frame.slice(*key))?.into_owned());
     }
-    let found = node
-        .get_at_primaries(&target.cache, stored.clone())
-        .await
-        .map_err(|error| Failure::server(format!("{error:#}")))?;
+    let found = node.get_at_primaries(&target.cache, stored.clone()).await?;
     let mut pairs = Vec::new();
     for (key, stored_key) in keys.iter().zip(&stored) {
         // A key holding a Redis structure is left out, as an absent key is.
@@ -536,41 +437,66 @@ async fn get_all_at_primaries(
     Ok(body.to_vec())
 }
 
-/// Where a keyed request on a clustered cache runs: `Some(node)` when another node owns the
-/// key (a client without the topology, or one a change overtook), `None` here.
-pub(super) fn owner(connection: &Connection, frame: &Frame) -> Option<std::net::SocketAddr> {
-    use crate::cluster::routing::Route;
+/// The keyed operation of `frame` and the clustered cache it runs on, when another member
+/// owns its key (a client without the topology, or one a change overtook); `None` when it
+/// runs here.
+pub(super) fn elsewhere(connection: &Connection, frame: &Frame) -> Option<(GridCache, Operation)> {
     let node = connection.context.cluster.as_ref()?;
-    let (key, write) = match &frame.request {
-        Request::Get { key }
-        | Request::GetWithVersion { key }
-        | Request::GetWithMetadata { key }
-        | Request::GetStream { key, .. }
-        | Request::ContainsKey { key } => (*key, false),
-        Request::Put { key, .. }
-        | Request::PutIfAbsent { key, .. }
-        | Request::Replace { key, .. }
-        | Request::ReplaceIfUnmodified { key, .. }
-        | Request::Remove { key }
-        | Request::RemoveIfUnmodified { key, .. } => (*key, true),
-        _ => return None,
-    };
     let cache = lookup(connection, frame.cache_name())?;
     if !cache.config().mode.is_clustered() {
         return None;
     }
     let target = Target::new(cache, frame);
-    let key = target.key_in(frame.slice(key)).ok()?;
-    let segment = target.cache.segment_of(&key);
-    let routing = node.routing();
-    let route = if write {
-        routing.write_route(target.cache.name(), segment)
-    } else {
-        routing.read_route(target.cache.name(), segment)
-    };
-    match route {
+    let now = target.cache.clock().now_ms();
+    // A request that does not convert fails here, with the usual error.
+    let operation = operation_of(frame, &target, now).ok()??;
+    let grid = GridCache::new(Arc::clone(node), target.cache);
+    match grid.route(&operation) {
         Route::Local => None,
-        Route::Remote(_, addr) => Some(addr),
+        Route::Remote(..) => Some((grid, operation)),
+    }
+}
+
+/// Runs `operation` at its key's owner and sends the response to `frame` through the
+/// connection's outbound queue (Hot Rod clients match responses by message id).
+pub(super) fn run_elsewhere(
+    connection: &Arc<Connection>,
+    frame: Frame,
+    grid: GridCache,
+    operation: Operation,
+) {
+    connection
+        .context
+        .routed
+        .count(crate::cluster::Origin::HotRod);
+    let connection = Arc::clone(connection);
+    tokio::spawn(async move {
+        let response = match grid.apply(operation).await {
+            Ok(applied) => {
+                let target = Target::new(grid.local().clone(), &frame);
+                let now = target.cache.clock().now_ms();
+                let mut out = BytesMut::new();
+                respond(&mut out, &connection, &frame, &target, applied, now).map(|()| out)
+            }
+            Err(error) => Err(Failure::from(error)),
+        };
+        send_later(&connection, &frame, response).await;
+    });
+}
+
+impl From<weft_grid::GridError> for Failure {
+    /// Hot Rod's form of a grid failure: an owner that cannot be reached is a suspected node
+    /// (the client retries elsewhere once its topology changes); what the owner's cache
+    /// refused reads as the local refusal would.
+    fn from(error: weft_grid::GridError) -> Self {
+        match error {
+            weft_grid::GridError::Cache(error) => Self::from(error),
+            weft_grid::GridError::Transport(error) => Self {
+                status: Status::NodeSuspected,
+                message: format!("the owner of this key is unreachable ({error}); retry"),
+            },
+            other => Self::server(other.to_string()),
+        }
     }
 }
 
@@ -743,6 +669,10 @@ fn serve(connection: &Arc<Connection>, frame: &Frame, out: &mut BytesMut) -> Res
     let target = Target::new(cache, frame);
     let cache = &target.cache;
     let now = cache.clock().now_ms();
+    if let Some(operation) = operation_of(frame, &target, now)? {
+        let applied = operation.apply(cache)?;
+        return respond(out, connection, frame, &target, applied, now);
+    }
     match &frame.request {
         Request::Ping => {
             header(out, connection, frame, cache, Status::Success);
@@ -756,148 +686,6 @@ fn serve(connection: &Arc<Connection>, frame: &Frame, out: &mut BytesMut) -> Res
                 SERVER_VERSION,
                 &opcode::SERVED,
             );
-        }
-        Request::Get { key }
-        | Request::GetWithVersion { key }
-        | Request::GetWithMetadata { key }
-        | Request::GetStream { key, .. } => {
-            let Some(entry) = cache.get_entry(&target.key_in(frame.slice(*key))?)? else {
-                header(out, connection, frame, cache, Status::KeyDoesNotExist);
-                return Ok(());
-            };
-            if let Some(failure) = holds_structure(&entry) {
-                return Err(failure);
-            }
-            let value = target.value_out(&entry)?;
-            header(out, connection, frame, cache, Status::Success);
-            let mut offset = 0;
-            match &frame.request {
-                Request::GetWithVersion { .. } => out.put_u64(entry.version()),
-                Request::GetWithMetadata { .. } => {
-                    put_metadata(out, &metadata_of(&entry.metadata(), now));
-                }
-                Request::GetStream { offset: from, .. } => {
-                    put_metadata(out, &metadata_of(&entry.metadata(), now));
-                    offset = *from as usize;
-                }
-                _ => {}
-            }
-            put_array(out, value.get(offset..).unwrap_or_default());
-        }
-        Request::ContainsKey { key } => {
-            let present = cache.contains(&target.key_in(frame.slice(*key))?)?;
-            let status = if present {
-                Status::Success
-            } else {
-                Status::KeyDoesNotExist
-            };
-            header(out, connection, frame, cache, status);
-        }
-        Request::Put {
-            key,
-            expiration,
-            value,
-        } => {
-            let key = target.key_in(frame.slice(*key))?;
-            let (value, flags) = target.value_in(frame.slice(*value))?;
-            let options = write_options(frame, *expiration, now).user_flags(flags);
-            let old = cache.put(&key, &value, &options)?;
-            previous(
-                out,
-                connection,
-                frame,
-                &target,
-                Status::Success,
-                Status::SuccessWithPrevious,
-                old.as_ref(),
-            )?;
-        }
-        Request::PutIfAbsent {
-            key,
-            expiration,
-            value,
-        } => {
-            let key = target.key_in(frame.slice(*key))?;
-            let (value, flags) = target.value_in(frame.slice(*value))?;
-            let options = write_options(frame, *expiration, now).user_flags(flags);
-            match cache.put_if_absent(&key, &value, &options)? {
-                Some(existing) => previous(
-                    out,
-                    connection,
-                    frame,
-                    &target,
-                    Status::NotExecuted,
-                    Status::NotExecutedWithPrevious,
-                    Some(&existing),
-                )?,
-                // Nothing was there: a bare success, even when previous values were asked for.
-                None => header(out, connection, frame, cache, Status::Success),
-            }
-        }
-        Request::Replace {
-            key,
-            expiration,
-            value,
-        } => {
-            let key = target.key_in(frame.slice(*key))?;
-            let (value, flags) = target.value_in(frame.slice(*value))?;
-            // The previous value is needed to tell "replaced" from "absent".
-            let mut options = write_options(frame, *expiration, now).user_flags(flags);
-            options.ignore_return_values = false;
-            match cache.replace(&key, &value, &options)? {
-                Some(old) => previous(
-                    out,
-                    connection,
-                    frame,
-                    &target,
-                    Status::Success,
-                    Status::SuccessWithPrevious,
-                    Some(&old),
-                )?,
-                None => header(out, connection, frame, cache, Status::NotExecuted),
-            }
-        }
-        Request::ReplaceIfUnmodified {
-            key,
-            expiration,
-            version,
-            value,
-        } => {
-            let key = target.key_in(frame.slice(*key))?;
-            let (value, flags) = target.value_in(frame.slice(*value))?;
-            let outcome = cache.replace_if_version(
-                &key,
-                *version,
-                &value,
-                &write_options(frame, *expiration, now).user_flags(flags),
-            )?;
-            versioned(out, connection, frame, &target, outcome)?;
-        }
-        Request::Remove { key } => {
-            let key = target.key_in(frame.slice(*key))?;
-            let mut options = write_options(frame, Expiration::DEFAULT, now);
-            options.ignore_return_values = false;
-            match cache.remove(&key, &options)? {
-                Some(old) => previous(
-                    out,
-                    connection,
-                    frame,
-                    &target,
-                    Status::Success,
-                    Status::SuccessWithPrevious,
-                    Some(&old),
-                )?,
-                None => header(out, connection, frame, cache, Status::KeyDoesNotExist),
-            }
-        }
-        Request::RemoveIfUnmodified { key, version } => {
-            let key = target.key_in(frame.slice(*key))?;
-            let outcome = cache.remove_if_version(
-                &key,
-                *version,
-                &write_options(frame, Expiration::DEFAULT, now),
-            )?;
-            versioned(out, connection, frame, &target, outcome)?;
         }
         Request::Clear => {
             cache.clear()?;
@@ -1099,6 +887,188 @@ fn advertised_media_type(stored: Format) -> MediaType {
         Format::Octet | Format::Opaque => MediaType::Unspecified,
         other => MediaType::from_essence(other.media_type()),
     }
+}
+
+/// The keyed operation `frame` asks for, its key and value as the cache stores them; `None`
+/// for any other request.
+pub(super) fn operation_of(
+    frame: &Frame,
+    target: &Target,
+    now: u64,
+) -> Result<Option<Operation>, Failure> {
+    let key = |key: &weft_hotrod::Span| -> Result<Vec<u8>, Failure> {
+        Ok(target.key_in(frame.slice(*key))?.into_owned())
+    };
+    let value = |value: &weft_hotrod::Span| -> Result<(Vec<u8>, u32), Failure> {
+        let (value, flags) = target.value_in(frame.slice(*value))?;
+        Ok((value.into_owned(), flags))
+    };
+    let spec = |expiration: Expiration, flags: u32, previous: bool| {
+        let mut options = write_options(frame, expiration, now).user_flags(flags);
+        // Replace and remove need what they replaced to tell "done" from "absent".
+        options.ignore_return_values &= !previous;
+        WriteSpec::of(&options)
+    };
+    Ok(Some(match &frame.request {
+        Request::Get { key: k }
+        | Request::GetWithVersion { key: k }
+        | Request::GetWithMetadata { key: k }
+        | Request::GetStream { key: k, .. }
+        | Request::ContainsKey { key: k } => Operation::Get { key: key(k)? },
+        Request::Put {
+            key: k,
+            expiration,
+            value: v,
+        } => {
+            let (value, flags) = value(v)?;
+            Operation::Put {
+                key: key(k)?,
+                value,
+                spec: spec(*expiration, flags, false),
+            }
+        }
+        Request::PutIfAbsent {
+            key: k,
+            expiration,
+            value: v,
+        } => {
+            let (value, flags) = value(v)?;
+            Operation::PutIfAbsent {
+                key: key(k)?,
+                value,
+                spec: spec(*expiration, flags, false),
+            }
+        }
+        Request::Replace {
+            key: k,
+            expiration,
+            value: v,
+        } => {
+            let (value, flags) = value(v)?;
+            Operation::Replace {
+                key: key(k)?,
+                value,
+                spec: spec(*expiration, flags, true),
+            }
+        }
+        Request::ReplaceIfUnmodified {
+            key: k,
+            expiration,
+            version,
+            value: v,
+        } => {
+            let (value, flags) = value(v)?;
+            Operation::ReplaceIfVersion {
+                key: key(k)?,
+                version: *version,
+                value,
+                spec: spec(*expiration, flags, false),
+            }
+        }
+        Request::Remove { key: k } => Operation::Remove {
+            key: key(k)?,
+            spec: spec(Expiration::DEFAULT, 0, true),
+        },
+        Request::RemoveIfUnmodified { key: k, version } => Operation::RemoveIfVersion {
+            key: key(k)?,
+            version: *version,
+            spec: spec(Expiration::DEFAULT, 0, false),
+        },
+        _ => return Ok(None),
+    }))
+}
+
+/// Appends the response to keyed `frame` from what its operation did (here, or at the key's
+/// owner).
+pub(super) fn respond(
+    out: &mut BytesMut,
+    connection: &Connection,
+    frame: &Frame,
+    target: &Target,
+    applied: Applied,
+    now: u64,
+) -> Result<(), Failure> {
+    let cache = &target.cache;
+    let entry = match applied {
+        Applied::Versioned(outcome) => return versioned(out, connection, frame, target, outcome),
+        Applied::Entry(entry) => entry,
+    };
+    match &frame.request {
+        Request::ContainsKey { .. } => {
+            let status = if entry.is_some() {
+                Status::Success
+            } else {
+                Status::KeyDoesNotExist
+            };
+            header(out, connection, frame, cache, status);
+        }
+        Request::Get { .. }
+        | Request::GetWithVersion { .. }
+        | Request::GetWithMetadata { .. }
+        | Request::GetStream { .. } => {
+            let Some(entry) = entry else {
+                header(out, connection, frame, cache, Status::KeyDoesNotExist);
+                return Ok(());
+            };
+            if let Some(failure) = holds_structure(&entry) {
+                return Err(failure);
+            }
+            let value = target.value_out(&entry)?;
+            header(out, connection, frame, cache, Status::Success);
+            let mut offset = 0;
+            match &frame.request {
+                Request::GetWithVersion { .. } => out.put_u64(entry.version()),
+                Request::GetWithMetadata { .. } => {
+                    put_metadata(out, &metadata_of(&entry.metadata(), now));
+                }
+                Request::GetStream { offset: from, .. } => {
+                    put_metadata(out, &metadata_of(&entry.metadata(), now));
+                    offset = *from as usize;
+                }
+                _ => {}
+            }
+            put_array(out, value.get(offset..).unwrap_or_default());
+        }
+        Request::Put { .. } => previous(
+            out,
+            connection,
+            frame,
+            target,
+            Status::Success,
+            Status::SuccessWithPrevious,
+            entry.as_ref(),
+        )?,
+        Request::PutIfAbsent { .. } => match entry {
+            Some(existing) => previous(
+                out,
+                connection,
+                frame,
+                target,
+                Status::NotExecuted,
+                Status::NotExecutedWithPrevious,
+                Some(&existing),
+            )?,
+            // Nothing was there: a bare success, even when previous values were asked for.
+            None => header(out, connection, frame, cache, Status::Success),
+        },
+        Request::Replace { .. } | Request::Remove { .. } => match entry {
+            Some(old) => previous(
+                out,
+                connection,
+                frame,
+                target,
+                Status::Success,
+                Status::SuccessWithPrevious,
+                Some(&old),
+            )?,
+            None if matches!(frame.request, Request::Remove { .. }) => {
+                header(out, connection, frame, cache, Status::KeyDoesNotExist);
+            }
+            None => header(out, connection, frame, cache, Status::NotExecuted),
+        },
+        _ => return Err(Failure::server("not a keyed request")),
+    }
+    Ok(())
 }
 
 fn versioned(

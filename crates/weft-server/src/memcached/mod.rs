@@ -533,7 +533,10 @@ async fn forward(
         weft_memcached::text::write_server_error(out, "request cannot be forwarded");
         return;
     };
-    node.counted_forward(protocol);
+    connection
+        .context
+        .routed
+        .count(crate::cluster::Origin::Memcached);
     let ask = Wire::Forward {
         protocol,
         cache: connection.cache.name().to_owned(),

@@ -341,7 +341,7 @@ async fn forward(
         weft_resp::Protocol::Resp3 => Wire::Resp3,
         weft_resp::Protocol::Resp2 => Wire::Resp2,
     };
-    node.counted_forward(protocol);
+    session.context.routed.count(crate::cluster::Origin::Resp);
     let request = Request::Forward {
         protocol,
         cache: session.cache.name().to_owned(),
