@@ -152,6 +152,60 @@ pub enum Operation {
         /// Events.
         spec: WriteSpec,
     },
+    /// Runs the function registered as `function` on `key` with `argument` (both the
+    /// argument's and the answer's encodings are the function's). Answered by
+    /// [`Outcome::Bytes`].
+    Invoke {
+        /// The function's registered name.
+        function: String,
+        /// The key.
+        key: Vec<u8>,
+        /// The argument.
+        argument: Vec<u8>,
+        /// Whether it may write (it then runs at the key's primary).
+        write: bool,
+    },
+}
+
+/// A function of one key that runs where the key lives, registered under a name on every
+/// member (as Infinispan's functional commands ship marshallable functions): how an adapter
+/// or an application runs a read-modify-write the other operations do not express, without
+/// moving the value. It runs under the same rules as any operation — at the primary when it
+/// writes, in arrival order — and is acknowledged once its writes are replicated.
+pub trait Function: Send + Sync + std::fmt::Debug {
+    /// Runs on `key` of `cache` with `argument`; the answer's bytes.
+    ///
+    /// # Errors
+    /// What the cache refused (a malformed argument is the function's own answer to give).
+    fn apply(&self, cache: &Cache, key: &[u8], argument: &[u8]) -> Result<Vec<u8>, CacheError>;
+}
+
+/// The functions registered on a member, by name.
+#[derive(Debug, Default)]
+pub struct Functions {
+    registered: std::sync::RwLock<std::collections::HashMap<String, std::sync::Arc<dyn Function>>>,
+}
+
+impl Functions {
+    /// Registers `function` as `name` (replacing one registered before).
+    pub fn register(&self, name: impl Into<String>, function: std::sync::Arc<dyn Function>) {
+        if let Ok(mut registered) = self.registered.write() {
+            registered.insert(name.into(), function);
+        }
+    }
+
+    /// No functions: for the operations that invoke none.
+    #[must_use]
+    pub fn none() -> &'static Self {
+        static NONE: std::sync::LazyLock<Functions> = std::sync::LazyLock::new(Functions::default);
+        &NONE
+    }
+
+    /// The function registered as `name`.
+    #[must_use]
+    pub fn get(&self, name: &str) -> Option<std::sync::Arc<dyn Function>> {
+        self.registered.read().ok()?.get(name).cloned()
+    }
 }
 
 /// What an operation answered.
@@ -167,6 +221,8 @@ pub enum Outcome {
         /// The entry replaced, removed or found.
         entry: Option<EntryImage>,
     },
+    /// A function's answer.
+    Bytes(Vec<u8>),
 }
 
 /// Why an owner refused an operation, as it travels back (a [`CacheError`] on the wire).
@@ -185,6 +241,8 @@ pub enum Refusal {
     },
     /// The cache was removed.
     Removed,
+    /// No function is registered under the name an [`Operation::Invoke`] gives.
+    NoFunction(String),
     /// The owner's store refuses writes.
     Poisoned(String),
     /// The cache is DEGRADED there and its policy refuses the operation.
@@ -230,6 +288,11 @@ impl Refusal {
                 limit: usize::try_from(limit).unwrap_or(usize::MAX),
             },
             Self::Removed => CacheError::Removed { cache },
+            Self::NoFunction(name) => P::Failed {
+                cache,
+                reason: format!("no function `{name}` is registered on the key's owner"),
+            }
+            .into(),
             Self::Poisoned(reason) => P::Poisoned { cache, reason }.into(),
             Self::Degraded(reason) => P::Degraded { cache, reason }.into(),
             Self::Failed(reason) => P::Failed { cache, reason }.into(),
@@ -249,7 +312,8 @@ impl Operation {
             | Self::Replace { key, .. }
             | Self::ReplaceIfVersion { key, .. }
             | Self::Remove { key, .. }
-            | Self::RemoveIfVersion { key, .. } => key,
+            | Self::RemoveIfVersion { key, .. }
+            | Self::Invoke { key, .. } => key,
         }
     }
 
@@ -257,7 +321,11 @@ impl Operation {
     /// key's writes. Reads run at any member that reads the key's segment.
     #[must_use]
     pub fn is_write(&self) -> bool {
-        !matches!(self, Self::Get { .. })
+        match self {
+            Self::Get { .. } => false,
+            Self::Invoke { write, .. } => *write,
+            _ => true,
+        }
     }
 
     /// Runs the operation against `cache`, the local copy of the key's owner, and returns
@@ -267,8 +335,19 @@ impl Operation {
     /// What the cache refused: a full cache, a value too large, and in a clustered cache
     /// [`weft_core::PersistenceError::NotOwner`] when this member does not order the key's
     /// writes (the caller retries at the new owner).
-    pub fn apply(&self, cache: &Cache) -> Result<Applied, CacheError> {
+    pub fn apply(&self, cache: &Cache, functions: &Functions) -> Result<Applied, Failure> {
         Ok(match self {
+            Self::Invoke {
+                function,
+                key,
+                argument,
+                ..
+            } => {
+                let Some(function) = functions.get(function) else {
+                    return Err(Failure::NoFunction(function.clone()));
+                };
+                Applied::Bytes(function.apply(cache, key, argument)?)
+            }
             Self::Get { key } => Applied::Entry(cache.get_entry(key)?),
             Self::Put { key, value, spec } => {
                 Applied::Entry(cache.put(key, value, &spec.options())?)
@@ -301,8 +380,30 @@ impl Operation {
     ///
     /// # Errors
     /// As [`Operation::apply`].
-    pub fn execute(&self, cache: &Cache) -> Result<Outcome, CacheError> {
-        Ok(Outcome::of(&self.apply(cache)?))
+    pub fn execute(&self, cache: &Cache, functions: &Functions) -> Result<Outcome, Failure> {
+        Ok(Outcome::of(&self.apply(cache, functions)?))
+    }
+}
+
+/// Why an operation could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum Failure {
+    /// The cache refused.
+    #[error(transparent)]
+    Cache(#[from] CacheError),
+    /// No function is registered under this name.
+    #[error("no function `{0}` is registered")]
+    NoFunction(String),
+}
+
+impl Failure {
+    /// How it travels back.
+    #[must_use]
+    pub fn refusal(&self) -> Refusal {
+        match self {
+            Self::Cache(error) => Refusal::of(error),
+            Self::NoFunction(name) => Refusal::NoFunction(name.clone()),
+        }
     }
 }
 
@@ -314,6 +415,8 @@ pub enum Applied {
     Entry(Option<weft_core::CacheEntry>),
     /// A versioned write's outcome.
     Versioned(VersionedOutcome),
+    /// A function's answer.
+    Bytes(Vec<u8>),
 }
 
 impl Outcome {
@@ -334,6 +437,7 @@ impl Outcome {
                 done: false,
                 entry: None,
             },
+            Applied::Bytes(bytes) => Self::Bytes(bytes.clone()),
         }
     }
 
@@ -350,6 +454,7 @@ impl Outcome {
                 (false, Some(entry)) => VersionedOutcome::Mismatch(entry),
                 (_, None) => VersionedOutcome::Absent,
             }),
+            Self::Bytes(bytes) => Applied::Bytes(bytes),
         })
     }
 }
@@ -372,7 +477,9 @@ mod tests {
         let bytes = postcard::to_stdvec(operation).unwrap_or_default();
         let received: Operation = postcard::from_bytes(&bytes).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(&received, operation);
-        received.execute(cache).unwrap_or_else(|e| panic!("{e}"))
+        received
+            .execute(cache, &Functions::default())
+            .unwrap_or_else(|e| panic!("{e}"))
     }
 
     fn value(outcome: &Outcome) -> Option<Vec<u8>> {
@@ -380,6 +487,7 @@ mod tests {
             Outcome::Entry(entry) | Outcome::Versioned { entry, .. } => {
                 entry.as_ref().map(|entry| entry.value.clone())
             }
+            Outcome::Bytes(bytes) => Some(bytes.clone()),
         }
     }
 

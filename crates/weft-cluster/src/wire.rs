@@ -57,10 +57,6 @@ pub enum Protocol {
     /// An HTTP request (method, URI, body, then header names and values), answered with
     /// [`HttpReply`].
     Http,
-    /// A memcached text-protocol request, answered with its reply lines.
-    MemcachedText,
-    /// A memcached binary-protocol request, answered with its response packets.
-    MemcachedBinary,
 }
 
 /// The response to a forwarded HTTP request.

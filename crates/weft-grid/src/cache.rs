@@ -81,8 +81,8 @@ impl GridCache {
             let unsettled: GridError = match route {
                 Route::Local => match self.run_here(&operation).await {
                     Ok(applied) => return Ok(Outcome::of(&applied)),
-                    Err(error) if is_not_owner(&error) => error.into(),
-                    Err(error) => return Err(error.into()),
+                    Err(error) if is_not_owner(&error) => error,
+                    Err(error) => return Err(error),
                 },
                 Route::Remote(_, address) => {
                     let ask = Request::Execute {
@@ -123,7 +123,7 @@ impl GridCache {
             match self.run_here(&operation).await {
                 Ok(applied) => return Ok(applied),
                 Err(error) if is_not_owner(&error) => {}
-                Err(error) => return Err(error.into()),
+                Err(error) => return Err(error),
             }
         }
         Ok(self.execute(operation).await?.into_applied()?)
@@ -143,10 +143,12 @@ impl GridCache {
 
     /// Runs `operation` on this member's copy, acknowledged once as replicated and durable
     /// as the cache promises.
-    async fn run_here(&self, operation: &Operation) -> Result<Applied, CacheError> {
-        let (applied, durability) = weft_core::collect_durability(|| operation.apply(&self.local));
+    async fn run_here(&self, operation: &Operation) -> Result<Applied, GridError> {
+        let functions = self.node.functions();
+        let (applied, durability) =
+            weft_core::collect_durability(|| operation.apply(&self.local, functions));
         let applied = applied?;
-        durability.wait().await?;
+        durability.wait().await.map_err(CacheError::from)?;
         Ok(applied)
     }
 
@@ -286,6 +288,30 @@ impl GridCache {
         versioned_of(self.apply(operation).await?)
     }
 
+    /// Runs the function registered as `function` (on every member) on `key` with
+    /// `argument`, where the key lives: at its primary when it may `write`.
+    ///
+    /// # Errors
+    /// As [`GridCache::execute`], and a function no member registered.
+    pub async fn invoke(
+        &self,
+        function: &str,
+        key: &[u8],
+        argument: Vec<u8>,
+        write: bool,
+    ) -> Result<Vec<u8>, GridError> {
+        let operation = Operation::Invoke {
+            function: function.to_owned(),
+            key: key.to_vec(),
+            argument,
+            write,
+        };
+        match self.apply(operation).await? {
+            Applied::Bytes(bytes) => Ok(bytes),
+            _ => Err(GridError::Cluster("unexpected outcome".to_owned())),
+        }
+    }
+
     /// Stores every pair, each at its key's owner (grouped by owner, one request each).
     ///
     /// # Errors
@@ -347,26 +373,26 @@ impl GridCache {
     }
 }
 
-fn is_not_owner(error: &CacheError) -> bool {
+fn is_not_owner(error: &GridError) -> bool {
     matches!(
         error,
-        CacheError::Persistence(
+        GridError::Cache(CacheError::Persistence(
             weft_core::PersistenceError::NotOwner { .. }
                 | weft_core::PersistenceError::NotJoined { .. }
-        )
+        ))
     )
 }
 
 fn entry_of(applied: Applied) -> Result<Option<CacheEntry>, GridError> {
     match applied {
         Applied::Entry(entry) => Ok(entry),
-        Applied::Versioned(_) => Err(GridError::Cluster("unexpected outcome".to_owned())),
+        _ => Err(GridError::Cluster("unexpected outcome".to_owned())),
     }
 }
 
 fn versioned_of(applied: Applied) -> Result<VersionedOutcome, GridError> {
     match applied {
         Applied::Versioned(outcome) => Ok(outcome),
-        Applied::Entry(_) => Err(GridError::Cluster("unexpected outcome".to_owned())),
+        _ => Err(GridError::Cluster("unexpected outcome".to_owned())),
     }
 }

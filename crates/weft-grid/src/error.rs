@@ -42,6 +42,17 @@ pub enum GridError {
     Entry(#[from] weft_cluster::wire::EntryError),
 }
 
+impl From<weft_cluster::operation::Failure> for GridError {
+    fn from(failure: weft_cluster::operation::Failure) -> Self {
+        match failure {
+            weft_cluster::operation::Failure::Cache(error) => Self::Cache(error),
+            weft_cluster::operation::Failure::NoFunction(name) => {
+                Self::Cluster(format!("no function `{name}` is registered"))
+            }
+        }
+    }
+}
+
 impl<E: std::error::Error> From<openraft::error::RaftError<u64, E>> for GridError {
     fn from(error: openraft::error::RaftError<u64, E>) -> Self {
         Self::Consensus(error.to_string())

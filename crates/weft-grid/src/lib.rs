@@ -136,6 +136,13 @@ impl Grid {
         self.cluster.node()
     }
 
+    /// The functions operations may invoke on this member's keys (see
+    /// [`GridCache::invoke`]); register the same ones on every member.
+    #[must_use]
+    pub fn functions(&self) -> &Arc<weft_cluster::operation::Functions> {
+        self.cluster.node().functions()
+    }
+
     /// The clustered cache `name`, when this member has it.
     #[must_use]
     pub fn cache(&self, name: &str) -> Option<GridCache> {
@@ -239,6 +246,7 @@ impl PersistenceFactory for NoStores {
 #[derive(Debug)]
 pub struct Prepared {
     config: GridConfig,
+    functions: Arc<weft_cluster::operation::Functions>,
     transport: Transport,
     routing: Arc<Routing>,
     replication: Arc<Replication>,
@@ -266,7 +274,15 @@ impl Prepared {
             replication,
             transport,
             config,
+            functions: Arc::default(),
         }
+    }
+
+    /// The functions operations may invoke on this member: register them before the
+    /// member starts, the same ones on every member.
+    #[must_use]
+    pub fn functions(&self) -> &Arc<weft_cluster::operation::Functions> {
+        &self.functions
     }
 
     /// `inner` with replication in front of every clustered cache's stores.
@@ -327,6 +343,7 @@ impl Cluster {
     ) -> crate::Result<Self> {
         let Prepared {
             config: settings,
+            functions,
             transport,
             routing,
             replication,
@@ -387,6 +404,7 @@ impl Cluster {
             configured,
             membership.peers(),
             membership.changed(),
+            functions,
             (
                 settings.state_transfer_chunk_entries,
                 settings.state_transfer_bytes_per_second,

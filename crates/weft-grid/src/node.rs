@@ -13,7 +13,7 @@ use parking_lot::{Mutex, RwLock};
 use tokio::sync::{Notify, watch};
 use weft_cluster::handshake::Identity;
 use weft_cluster::membership::NodeIdentity;
-use weft_cluster::operation::{Operation, Refusal};
+use weft_cluster::operation::{Functions, Operation, Refusal};
 use weft_cluster::state::{ClusterState, Command, NodeRecord};
 use weft_cluster::topology::Phase;
 use weft_cluster::wire::{EntryImage, MergeHow, Protocol, Replica, Request, Response};
@@ -131,6 +131,8 @@ pub struct Node {
     fetched: Mutex<HashMap<String, HashSet<u32>>>,
     /// What runs client requests other nodes forwarded here (set once the server exists).
     forwarded_requests: OnceLock<Arc<dyn ForwardedRequests>>,
+    /// The functions operations may invoke on a key (see [`Operation::Invoke`]).
+    functions: Arc<Functions>,
     started: Instant,
 }
 
@@ -155,6 +157,7 @@ impl Node {
         configured: Vec<(String, CacheConfig)>,
         view: Arc<RwLock<Vec<NodeIdentity>>>,
         view_changed: Arc<Notify>,
+        functions: Arc<Functions>,
         transfer: (u32, u64),
     ) -> crate::Result<Arc<Self>> {
         let (machine, state) = raft::StateMachine::new();
@@ -195,6 +198,7 @@ impl Node {
             fetch_rate: transfer.1,
             fetched: Mutex::new(HashMap::new()),
             forwarded_requests: OnceLock::new(),
+            functions,
             started: Instant::now(),
         }))
     }
@@ -224,6 +228,13 @@ impl Node {
     /// Gives the node what runs client requests other nodes forward to it.
     pub fn attach(&self, executor: Arc<dyn ForwardedRequests>) {
         let _ = self.forwarded_requests.set(executor);
+    }
+
+    /// The functions operations may invoke on this member; register the same ones on
+    /// every member.
+    #[must_use]
+    pub fn functions(&self) -> &Arc<Functions> {
+        &self.functions
     }
 
     /// The caches this node holds.
@@ -1632,17 +1643,18 @@ impl Node {
                 return ready(Response::NotOwner { owner: None });
             }
         }
-        let (outcome, durability) = weft_core::collect_durability(|| operation.execute(&local));
-        let refused = |error: &weft_core::CacheError| match Refusal::of(error) {
+        let (outcome, durability) =
+            weft_core::collect_durability(|| operation.execute(&local, &self.functions));
+        let refused = |refusal: Refusal| match refusal {
             Refusal::NotOwner => Response::NotOwner { owner: None },
             refusal => Response::Refused(refusal),
         };
         match outcome {
-            Err(error) => ready(refused(&error)),
+            Err(failure) => ready(refused(failure.refusal())),
             Ok(outcome) => Box::pin(async move {
                 match durability.wait().await {
                     Ok(()) => Response::Outcome(outcome),
-                    Err(error) => refused(&error.into()),
+                    Err(error) => refused(Refusal::of(&error.into())),
                 }
             }),
         }

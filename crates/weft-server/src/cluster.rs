@@ -154,14 +154,6 @@ impl ForwardedRequests for Bridge {
                 crate::resp::execute_forwarded(server, cache, protocol == Protocol::Resp3, args)
             }
             Protocol::Http => crate::http::execute_forwarded(server, args),
-            Protocol::MemcachedText | Protocol::MemcachedBinary => {
-                crate::memcached::execute_forwarded(
-                    server,
-                    cache,
-                    protocol == Protocol::MemcachedBinary,
-                    args,
-                )
-            }
         }
     }
 }

@@ -175,6 +175,9 @@ impl Server {
             .server
             .grid_config(&node_name)
             .map(cluster::Prepared::new);
+        if let Some(prepared) = &prepared {
+            memcached::register_functions(prepared.functions(), &config.server);
+        }
         let stores: Arc<dyn weft_core::PersistenceFactory> = Arc::new(stores);
         let factory = match &prepared {
             Some(prepared) => prepared.persistence(stores),

@@ -488,6 +488,36 @@ fn every_node_serves_every_key_and_hash_aware_clients_go_straight_to_the_primary
             .sum::<u64>()
             > 0
     );
+    // Read-modify-writes run at the key's owner, whichever node a client asks: counters
+    // incremented through every node add up, and a CAS unique read through one node
+    // swaps through another (a stale one does not).
+    assert_eq!(
+        memcached(servers[0].addr, "set mc-counter 0 0 1\r\n0\r\n", "\r\n"),
+        "STORED\r\n"
+    );
+    for i in 1..=30 {
+        let reply = memcached(servers[i % 3].addr, "incr mc-counter 1\r\n", "\r\n");
+        assert_eq!(reply, format!("{i}\r\n"));
+    }
+    let gets = memcached(servers[1].addr, "gets mc-3\r\n", "END\r\n");
+    let unique: u64 = gets
+        .lines()
+        .next()
+        .and_then(|line| line.split(' ').nth(4))
+        .and_then(|unique| unique.parse().ok())
+        .unwrap_or_else(|| panic!("no CAS unique in {gets:?}"));
+    let cas =
+        |addr, unique: u64| memcached(addr, &format!("cas mc-3 1 0 3 {unique}\r\nnew\r\n"), "\r\n");
+    assert_eq!(cas(servers[2].addr, unique), "STORED\r\n");
+    assert_eq!(cas(servers[0].addr, unique), "EXISTS\r\n");
+    assert_eq!(
+        memcached(servers[0].addr, "append mc-3 0 0 1\r\n!\r\n", "\r\n"),
+        "STORED\r\n"
+    );
+    assert_eq!(
+        memcached(servers[2].addr, "get mc-3\r\n", "END\r\n"),
+        "VALUE mc-3 1 4\r\nnew!\r\nEND\r\n"
+    );
 
     // FLUSHDB through one node empties the cache everywhere.
     let mut resp = common::Client::connect(servers[2].addr);

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{BufMut, BytesMut};
-use weft_cluster::operation::{Applied, Operation, WriteSpec};
+use weft_cluster::operation::{Applied, Functions, Operation, WriteSpec};
 use weft_core::media::{key_from_stored, key_to_stored, value_from_stored, value_to_stored};
 use weft_core::{Cache, CacheEntry, EntryMetadata, Expiry, Format, VersionedOutcome, WriteOptions};
 use weft_grid::GridCache;
@@ -46,6 +46,15 @@ impl From<weft_core::CacheError> for Failure {
         Self {
             status,
             message: error.to_string(),
+        }
+    }
+}
+
+impl From<weft_cluster::operation::Failure> for Failure {
+    fn from(failure: weft_cluster::operation::Failure) -> Self {
+        match failure {
+            weft_cluster::operation::Failure::Cache(error) => Self::from(error),
+            other => Self::server(other.to_string()),
         }
     }
 }
@@ -670,7 +679,8 @@ fn serve(connection: &Arc<Connection>, frame: &Frame, out: &mut BytesMut) -> Res
     let cache = &target.cache;
     let now = cache.clock().now_ms();
     if let Some(operation) = operation_of(frame, &target, now)? {
-        let applied = operation.apply(cache)?;
+        // Hot Rod's keyed requests are built-in operations: no function to look up.
+        let applied = operation.apply(cache, Functions::none())?;
         return respond(out, connection, frame, &target, applied, now);
     }
     match &frame.request {
@@ -992,6 +1002,7 @@ pub(super) fn respond(
     let entry = match applied {
         Applied::Versioned(outcome) => return versioned(out, connection, frame, target, outcome),
         Applied::Entry(entry) => entry,
+        Applied::Bytes(_) => return Err(Failure::server("not a keyed request")),
     };
     match &frame.request {
         Request::ContainsKey { .. } => {

@@ -16,6 +16,7 @@ mod ops;
 mod stats;
 mod text;
 
+use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -31,8 +32,9 @@ use weft_memcached::{
 
 use crate::ServerContext;
 use crate::deadline::RequestDeadline;
-use ops::{Expiration, Store};
+use ops::{Expiration, Script, Store};
 use stats::{Counters, bump};
+use weft_grid::GridCache;
 
 /// Replies buffered beyond this are written out before more requests run (and a multi-key
 /// retrieval pauses to write them).
@@ -83,6 +85,10 @@ pub(crate) struct Connection {
     pub(crate) quit: bool,
     /// The CAS unique of the item this connection's last write stored.
     pub(crate) written_cas: AtomicU64,
+    /// Whether calls run here, are recorded, or replay answers from their keys' owners.
+    pub(crate) script: RefCell<Script>,
+    /// Where a recording's statistics go (nowhere: the replay counts).
+    uncounted: Counters,
 }
 
 /// Whether a request ran to its end or paused for its output to be written.
@@ -95,11 +101,17 @@ pub(crate) enum Progress {
 
 impl Connection {
     pub(crate) fn store(&self) -> Store<'_> {
+        let recording = matches!(*self.script.borrow(), Script::Recording(_));
         Store {
             cache: &self.cache,
             limits: &self.limits,
-            counters: &self.context.memcached.counters,
+            counters: if recording {
+                &self.uncounted
+            } else {
+                &self.context.memcached.counters
+            },
             written_cas: &self.written_cas,
+            script: &self.script,
         }
     }
 
@@ -259,6 +271,8 @@ pub async fn serve(
         limits,
         quit: false,
         written_cas: AtomicU64::new(0),
+        script: RefCell::new(Script::Off),
+        uncounted: Counters::default(),
     };
     serve_connection(stream, prefix, peer, connection, decoder, deadline).await;
 }
@@ -333,20 +347,12 @@ async fn serve_connection(
             {
                 tracing::warn!(%error, "flush_all did not reach every node");
             }
-            if context.cluster.is_some() {
-                match plan(&connection, &request) {
-                    Plan::Local => {}
-                    Plan::Remote(owner) => {
-                        forward(&connection, owner, &request, &mut output).await;
-                        continue;
-                    }
-                    Plan::Split => {
-                        if let Request::Text(request) = &request {
-                            split_get(&mut connection, request, &mut output).await;
-                        }
-                        continue;
-                    }
+            if let Some(grid) = elsewhere(&connection, &request) {
+                run_at_owners(&mut connection, &grid, &request, &mut output).await;
+                if connection.quit {
+                    break;
                 }
+                continue;
             }
             let mut resume = 0;
             loop {
@@ -420,16 +426,6 @@ async fn serve_connection(
     }
 }
 
-/// Where a request on a clustered memcached cache runs.
-enum Plan {
-    /// Here.
-    Local,
-    /// On this node (it owns every key of the request).
-    Remote(SocketAddr),
-    /// A retrieval of keys owned by different nodes: key by key.
-    Split,
-}
-
 /// The keys a request names, and whether it writes.
 fn keys_of(request: &Request) -> (Vec<bytes::Bytes>, bool) {
     use weft_memcached::BinaryCommand as B;
@@ -458,33 +454,104 @@ fn keys_of(request: &Request) -> (Vec<bytes::Bytes>, bool) {
     }
 }
 
-fn plan(connection: &Connection, request: &Request) -> Plan {
-    use crate::cluster::routing::Route;
-    let Some(node) = &connection.context.cluster else {
-        return Plan::Local;
+/// Registers the grid functions memcached's calls run as at their keys' owners.
+pub fn register_functions(
+    functions: &weft_cluster::operation::Functions,
+    settings: &crate::config::ServerSection,
+) {
+    let limits = Limits {
+        item_bytes_max: settings.memcached_item_bytes_max,
+        ..Limits::default()
     };
+    functions.register(ops::FUNCTION, Arc::new(ops::CallFunction { limits }));
+}
+
+/// The clustered cache a request's calls run on, when another member owns one of its keys
+/// (a client that is not cluster-aware, or one a topology change overtook); `None` when
+/// every key is this member's.
+fn elsewhere(connection: &Connection, request: &Request) -> Option<GridCache> {
+    use crate::cluster::routing::Route;
+    let node = connection.context.cluster.as_ref()?;
     if !connection.cache.config().mode.is_clustered() {
-        return Plan::Local;
+        return None;
     }
     let (keys, write) = keys_of(request);
     let routing = node.routing();
-    let mut target: Option<Route> = None;
-    for key in &keys {
+    let remote = keys.iter().any(|key| {
         let segment = connection.cache.segment_of(key);
         let route = if write {
             routing.write_route(connection.cache.name(), segment)
         } else {
             routing.read_route(connection.cache.name(), segment)
         };
-        match &target {
-            None => target = Some(route),
-            Some(found) if *found == route => {}
-            Some(_) => return Plan::Split,
-        }
+        route != Route::Local
+    });
+    remote.then(|| GridCache::new(Arc::clone(node), connection.cache.clone()))
+}
+
+/// Runs `request` with each of its calls at its key's owner (see [`Script`]), appending
+/// its replies.
+async fn run_at_owners(
+    connection: &mut Connection,
+    grid: &GridCache,
+    request: &Request,
+    out: &mut BytesMut,
+) {
+    connection
+        .context
+        .routed
+        .count(crate::cluster::Origin::Memcached);
+    *connection.script.borrow_mut() = Script::Recording(Vec::new());
+    execute_whole(connection, request, &mut BytesMut::new());
+    let calls = match std::mem::take(&mut *connection.script.borrow_mut()) {
+        Script::Recording(calls) => calls,
+        _ => Vec::new(),
+    };
+    let mut answers = std::collections::VecDeque::with_capacity(calls.len());
+    for call in &calls {
+        let argument = ops::encode_call(call);
+        let answer = grid
+            .invoke(ops::FUNCTION, call.key(), argument, call.writes())
+            .await
+            .map_err(cache_error_of)
+            .and_then(|bytes| {
+                ops::decode_answer(&bytes).ok_or_else(|| {
+                    cache_error_of(weft_grid::GridError::Cluster(
+                        "a malformed answer from the key's owner".to_owned(),
+                    ))
+                })
+            });
+        answers.push_back(answer);
     }
-    match target {
-        Some(Route::Remote(_, addr)) => Plan::Remote(addr),
-        _ => Plan::Local,
+    *connection.script.borrow_mut() = Script::Replaying(answers);
+    execute_whole(connection, request, out);
+    *connection.script.borrow_mut() = Script::Off;
+}
+
+/// A grid failure as memcached reports it: what the owner's cache refused as it would here,
+/// anything else (an owner that cannot be reached) as a server error naming it.
+fn cache_error_of(error: weft_grid::GridError) -> CacheError {
+    match error {
+        weft_grid::GridError::Cache(error) => error,
+        other => CacheError::Persistence(weft_core::PersistenceError::Failed {
+            cache: String::new(),
+            reason: format!("the owner of this key could not serve it: {other}"),
+        }),
+    }
+}
+
+/// Runs `request` to its end (a retrieval is not paused for output here).
+fn execute_whole(connection: &mut Connection, request: &Request, out: &mut BytesMut) {
+    let context = Arc::clone(&connection.context);
+    let _shared = context.transaction_gate.read();
+    match request {
+        Request::Text(request) => {
+            let mut resume = 0;
+            while let Progress::More(next) = text::execute(connection, request, resume, out) {
+                resume = next;
+            }
+        }
+        Request::Binary(request) => binary::execute(connection, request, out),
     }
 }
 
@@ -500,148 +567,4 @@ fn flushes_now(request: &Request) -> bool {
             weft_memcached::BinaryCommand::Flush { exptime, .. } if exptime.is_none_or(|at| at == 0)
         ),
     }
-}
-
-/// The request as its client sent it.
-fn encode(request: &Request) -> Option<Vec<u8>> {
-    let mut out = BytesMut::new();
-    match request {
-        Request::Text(request) => weft_memcached::text::write_request(&mut out, request).ok()?,
-        Request::Binary(request) => {
-            weft_memcached::binary::write_request(&mut out, request).ok()?;
-        }
-    }
-    Some(out.to_vec())
-}
-
-/// Runs `request` on `owner` and appends its reply.
-async fn forward(
-    connection: &Connection,
-    owner: SocketAddr,
-    request: &Request,
-    out: &mut BytesMut,
-) {
-    use weft_cluster::wire::{Protocol, Request as Wire, Response};
-    let Some(node) = &connection.context.cluster else {
-        return;
-    };
-    let (protocol, binary) = match request {
-        Request::Text(_) => (Protocol::MemcachedText, false),
-        Request::Binary(_) => (Protocol::MemcachedBinary, true),
-    };
-    let Some(bytes) = encode(request) else {
-        weft_memcached::text::write_server_error(out, "request cannot be forwarded");
-        return;
-    };
-    connection
-        .context
-        .routed
-        .count(crate::cluster::Origin::Memcached);
-    let ask = Wire::Forward {
-        protocol,
-        cache: connection.cache.name().to_owned(),
-        args: vec![bytes],
-    };
-    let answer = node
-        .transport()
-        .call(owner, ask, std::time::Duration::from_secs(20))
-        .await;
-    match answer {
-        Ok(Response::Reply(reply)) => out.extend_from_slice(&reply),
-        Ok(_) | Err(_) if !binary => {
-            weft_memcached::text::write_server_error(out, "the owner of this key is unreachable");
-        }
-        // A binary client matches responses by opaque; with none, it times out and retries.
-        Ok(_) | Err(_) => {}
-    }
-}
-
-/// A text retrieval of keys owned by different nodes: each key where it lives, the values
-/// in the order asked, then one `END`.
-async fn split_get(connection: &mut Connection, request: &TextRequest, out: &mut BytesMut) {
-    let weft_memcached::TextCommand::Get { kind, keys } = &request.command else {
-        return;
-    };
-    let kind = *kind;
-    let keys: Vec<bytes::Bytes> = keys.iter_bytes().collect();
-    for key in keys {
-        let single = TextRequest {
-            command: weft_memcached::TextCommand::Get {
-                kind,
-                keys: weft_memcached::text::Keys::from_keys(&[&key[..]]),
-            },
-            noreply: false,
-        };
-        let single = Request::Text(single);
-        let mut part = BytesMut::new();
-        match plan(connection, &single) {
-            Plan::Remote(owner) => forward(connection, owner, &single, &mut part).await,
-            Plan::Local | Plan::Split => {
-                if let Request::Text(single) = &single {
-                    let _ = text::execute(connection, single, 0, &mut part);
-                }
-            }
-        }
-        let body = part.strip_suffix(b"END\r\n").unwrap_or(&part[..]);
-        out.extend_from_slice(body);
-    }
-    weft_memcached::text::write_end(out);
-}
-
-/// Runs a request another node forwarded here, now (in arrival order), and returns the
-/// future of its reply: ready once its write is as replicated and durable as promised.
-pub fn execute_forwarded(
-    context: &Arc<ServerContext>,
-    cache: &str,
-    binary: bool,
-    args: Vec<Vec<u8>>,
-) -> weft_core::persistence::BoxFuture<weft_cluster::wire::Response> {
-    use weft_cluster::wire::Response;
-    let ready = |response: Response| -> weft_core::persistence::BoxFuture<Response> {
-        Box::pin(std::future::ready(response))
-    };
-    let (Some(cache), Some(bytes)) = (context.manager.cache(cache), args.into_iter().next()) else {
-        return ready(Response::Error("no such cache or request".to_owned()));
-    };
-    let limits = Limits {
-        item_bytes_max: context.settings.memcached_item_bytes_max,
-        ..Limits::default()
-    };
-    let mut decoder = if binary {
-        Decoder::Binary(BinaryDecoder::new(limits))
-    } else {
-        Decoder::Text(TextDecoder::new(limits))
-    };
-    let mut input = BytesMut::from(&bytes[..]);
-    let Ok(Some(request)) = decoder.decode(&mut input) else {
-        return ready(Response::Error("malformed forwarded request".to_owned()));
-    };
-    let mut connection = Connection {
-        context: Arc::clone(context),
-        cache,
-        limits,
-        quit: false,
-        written_cas: AtomicU64::new(0),
-    };
-    let mut out = BytesMut::new();
-    let ((), durability) = collect_durability(|| {
-        let _shared = context.transaction_gate.read();
-        match &request {
-            Request::Text(request) => {
-                let mut resume = 0;
-                while let Progress::More(next) =
-                    text::execute(&mut connection, request, resume, &mut out)
-                {
-                    resume = next;
-                }
-            }
-            Request::Binary(request) => binary::execute(&mut connection, request, &mut out),
-        }
-    });
-    Box::pin(async move {
-        if let Err(error) = durability.wait().await {
-            return Response::Error(error.to_string());
-        }
-        Response::Reply(out.to_vec())
-    })
 }

@@ -6,9 +6,14 @@
 //! `delete` removes them, and every other write (`add`, `replace`, `cas`, `append`,
 //! `prepend`, `incr`, `decr`) fails with [`Outcome::Structure`].
 
+use std::borrow::Cow;
+use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
+use weft_cluster::wire::EntryImage;
 use weft_core::{
     Cache, CacheEntry, CacheError, Compute, Expiry, Lifetime, NewValue, VersionedOutcome,
     WriteOptions,
@@ -71,7 +76,7 @@ impl Expiration {
 }
 
 /// How a memcached command ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) enum Outcome {
     /// Stored.
     Stored,
@@ -87,7 +92,7 @@ pub(crate) enum Outcome {
 }
 
 /// The storage commands, as both dialects express them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) enum StoreMode {
     Set,
     Add,
@@ -101,7 +106,499 @@ pub(crate) enum StoreMode {
     },
 }
 
-/// One memcached connection's view of its cache.
+/// One command's work on one key: what runs where the key lives — here, or at the key's
+/// owner as the grid function [`FUNCTION`] — while the command's statistics are counted and
+/// its reply written where the client is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) enum Call<'a> {
+    /// `get`/`gets`.
+    Retrieve {
+        #[serde(borrow)]
+        key: Cow<'a, [u8]>,
+    },
+    /// `gat`/`gats`/`touch`.
+    Touch {
+        #[serde(borrow)]
+        key: Cow<'a, [u8]>,
+        exptime: i64,
+    },
+    /// A storage command.
+    Store {
+        mode: StoreMode,
+        #[serde(borrow)]
+        key: Cow<'a, [u8]>,
+        #[serde(borrow)]
+        value: Cow<'a, [u8]>,
+        flags: u32,
+        exptime: i64,
+    },
+    /// A `set` (or other storage command) over the item-size limit.
+    TooLarge {
+        set: bool,
+        #[serde(borrow)]
+        key: Cow<'a, [u8]>,
+    },
+    /// `delete`.
+    Delete {
+        #[serde(borrow)]
+        key: Cow<'a, [u8]>,
+        cas: u64,
+    },
+    /// `incr`/`decr`.
+    Arithmetic {
+        #[serde(borrow)]
+        key: Cow<'a, [u8]>,
+        incr: bool,
+        delta: u64,
+        create: Option<(u64, i64)>,
+        cas: u64,
+    },
+}
+
+impl Call<'_> {
+    /// The key it works on.
+    pub(crate) fn key(&self) -> &[u8] {
+        match self {
+            Self::Retrieve { key }
+            | Self::Touch { key, .. }
+            | Self::Store { key, .. }
+            | Self::TooLarge { key, .. }
+            | Self::Delete { key, .. }
+            | Self::Arithmetic { key, .. } => key,
+        }
+    }
+
+    /// Whether it may write.
+    pub(crate) fn writes(&self) -> bool {
+        !matches!(self, Self::Retrieve { .. })
+    }
+
+    /// The same call, owning its bytes.
+    pub(crate) fn into_owned(self) -> Call<'static> {
+        let own = |bytes: Cow<'_, [u8]>| Cow::Owned(bytes.into_owned());
+        match self {
+            Self::Retrieve { key } => Call::Retrieve { key: own(key) },
+            Self::Touch { key, exptime } => Call::Touch {
+                key: own(key),
+                exptime,
+            },
+            Self::Store {
+                mode,
+                key,
+                value,
+                flags,
+                exptime,
+            } => Call::Store {
+                mode,
+                key: own(key),
+                value: own(value),
+                flags,
+                exptime,
+            },
+            Self::TooLarge { set, key } => Call::TooLarge { set, key: own(key) },
+            Self::Delete { key, cas } => Call::Delete { key: own(key), cas },
+            Self::Arithmetic {
+                key,
+                incr,
+                delta,
+                create,
+                cas,
+            } => Call::Arithmetic {
+                key: own(key),
+                incr,
+                delta,
+                create,
+                cas,
+            },
+        }
+    }
+}
+
+/// What a [`Call`] answered, and the CAS unique of what it stored when it stored something.
+#[derive(Debug, Clone)]
+pub(crate) struct Answer {
+    pub(crate) result: Answered,
+    pub(crate) cas: Option<u64>,
+}
+
+/// The result part of an [`Answer`].
+#[derive(Debug, Clone)]
+pub(crate) enum Answered {
+    Entry(Option<CacheEntry>),
+    Outcome(Outcome),
+    Delta(Delta),
+    Done,
+}
+
+impl Answered {
+    /// What a call of this shape answers when it is only being recorded (see
+    /// [`Script`]): never written to a client.
+    fn placeholder(call: &Call<'_>) -> Self {
+        match call {
+            Call::Retrieve { .. } | Call::Touch { .. } => Self::Entry(None),
+            Call::Store { .. } | Call::Delete { .. } => Self::Outcome(Outcome::NotFound),
+            Call::Arithmetic { .. } => Self::Delta(Delta::NotFound),
+            Call::TooLarge { .. } => Self::Done,
+        }
+    }
+}
+
+/// An answer as it travels back from the key's owner.
+#[derive(Debug, Serialize, Deserialize)]
+enum WireAnswer {
+    Entry(Option<EntryImage>),
+    Outcome(Outcome),
+    Delta(Delta),
+    Done,
+}
+
+/// The name memcached's calls are registered under as a grid function.
+pub(crate) const FUNCTION: &str = "weft.memcached";
+
+/// memcached's calls as a grid function: run where the key lives, with that member's item
+/// size limit.
+#[derive(Debug)]
+pub(crate) struct CallFunction {
+    pub(crate) limits: Limits,
+}
+
+impl weft_cluster::operation::Function for CallFunction {
+    fn apply(&self, cache: &Cache, _key: &[u8], argument: &[u8]) -> Result<Vec<u8>, CacheError> {
+        let call: Call<'_> = postcard::from_bytes(argument).map_err(|error| {
+            CacheError::Persistence(weft_core::PersistenceError::Failed {
+                cache: cache.name().to_owned(),
+                reason: format!("a malformed memcached call: {error}"),
+            })
+        })?;
+        let answer = run(cache, &self.limits, &call)?;
+        let result = match answer.result {
+            Answered::Entry(entry) => WireAnswer::Entry(entry.as_ref().map(EntryImage::of)),
+            Answered::Outcome(outcome) => WireAnswer::Outcome(outcome),
+            Answered::Delta(delta) => WireAnswer::Delta(delta),
+            Answered::Done => WireAnswer::Done,
+        };
+        Ok(postcard::to_stdvec(&(result, answer.cas)).unwrap_or_default())
+    }
+}
+
+/// The encoding of `call` for [`CallFunction`].
+pub(crate) fn encode_call(call: &Call<'_>) -> Vec<u8> {
+    postcard::to_stdvec(call).unwrap_or_default()
+}
+
+/// Reads what [`CallFunction`] answered.
+pub(crate) fn decode_answer(bytes: &[u8]) -> Option<Answer> {
+    let (result, cas): (WireAnswer, Option<u64>) = postcard::from_bytes(bytes).ok()?;
+    let result = match result {
+        WireAnswer::Entry(image) => Answered::Entry(match image {
+            Some(image) => Some(image.to_entry().ok()?),
+            None => None,
+        }),
+        WireAnswer::Outcome(outcome) => Answered::Outcome(outcome),
+        WireAnswer::Delta(delta) => Answered::Delta(delta),
+        WireAnswer::Done => Answered::Done,
+    };
+    Some(Answer { result, cas })
+}
+
+/// How a connection's calls run while a request's keys live on other members: first the
+/// request is executed to *record* its calls (placeholder answers, output thrown away), then
+/// the calls run at their keys' owners, then the request is executed again, *replaying* their
+/// answers — so the statistics and replies come from the one code path every request takes.
+#[derive(Debug, Default)]
+pub(crate) enum Script {
+    /// Calls run here.
+    #[default]
+    Off,
+    /// Calls are recorded, not run.
+    Recording(Vec<Call<'static>>),
+    /// Calls are answered from these, in order.
+    Replaying(VecDeque<Result<Answer, CacheError>>),
+}
+
+/// Runs `call` against `cache` (the local copy of the key's owner): the cache's side of
+/// every command, no statistics.
+pub(crate) fn run(cache: &Cache, limits: &Limits, call: &Call<'_>) -> Result<Answer, CacheError> {
+    let now_ms = || cache.clock().now_ms();
+    let stored = |result, cas| Answer {
+        result,
+        cas: Some(cas),
+    };
+    let plain = |result| Answer { result, cas: None };
+    Ok(match call {
+        Call::Retrieve { key } => plain(Answered::Entry(get(cache, key)?)),
+        Call::Touch { key, exptime } => {
+            let expiration = Expiration::of(*exptime, now_ms);
+            let found: Option<CacheEntry> =
+                cache.compute(key, &WriteOptions::default(), |existing| match existing {
+                    Some(entry) if entry.structure().is_none() => match expiration {
+                        // Gone at once, but this once it is still answered.
+                        Expiration::Past => Compute::Remove(Some(entry.clone())),
+                        _ => Compute::Reexpire(expiration.expiry(), None),
+                    },
+                    _ => Compute::Keep(None),
+                })?;
+            let entry = match found {
+                Some(expired) => Some(expired),
+                None => get(cache, key)?,
+            };
+            plain(Answered::Entry(entry))
+        }
+        Call::Store {
+            mode,
+            key,
+            value,
+            flags,
+            exptime,
+        } => {
+            let expiration = Expiration::of(*exptime, now_ms);
+            let options = WriteOptions::default()
+                .expiry(expiration.expiry())
+                .user_flags(*flags)
+                .ignore_return_values();
+            match mode {
+                StoreMode::Set if expiration != Expiration::Past => {
+                    // `put` builds the entry before taking the key's lock.
+                    let cas = cache.put_version(key, value, &options)?;
+                    stored(Answered::Outcome(Outcome::Stored), cas)
+                }
+                StoreMode::Set => {
+                    cache.remove(key, &options)?;
+                    stored(Answered::Outcome(Outcome::Stored), 0)
+                }
+                StoreMode::Add if expiration != Expiration::Past => {
+                    let (outcome, cas) =
+                        compute(cache, key, &options, |existing| match existing {
+                            None => {
+                                Compute::Put(value.to_vec(), expiration.expiry(), Outcome::Stored)
+                            }
+                            Some(entry) if entry.structure().is_some() => {
+                                Compute::Keep(Outcome::Structure)
+                            }
+                            Some(_) => Compute::Keep(Outcome::NotStored),
+                        })?;
+                    stored(Answered::Outcome(outcome), cas)
+                }
+                StoreMode::Cas(unique) => {
+                    // A structure's version is never handed out (gets misses it), so a
+                    // matching unique is a plain value's.
+                    let (outcome, cas) =
+                        compute(cache, key, &options, |existing| match existing {
+                            None => Compute::Keep(Outcome::NotFound),
+                            Some(entry) if entry.version() != *unique => {
+                                Compute::Keep(if entry.structure().is_some() {
+                                    Outcome::Structure
+                                } else {
+                                    Outcome::Exists
+                                })
+                            }
+                            Some(_) if expiration == Expiration::Past => {
+                                Compute::Remove(Outcome::Stored)
+                            }
+                            Some(_) => {
+                                Compute::Put(value.to_vec(), expiration.expiry(), Outcome::Stored)
+                            }
+                        })?;
+                    stored(Answered::Outcome(outcome), cas)
+                }
+                _ => {
+                    let (outcome, cas) =
+                        conditional(cache, limits, *mode, key, value, *flags, expiration)?;
+                    stored(Answered::Outcome(outcome), cas)
+                }
+            }
+        }
+        Call::TooLarge { set, key } => {
+            if *set {
+                cache.remove(key, &WriteOptions::default().ignore_return_values())?;
+            }
+            plain(Answered::Done)
+        }
+        Call::Delete { key, cas } => {
+            let options = WriteOptions::default().ignore_return_values();
+            let outcome = if *cas == 0 {
+                if cache.delete(key)? {
+                    Outcome::Stored
+                } else {
+                    Outcome::NotFound
+                }
+            } else {
+                match cache.remove_if_version(key, *cas, &options)? {
+                    VersionedOutcome::Done(_) => Outcome::Stored,
+                    VersionedOutcome::Mismatch(_) => Outcome::Exists,
+                    VersionedOutcome::Absent => Outcome::NotFound,
+                }
+            };
+            plain(Answered::Outcome(outcome))
+        }
+        Call::Arithmetic {
+            key,
+            incr,
+            delta,
+            create,
+            cas,
+        } => {
+            let (delta, stored_cas) = arithmetic(cache, key, *incr, *delta, *create, *cas)?;
+            stored(Answered::Delta(delta), stored_cas)
+        }
+    })
+}
+
+/// A live plain value of `key` (a structure reads as absent).
+fn get(cache: &Cache, key: &[u8]) -> Result<Option<CacheEntry>, CacheError> {
+    Ok(cache
+        .get_entry(key)?
+        .filter(|entry| entry.structure().is_none()))
+}
+
+/// `Cache::compute`, with the version of what it stored (0 when nothing).
+fn compute<R>(
+    cache: &Cache,
+    key: &[u8],
+    options: &WriteOptions,
+    f: impl FnOnce(Option<&CacheEntry>) -> Compute<R>,
+) -> Result<(R, u64), CacheError> {
+    let (stored, result) = cache.compute_entry(key, options, f)?;
+    Ok((result, stored.map_or(0, |entry| entry.version())))
+}
+
+/// The storage commands that depend on the present value.
+fn conditional(
+    cache: &Cache,
+    limits: &Limits,
+    mode: StoreMode,
+    key: &[u8],
+    value: &[u8],
+    flags: u32,
+    expiration: Expiration,
+) -> Result<(Outcome, u64), CacheError> {
+    let lasting = |outcome| {
+        if expiration == Expiration::Past {
+            Compute::Remove(outcome)
+        } else {
+            Compute::PutValue(
+                NewValue::Bytes {
+                    value: value.to_vec(),
+                    user_flags: flags,
+                    edited: false,
+                },
+                expiration.expiry(),
+                outcome,
+            )
+        }
+    };
+    compute(cache, key, &WriteOptions::default(), |existing| {
+        let Some(entry) = existing else {
+            return Compute::Keep(match mode {
+                // An expired add stores nothing that lasts.
+                StoreMode::Add | StoreMode::Set => Outcome::Stored,
+                StoreMode::Cas(_) => Outcome::NotFound,
+                StoreMode::Replace | StoreMode::Concat { .. } => Outcome::NotStored,
+            });
+        };
+        if entry.structure().is_some() {
+            return Compute::Keep(Outcome::Structure);
+        }
+        match mode {
+            StoreMode::Add => Compute::Keep(Outcome::NotStored),
+            StoreMode::Set | StoreMode::Replace => lasting(Outcome::Stored),
+            // `run` serves these without `conditional`.
+            StoreMode::Cas(_) => Compute::Keep(Outcome::Exists),
+            StoreMode::Concat { append, cas } => {
+                if cas != 0 && entry.version() != cas {
+                    return Compute::Keep(Outcome::Exists);
+                }
+                let current = entry.value();
+                let length = current.len() + value.len();
+                if !limits.item_fits(key.len(), entry.user_flags(), length) {
+                    return Compute::Keep(Outcome::NotStored);
+                }
+                let mut joined = Vec::with_capacity(length);
+                if append {
+                    joined.extend_from_slice(current);
+                    joined.extend_from_slice(value);
+                } else {
+                    joined.extend_from_slice(value);
+                    joined.extend_from_slice(current);
+                }
+                // Flags and expiration stay the present item's.
+                Compute::PutValue(
+                    NewValue::Bytes {
+                        value: joined,
+                        user_flags: entry.user_flags(),
+                        edited: true,
+                    },
+                    Expiry::KEEP,
+                    Outcome::Stored,
+                )
+            }
+        }
+    })
+}
+
+/// `incr`/`decr`: 64-bit unsigned, incr wraps, decr stops at 0; the result is stored as
+/// ASCII decimal with the item's flags and expiration. `create` (binary) gives the value and
+/// expiration time of an absent key, which is then created with flags 0; `cas` (binary)
+/// must match unless 0.
+fn arithmetic(
+    cache: &Cache,
+    key: &[u8],
+    incr: bool,
+    delta: u64,
+    create: Option<(u64, i64)>,
+    cas: u64,
+) -> Result<(Delta, u64), CacheError> {
+    compute(cache, key, &WriteOptions::default(), |existing| {
+        let Some(entry) = existing else {
+            let Some((initial, exptime)) = create else {
+                return Compute::Keep(Delta::NotFound);
+            };
+            let expiration = Expiration::of(exptime, || cache.clock().now_ms());
+            if expiration == Expiration::Past {
+                return Compute::Keep(Delta::Created(initial));
+            }
+            return Compute::PutValue(
+                NewValue::Bytes {
+                    value: initial.to_string().into_bytes(),
+                    user_flags: 0,
+                    edited: false,
+                },
+                expiration.expiry(),
+                Delta::Created(initial),
+            );
+        };
+        if entry.structure().is_some() {
+            return Compute::Keep(Delta::Structure);
+        }
+        // memcached checks emptiness, then the CAS, then the number.
+        if entry.value().is_empty() {
+            return Compute::Keep(Delta::NonNumeric);
+        }
+        if cas != 0 && entry.version() != cas {
+            return Compute::Keep(Delta::Exists);
+        }
+        let Some(current) = weft_memcached::number::safe_strtoull(entry.value()) else {
+            return Compute::Keep(Delta::NonNumeric);
+        };
+        let next = if incr {
+            current.wrapping_add(delta)
+        } else {
+            current.saturating_sub(delta)
+        };
+        Compute::PutValue(
+            NewValue::Bytes {
+                value: next.to_string().into_bytes(),
+                user_flags: entry.user_flags(),
+                edited: false,
+            },
+            Expiry::KEEP,
+            Delta::Value(next),
+        )
+    })
+}
+
+/// One memcached connection's view of its cache: each command's statistics around its
+/// [`Call`], which runs here or — while a [`Script`] replays — ran at the key's owner.
 #[derive(Debug, Clone)]
 pub(crate) struct Store<'a> {
     pub(crate) cache: &'a Cache,
@@ -110,37 +607,53 @@ pub(crate) struct Store<'a> {
     /// Where a write records the CAS unique of the item it stored (binary responses carry
     /// it).
     pub(crate) written_cas: &'a AtomicU64,
+    pub(crate) script: &'a RefCell<Script>,
 }
 
 impl Store<'_> {
-    fn now_ms(&self) -> u64 {
-        self.cache.clock().now_ms()
+    /// Runs `call` here, or records it, or takes its answer from the replay.
+    fn dispatch(&self, call: Call<'_>) -> Result<Answered, CacheError> {
+        let answer = {
+            let mut script = self.script.borrow_mut();
+            match &mut *script {
+                Script::Off => None,
+                Script::Recording(calls) => {
+                    let placeholder = Answered::placeholder(&call);
+                    calls.push(call.into_owned());
+                    return Ok(placeholder);
+                }
+                Script::Replaying(answers) => Some(answers.pop_front().unwrap_or_else(|| {
+                    Err(CacheError::Persistence(
+                        weft_core::PersistenceError::Failed {
+                            cache: self.cache.name().to_owned(),
+                            reason: "a memcached call was not answered".to_owned(),
+                        },
+                    ))
+                })),
+            }
+        };
+        let answer = match answer {
+            Some(answer) => answer?,
+            None => run(self.cache, self.limits, &call)?,
+        };
+        if let Some(cas) = answer.cas {
+            self.written_cas.store(cas, Ordering::Relaxed);
+        }
+        Ok(answer.result)
     }
 
-    /// `Cache::compute`, recording the version of what it stored (0 when nothing).
-    fn compute<R>(
-        &self,
-        key: &[u8],
-        options: &WriteOptions,
-        f: impl FnOnce(Option<&CacheEntry>) -> Compute<R>,
-    ) -> Result<R, CacheError> {
-        let (stored, result) = self.cache.compute_entry(key, options, f)?;
-        let cas = stored.map_or(0, |entry| entry.version());
-        self.written_cas.store(cas, Ordering::Relaxed);
-        Ok(result)
-    }
-
-    /// A live plain value of `key` (a structure reads as absent).
-    pub(crate) fn get(&self, key: &[u8]) -> Result<Option<CacheEntry>, CacheError> {
-        Ok(self
-            .cache
-            .get_entry(key)?
-            .filter(|entry| entry.structure().is_none()))
+    fn entry(&self, call: Call<'_>) -> Result<Option<CacheEntry>, CacheError> {
+        match self.dispatch(call)? {
+            Answered::Entry(entry) => Ok(entry),
+            _ => Ok(None),
+        }
     }
 
     /// `get`/`gets` of one key, counted.
     pub(crate) fn retrieve(&self, key: &[u8]) -> Result<Option<CacheEntry>, CacheError> {
-        let entry = self.get(key)?;
+        let entry = self.entry(Call::Retrieve {
+            key: Cow::Borrowed(key),
+        })?;
         bump(&self.counters.cmd_get);
         bump(if entry.is_some() {
             &self.counters.get_hits
@@ -154,21 +667,10 @@ impl Store<'_> {
     /// returns the entry as it now is. The entry gets a new version (CAS unique), as every
     /// write in Weft does; memcached keeps the old one.
     pub(crate) fn touch(&self, key: &[u8], exptime: i64) -> Result<Option<CacheEntry>, CacheError> {
-        let expiration = Expiration::of(exptime, || self.now_ms());
-        let found: Option<CacheEntry> =
-            self.cache
-                .compute(key, &WriteOptions::default(), |existing| match existing {
-                    Some(entry) if entry.structure().is_none() => match expiration {
-                        // Gone at once, but this once it is still answered.
-                        Expiration::Past => Compute::Remove(Some(entry.clone())),
-                        _ => Compute::Reexpire(expiration.expiry(), None),
-                    },
-                    _ => Compute::Keep(None),
-                })?;
-        let entry = match found {
-            Some(expired) => Some(expired),
-            None => self.get(key)?,
-        };
+        let entry = self.entry(Call::Touch {
+            key: Cow::Borrowed(key),
+            exptime,
+        })?;
         bump(&self.counters.cmd_touch);
         bump(if entry.is_some() {
             &self.counters.touch_hits
@@ -188,47 +690,15 @@ impl Store<'_> {
         exptime: i64,
     ) -> Result<Outcome, CacheError> {
         bump(&self.counters.cmd_set);
-        let expiration = Expiration::of(exptime, || self.now_ms());
-        let options = WriteOptions::default()
-            .expiry(expiration.expiry())
-            .user_flags(flags)
-            .ignore_return_values();
-        let outcome = match mode {
-            StoreMode::Set if expiration != Expiration::Past => {
-                // `put` builds the entry before taking the key's lock.
-                let cas = self.cache.put_version(key, value, &options)?;
-                self.written_cas.store(cas, Ordering::Relaxed);
-                Outcome::Stored
-            }
-            StoreMode::Set => {
-                self.cache.remove(key, &options)?;
-                self.written_cas.store(0, Ordering::Relaxed);
-                Outcome::Stored
-            }
-            StoreMode::Add if expiration != Expiration::Past => {
-                self.compute(key, &options, |existing| match existing {
-                    None => Compute::Put(value.to_vec(), expiration.expiry(), Outcome::Stored),
-                    Some(entry) if entry.structure().is_some() => Compute::Keep(Outcome::Structure),
-                    Some(_) => Compute::Keep(Outcome::NotStored),
-                })?
-            }
-            StoreMode::Cas(unique) => {
-                // A structure's version is never handed out (gets misses it), so a matching
-                // unique is a plain value's.
-                self.compute(key, &options, |existing| match existing {
-                    None => Compute::Keep(Outcome::NotFound),
-                    Some(entry) if entry.version() != unique => {
-                        Compute::Keep(if entry.structure().is_some() {
-                            Outcome::Structure
-                        } else {
-                            Outcome::Exists
-                        })
-                    }
-                    Some(_) if expiration == Expiration::Past => Compute::Remove(Outcome::Stored),
-                    Some(_) => Compute::Put(value.to_vec(), expiration.expiry(), Outcome::Stored),
-                })?
-            }
-            _ => self.conditional(mode, key, value, flags, expiration)?,
+        let call = Call::Store {
+            mode,
+            key: Cow::Borrowed(key),
+            value: Cow::Borrowed(value),
+            flags,
+            exptime,
+        };
+        let Answered::Outcome(outcome) = self.dispatch(call)? else {
+            return Ok(Outcome::NotStored);
         };
         match (mode, outcome) {
             (StoreMode::Cas(_), Outcome::Stored) => bump(&self.counters.cas_hits),
@@ -242,106 +712,25 @@ impl Store<'_> {
         Ok(outcome)
     }
 
-    /// The storage commands that depend on the present value.
-    fn conditional(
-        &self,
-        mode: StoreMode,
-        key: &[u8],
-        value: &[u8],
-        flags: u32,
-        expiration: Expiration,
-    ) -> Result<Outcome, CacheError> {
-        let limits = self.limits;
-        let lasting = |outcome| {
-            if expiration == Expiration::Past {
-                Compute::Remove(outcome)
-            } else {
-                Compute::PutValue(
-                    NewValue::Bytes {
-                        value: value.to_vec(),
-                        user_flags: flags,
-                        edited: false,
-                    },
-                    expiration.expiry(),
-                    outcome,
-                )
-            }
-        };
-        self.compute(key, &WriteOptions::default(), |existing| {
-            let Some(entry) = existing else {
-                return Compute::Keep(match mode {
-                    // An expired add stores nothing that lasts.
-                    StoreMode::Add | StoreMode::Set => Outcome::Stored,
-                    StoreMode::Cas(_) => Outcome::NotFound,
-                    StoreMode::Replace | StoreMode::Concat { .. } => Outcome::NotStored,
-                });
-            };
-            if entry.structure().is_some() {
-                return Compute::Keep(Outcome::Structure);
-            }
-            match mode {
-                StoreMode::Add => Compute::Keep(Outcome::NotStored),
-                StoreMode::Set | StoreMode::Replace => lasting(Outcome::Stored),
-                // `store` serves these without `compute`.
-                StoreMode::Cas(_) => Compute::Keep(Outcome::Exists),
-                StoreMode::Concat { append, cas } => {
-                    if cas != 0 && entry.version() != cas {
-                        return Compute::Keep(Outcome::Exists);
-                    }
-                    let current = entry.value();
-                    let length = current.len() + value.len();
-                    if !limits.item_fits(key.len(), entry.user_flags(), length) {
-                        return Compute::Keep(Outcome::NotStored);
-                    }
-                    let mut joined = Vec::with_capacity(length);
-                    if append {
-                        joined.extend_from_slice(current);
-                        joined.extend_from_slice(value);
-                    } else {
-                        joined.extend_from_slice(value);
-                        joined.extend_from_slice(current);
-                    }
-                    // Flags and expiration stay the present item's.
-                    Compute::PutValue(
-                        NewValue::Bytes {
-                            value: joined,
-                            user_flags: entry.user_flags(),
-                            edited: true,
-                        },
-                        Expiry::KEEP,
-                        Outcome::Stored,
-                    )
-                }
-            }
-        })
-    }
-
     /// `set` of an item over the size limit: memcached removes the key's current value so
     /// that no stale value outlives a failed overwrite.
     pub(crate) fn too_large(&self, set: bool, key: &[u8]) -> Result<(), CacheError> {
         bump(&self.counters.store_too_large);
-        if set {
-            self.cache
-                .remove(key, &WriteOptions::default().ignore_return_values())?;
-        }
+        self.dispatch(Call::TooLarge {
+            set,
+            key: Cow::Borrowed(key),
+        })?;
         Ok(())
     }
 
     /// `delete`, optionally only if the item's CAS unique matches (binary).
     pub(crate) fn delete(&self, key: &[u8], cas: u64) -> Result<Outcome, CacheError> {
-        let options = WriteOptions::default().ignore_return_values();
-        let outcome = if cas == 0 {
-            if self.cache.delete(key)? {
-                Outcome::Stored
-            } else {
-                Outcome::NotFound
-            }
-        } else {
-            match self.cache.remove_if_version(key, cas, &options)? {
-                VersionedOutcome::Done(_) => Outcome::Stored,
-                VersionedOutcome::Mismatch(_) => Outcome::Exists,
-                VersionedOutcome::Absent => Outcome::NotFound,
-            }
+        let call = Call::Delete {
+            key: Cow::Borrowed(key),
+            cas,
+        };
+        let Answered::Outcome(outcome) = self.dispatch(call)? else {
+            return Ok(Outcome::NotFound);
         };
         match outcome {
             Outcome::Stored => bump(&self.counters.delete_hits),
@@ -351,10 +740,7 @@ impl Store<'_> {
         Ok(outcome)
     }
 
-    /// `incr`/`decr`: 64-bit unsigned, incr wraps, decr stops at 0; the result is stored as
-    /// ASCII decimal with the item's flags and expiration. `create` (binary) gives the value
-    /// and expiration time of an absent key, which is then created with flags 0; `cas`
-    /// (binary) must match unless 0.
+    /// `incr`/`decr` (see [`arithmetic`]).
     pub(crate) fn arithmetic(
         &self,
         key: &[u8],
@@ -363,53 +749,16 @@ impl Store<'_> {
         create: Option<(u64, i64)>,
         cas: u64,
     ) -> Result<Delta, CacheError> {
-        let result = self.compute(key, &WriteOptions::default(), |existing| {
-            let Some(entry) = existing else {
-                let Some((initial, exptime)) = create else {
-                    return Compute::Keep(Delta::NotFound);
-                };
-                let expiration = Expiration::of(exptime, || self.now_ms());
-                if expiration == Expiration::Past {
-                    return Compute::Keep(Delta::Created(initial));
-                }
-                return Compute::PutValue(
-                    NewValue::Bytes {
-                        value: initial.to_string().into_bytes(),
-                        user_flags: 0,
-                        edited: false,
-                    },
-                    expiration.expiry(),
-                    Delta::Created(initial),
-                );
-            };
-            if entry.structure().is_some() {
-                return Compute::Keep(Delta::Structure);
-            }
-            // memcached checks emptiness, then the CAS, then the number.
-            if entry.value().is_empty() {
-                return Compute::Keep(Delta::NonNumeric);
-            }
-            if cas != 0 && entry.version() != cas {
-                return Compute::Keep(Delta::Exists);
-            }
-            let Some(current) = weft_memcached::number::safe_strtoull(entry.value()) else {
-                return Compute::Keep(Delta::NonNumeric);
-            };
-            let next = if incr {
-                current.wrapping_add(delta)
-            } else {
-                current.saturating_sub(delta)
-            };
-            Compute::PutValue(
-                NewValue::Bytes {
-                    value: next.to_string().into_bytes(),
-                    user_flags: entry.user_flags(),
-                    edited: false,
-                },
-                Expiry::KEEP,
-                Delta::Value(next),
-            )
-        })?;
+        let call = Call::Arithmetic {
+            key: Cow::Borrowed(key),
+            incr,
+            delta,
+            create,
+            cas,
+        };
+        let Answered::Delta(result) = self.dispatch(call)? else {
+            return Ok(Delta::NotFound);
+        };
         let (hits, misses) = if incr {
             (&self.counters.incr_hits, &self.counters.incr_misses)
         } else {
@@ -434,7 +783,7 @@ impl Store<'_> {
 }
 
 /// How incr/decr ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) enum Delta {
     /// The new value.
     Value(u64),
