@@ -221,6 +221,9 @@ struct Inner {
     /// Where a test stops a writer just after its record joined the log.
     #[cfg(test)]
     append_pause: tests::Pause,
+    /// Where a test stops compaction as it chooses the files to compact.
+    #[cfg(test)]
+    candidates_pause: tests::Pause,
     compactor_wake: Condvar,
     compactor_stop: Mutex<bool>,
     /// The directory's lock, held until the store is stopped or dropped (nothing is
@@ -319,6 +322,8 @@ impl FileStore {
             compaction: Mutex::new(()),
             #[cfg(test)]
             append_pause: tests::Pause::default(),
+            #[cfg(test)]
+            candidates_pause: tests::Pause::default(),
             compactor_wake: Condvar::new(),
             compactor_stop: Mutex::new(false),
             lock: Mutex::new(Some(lock)),

@@ -135,6 +135,54 @@ fn a_record_that_fills_a_file_survives_the_seal_of_that_file_by_a_flush_it_raced
 }
 
 #[test]
+fn compaction_never_takes_the_file_being_written_even_when_it_starts_meanwhile() {
+    // Proves compaction chooses among sealed files only, even when a write starts a new file
+    // while it chooses: compacting the file being written would delete it under its writers.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut config = FileStoreConfig::new(dir.path(), 2);
+    config.file_size_max = 4096;
+    // Any file with one dead byte qualifies, so the new file's overwritten record makes it one.
+    config.compaction_threshold_percent = 100;
+    let store = Arc::new(FileStore::open(config.clone()).expect("open"));
+    // Fills the first file: the next write starts the second.
+    put(&store, 0, b"large", &[b'l'; 5000], 1);
+
+    store.inner.candidates_pause.arm();
+    let compactor = {
+        let store = Arc::clone(&store);
+        std::thread::spawn(move || store.compact_now().map_err(|e| e.to_string()))
+    };
+    store.inner.candidates_pause.wait_holding();
+    // While compaction chooses: the second file starts, and holds a dead record.
+    put(&store, 1, b"small", b"old", 2);
+    put(&store, 1, b"small", b"new", 3);
+    store.inner.candidates_pause.release();
+    let compacted = compactor.join().expect("compactor");
+    assert_eq!(compacted, Ok(0), "no sealed file has a dead byte");
+
+    assert_holds(&store, 1, b"small", b"new", "after compaction");
+    put(&store, 1, b"later", b"written after compaction", 4);
+    assert_holds(
+        &store,
+        1,
+        b"later",
+        b"written after compaction",
+        "after compaction",
+    );
+    drop(store);
+    let store = FileStore::open(config).expect("reopen");
+    assert_holds(&store, 0, b"large", &[b'l'; 5000], "after a restart");
+    assert_holds(&store, 1, b"small", b"new", "after a restart");
+    assert_holds(
+        &store,
+        1,
+        b"later",
+        b"written after compaction",
+        "after a restart",
+    );
+}
+
+#[test]
 fn a_flush_racing_the_write_that_starts_a_file_finds_the_file() {
     // Proves a record's file is known to the store before a flush can write the record: a
     // flush that found no such file would fail and poison the store.
