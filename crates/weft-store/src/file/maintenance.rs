@@ -452,13 +452,18 @@ impl Inner {
 
     /// Compacts sealed files whose live share is under the threshold; returns how many.
     pub(super) fn compact_eligible(&self, all: bool) -> Result<usize, StoreError> {
-        let active = self.log.lock().active_file;
+        #[cfg(test)]
+        self.candidates_pause.point();
         let threshold = u64::from(self.config.compaction_threshold_percent.min(100));
+        // Chosen under the log lock, so that no write starts a new file meanwhile: the file
+        // being written, whose records are not all in it yet, would otherwise be taken for
+        // a sealed one (and deleted once compacted, with its writers still appending). Every
+        // file below the active one has all its records appended and counted.
+        let log = self.log.lock();
         let mut candidates: Vec<(u32, u64, u64)> = self
             .files
             .read()
-            .iter()
-            .filter(|(id, _)| **id != active)
+            .range(..log.active_file)
             .map(|(id, f)| {
                 (
                     *id,
@@ -468,6 +473,7 @@ impl Inner {
             })
             .filter(|(_, live, total)| *total > 0 && live * 100 < total * threshold)
             .collect();
+        drop(log);
         candidates.sort_by_key(|(_, live, total)| live * 1000 / (*total).max(1));
         if !all {
             candidates.truncate(1);

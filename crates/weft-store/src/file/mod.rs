@@ -22,6 +22,8 @@
 mod check;
 mod maintenance;
 mod record;
+#[cfg(test)]
+mod tests;
 
 pub use check::{
     Damage, DamageKind, FileCheck, StoreCheck, StoreRepair, Survey, check, lock_store, repair,
@@ -203,6 +205,8 @@ struct Inner {
     index: Box<[RwLock<SegmentIndex>]>,
     log: Mutex<Log>,
     flusher_wake: Condvar,
+    /// The data files. Taken after `log` when both are held (an append counts its record in
+    /// its file before the log lets anyone else see it); never held while taking `log`.
     files: RwLock<BTreeMap<u32, Arc<DataFile>>>,
     flush: Mutex<FlushState>,
     durable: Mutex<Durable>,
@@ -214,6 +218,12 @@ struct Inner {
     max_version: AtomicU64,
     /// Held by compaction and clear, which must not interleave.
     compaction: Mutex<()>,
+    /// Where a test stops a writer just after its record joined the log.
+    #[cfg(test)]
+    append_pause: tests::Pause,
+    /// Where a test stops compaction as it chooses the files to compact.
+    #[cfg(test)]
+    candidates_pause: tests::Pause,
     compactor_wake: Condvar,
     compactor_stop: Mutex<bool>,
     /// The directory's lock, held until the store is stopped or dropped (nothing is
@@ -310,6 +320,10 @@ impl FileStore {
             stopped: AtomicBool::new(false),
             max_version: AtomicU64::new(0),
             compaction: Mutex::new(()),
+            #[cfg(test)]
+            append_pause: tests::Pause::default(),
+            #[cfg(test)]
+            candidates_pause: tests::Pause::default(),
             compactor_wake: Condvar::new(),
             compactor_stop: Mutex::new(false),
             lock: Mutex::new(Some(lock)),
@@ -464,7 +478,11 @@ impl Inner {
         let len = encode(&mut chunk.data, sequence);
         chunk.last_sequence = chunk.last_sequence.max(sequence);
         log.active_len += len as u64;
-        drop(log);
+        // The record's file is known and counts the record before the log lock is released:
+        // from then on a flush may write the record — a flush that found no such file would
+        // poison the store — and, once a later record starts the next file, seal this one,
+        // cutting it to `total_bytes`. A record counted after that would be cut off the disk
+        // though acknowledged, and compaction would read the file past its end.
         let data_file = self.data_file(file);
         data_file
             .total_bytes
@@ -472,6 +490,9 @@ impl Inner {
         data_file
             .min_sequence
             .fetch_min(sequence, Ordering::Relaxed);
+        drop(log);
+        #[cfg(test)]
+        self.append_pause.point();
         // In `sync` durability the writers waiting for their records flush them; the flusher
         // thread only sweeps up what nobody waits for.
         if self.config.durability != DurabilityMode::Sync {
