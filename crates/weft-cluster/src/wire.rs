@@ -54,36 +54,6 @@ pub enum Protocol {
     Resp2,
     /// A RESP command, answered in RESP3.
     Resp3,
-    /// An HTTP request (method, URI, body, then header names and values), answered with
-    /// [`HttpReply`].
-    Http,
-}
-
-/// The response to a forwarded HTTP request.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HttpReply {
-    /// Status code.
-    pub status: u16,
-    /// Header names and values.
-    pub headers: Vec<(String, Vec<u8>)>,
-    /// Body.
-    pub body: Vec<u8>,
-}
-
-impl HttpReply {
-    /// Its encoding, as [`Response::Reply`] carries it.
-    #[must_use]
-    pub fn encode(&self) -> Vec<u8> {
-        postcard::to_stdvec(self).unwrap_or_default()
-    }
-
-    /// Reads an encoded reply.
-    ///
-    /// # Errors
-    /// When the bytes are not a reply.
-    pub fn decode(bytes: &[u8]) -> Result<Self, FrameError> {
-        postcard::from_bytes(bytes).map_err(|error| FrameError::Malformed(error.to_string()))
-    }
 }
 
 /// Something one node asks another.
@@ -124,7 +94,7 @@ pub enum Request {
         /// The cache.
         cache: String,
         /// The operation.
-        operation: crate::operation::Operation,
+        operation: weft_core::operation::Operation,
     },
     /// A client request for keys this node's sender does not own, to execute here.
     Forward {

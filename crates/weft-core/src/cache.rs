@@ -32,7 +32,7 @@ pub const KEY_BYTES_MAX: usize = 512 << 20;
 pub const VALUE_BYTES_MAX: usize = 512 << 20;
 
 /// How long an entry may live (lifespan) or stay unread (max idle).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum Lifetime {
     /// The cache's configured default.
     #[default]
@@ -55,7 +55,7 @@ impl Lifetime {
 }
 
 /// Expiration requested by a write.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Expiry {
     /// Lifespan.
     pub lifespan: Lifetime,

@@ -29,6 +29,7 @@ pub mod hash;
 pub mod listener;
 pub mod manager;
 pub mod media;
+pub mod operation;
 pub mod persistence;
 mod stats;
 pub mod structure;

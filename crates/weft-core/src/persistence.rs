@@ -71,6 +71,15 @@ pub enum PersistenceError {
         /// The key's segment.
         segment: u32,
     },
+    /// The cache is clustered and the member that owns the key could not be reached, or
+    /// did not answer in time: the operation may or may not have been applied there.
+    #[error("cache `{cache}`: the owner of the key is unavailable: {reason}")]
+    Unavailable {
+        /// The cache.
+        cache: String,
+        /// Why.
+        reason: String,
+    },
     /// A read, write or flush failed.
     #[error("store of cache `{cache}` failed: {reason}")]
     Failed {

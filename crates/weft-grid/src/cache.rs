@@ -9,8 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use weft_cluster::operation::{Applied, Operation, Outcome, WriteSpec};
+use weft_cluster::operation::Outcome;
 use weft_cluster::wire::{Request, Response};
+use weft_core::operation::{Applied, Operation, WriteSpec};
 use weft_core::{Cache, CacheEntry, CacheError, VersionedOutcome, WriteOptions};
 
 use crate::error::GridError;

@@ -42,11 +42,11 @@ pub enum GridError {
     Entry(#[from] weft_cluster::wire::EntryError),
 }
 
-impl From<weft_cluster::operation::Failure> for GridError {
-    fn from(failure: weft_cluster::operation::Failure) -> Self {
+impl From<weft_core::operation::Failure> for GridError {
+    fn from(failure: weft_core::operation::Failure) -> Self {
         match failure {
-            weft_cluster::operation::Failure::Cache(error) => Self::Cache(error),
-            weft_cluster::operation::Failure::NoFunction(name) => {
+            weft_core::operation::Failure::Cache(error) => Self::Cache(error),
+            weft_core::operation::Failure::NoFunction(name) => {
                 Self::Cluster(format!("no function `{name}` is registered"))
             }
         }

@@ -139,7 +139,7 @@ impl Grid {
     /// The functions operations may invoke on this member's keys (see
     /// [`GridCache::invoke`]); register the same ones on every member.
     #[must_use]
-    pub fn functions(&self) -> &Arc<weft_cluster::operation::Functions> {
+    pub fn functions(&self) -> &Arc<weft_core::operation::Functions> {
         self.cluster.node().functions()
     }
 
@@ -246,7 +246,7 @@ impl PersistenceFactory for NoStores {
 #[derive(Debug)]
 pub struct Prepared {
     config: GridConfig,
-    functions: Arc<weft_cluster::operation::Functions>,
+    functions: Arc<weft_core::operation::Functions>,
     transport: Transport,
     routing: Arc<Routing>,
     replication: Arc<Replication>,
@@ -281,7 +281,7 @@ impl Prepared {
     /// The functions operations may invoke on this member: register them before the
     /// member starts, the same ones on every member.
     #[must_use]
-    pub fn functions(&self) -> &Arc<weft_cluster::operation::Functions> {
+    pub fn functions(&self) -> &Arc<weft_core::operation::Functions> {
         &self.functions
     }
 

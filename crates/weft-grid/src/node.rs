@@ -13,11 +13,12 @@ use parking_lot::{Mutex, RwLock};
 use tokio::sync::{Notify, watch};
 use weft_cluster::handshake::Identity;
 use weft_cluster::membership::NodeIdentity;
-use weft_cluster::operation::{Functions, Operation, Refusal};
+use weft_cluster::operation::Refusal;
 use weft_cluster::state::{ClusterState, Command, NodeRecord};
 use weft_cluster::topology::Phase;
 use weft_cluster::wire::{EntryImage, MergeHow, Protocol, Replica, Request, Response};
 use weft_cluster::{MemberId, Mode};
+use weft_core::operation::{Functions, Operation};
 use weft_core::persistence::BoxFuture;
 use weft_core::{CacheConfig, CacheManager, RemoteChange};
 
@@ -1643,14 +1644,15 @@ impl Node {
                 return ready(Response::NotOwner { owner: None });
             }
         }
-        let (outcome, durability) =
-            weft_core::collect_durability(|| operation.execute(&local, &self.functions));
+        let (outcome, durability) = weft_core::collect_durability(|| {
+            weft_cluster::operation::execute(operation, &local, &self.functions)
+        });
         let refused = |refusal: Refusal| match refusal {
             Refusal::NotOwner => Response::NotOwner { owner: None },
             refusal => Response::Refused(refusal),
         };
         match outcome {
-            Err(failure) => ready(refused(failure.refusal())),
+            Err(failure) => ready(refused(weft_cluster::operation::refusal(&failure))),
             Ok(outcome) => Box::pin(async move {
                 match durability.wait().await {
                     Ok(()) => Response::Outcome(outcome),

@@ -9,10 +9,7 @@ use base64::Engine;
 use serde_json::{Value, json};
 
 use crate::error::RestError;
-use crate::{
-    CLUSTER_NAME, CONTAINER_NAME, ClientAddress, ForwardedByNode, QueryParams, Shared, json,
-    query_params,
-};
+use crate::{CLUSTER_NAME, CONTAINER_NAME, ClientAddress, QueryParams, Shared, json, query_params};
 
 /// Infinispan's health status of a cache or cluster that is fully available.
 const HEALTHY: &str = "HEALTHY";
@@ -109,7 +106,6 @@ fn unknown_action(action: &str) -> RestError {
 /// Who sent a lifecycle action: what the server that accepted the request knows of it.
 pub(crate) struct Caller {
     client: Option<ClientAddress>,
-    by_node: bool,
     authorization: Option<header::HeaderValue>,
 }
 
@@ -122,7 +118,6 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Caller {
     ) -> Result<Self, Self::Rejection> {
         Ok(Self {
             client: parts.extensions.get::<ClientAddress>().copied(),
-            by_node: parts.extensions.get::<ForwardedByNode>().is_some(),
             authorization: parts.headers.get(header::AUTHORIZATION).cloned(),
         })
     }
@@ -132,16 +127,13 @@ impl Caller {
     /// Whether the request came straight from a client on this machine: from `127.0.0.1` or
     /// `::1`. Other `127.x.y.z` addresses do not count, so the narrowest reading of
     /// "loopback" decides (and tests can play a remote client from `127.0.0.2`). A request
-    /// another node forwarded does not count either, whatever address that node has:
-    /// forwarding must not be a way around the check.
+    /// without a client address (one an embedding program built) does not count.
     fn is_loopback(&self) -> bool {
-        !self.by_node
-            && self
-                .client
-                .is_some_and(|ClientAddress(peer)| match peer.ip().to_canonical() {
-                    std::net::IpAddr::V4(ip) => ip == std::net::Ipv4Addr::LOCALHOST,
-                    std::net::IpAddr::V6(ip) => ip == std::net::Ipv6Addr::LOCALHOST,
-                })
+        self.client
+            .is_some_and(|ClientAddress(peer)| match peer.ip().to_canonical() {
+                std::net::IpAddr::V4(ip) => ip == std::net::Ipv4Addr::LOCALHOST,
+                std::net::IpAddr::V6(ip) => ip == std::net::Ipv6Addr::LOCALHOST,
+            })
     }
 
     /// The password the request presents: `Authorization: Bearer <password>`, or HTTP Basic

@@ -12,11 +12,12 @@
 //! it as they would any entry (as Redis' SET and DEL do).
 
 use axum::body::{Body, Bytes};
-use axum::extract::{Extension, State};
+use axum::extract::State;
 use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE, ETAG, EXPIRES, LAST_MODIFIED};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use percent_encoding::percent_decode_str;
+use weft_core::operation::{Applied, Failure, Function, Functions, Operation, WriteSpec};
 use weft_core::{Cache, CacheEntry, Compute, WriteOptions, transcode};
 
 use crate::error::RestError;
@@ -121,73 +122,144 @@ fn caching_headers(entry: &CacheEntry, now_ms: u64, headers: &mut HeaderMap) {
     }
 }
 
-/// Present when another node forwarded the request here (see [`crate::ForwardedByNode`]).
-type ByNode = Option<Extension<crate::ForwardedByNode>>;
-
-/// Runs an entry request on the node that owns its key, when that is another node; `None`
-/// when it runs here (not clustered, owned here, or forwarded here by another node). Only
-/// the request extension the server sets says a request was forwarded: nothing a client
-/// sends does, or a client could store a copy on a node that does not own the key.
-async fn forwarded(
-    state: &Shared,
-    by_node: &ByNode,
-    method: axum::http::Method,
-    uri: &Uri,
-    request_headers: &HeaderMap,
-    body: Bytes,
-    write: bool,
-) -> Option<Result<Response, RestError>> {
-    if by_node.is_some() {
-        return None;
+/// Runs `operation` on `cache`: at its key's owner, wherever that is, when the cache is
+/// clustered; here otherwise. Either way it is acknowledged once as durable (and
+/// replicated) as the cache promises.
+async fn run(state: &Shared, cache: &Cache, operation: Operation) -> Result<Applied, RestError> {
+    if cache.config().mode.is_clustered()
+        && let Some(cluster) = state.forwarder()
+    {
+        return Ok(cluster.execute(cache.clone(), operation).await?);
     }
-    let forwarder = state.forwarder()?;
-    let target = target(state, uri, request_headers).ok()?;
-    let node = forwarder.route(&target.cache, &target.key, write)?;
-    let mut request = axum::http::Request::new(body);
-    *request.method_mut() = method;
-    *request.uri_mut() = uri.clone();
-    *request.headers_mut() = request_headers.clone();
-    Some(match forwarder.forward(node, request).await {
-        Ok(response) => Ok(response.map(Body::from).into_response()),
-        Err(reason) => Err(RestError::new(StatusCode::SERVICE_UNAVAILABLE, reason)),
+    let (applied, durability) =
+        weft_core::collect_durability(|| operation.apply(cache, functions()));
+    let applied = applied.map_err(|failure| match failure {
+        Failure::Cache(error) => RestError::from(error),
+        other => RestError::new(StatusCode::INTERNAL_SERVER_ERROR, other.to_string()),
+    })?;
+    durability
+        .wait()
+        .await
+        .map_err(|error| RestError::from(weft_core::CacheError::from(error)))?;
+    Ok(applied)
+}
+
+/// The functions REST's operations invoke: registered on every member of a grid (see
+/// [`register_functions`]), and here for caches that are not clustered.
+fn functions() -> &'static Functions {
+    static FUNCTIONS: std::sync::LazyLock<Functions> = std::sync::LazyLock::new(|| {
+        let functions = Functions::default();
+        register_functions(&functions);
+        functions
+    });
+    &FUNCTIONS
+}
+
+/// The name a write under preconditions runs as at its key's owner.
+const CONDITIONAL: &str = "weft.rest.conditional";
+
+/// Registers the functions REST's operations invoke at their keys' owners.
+pub fn register_functions(functions: &Functions) {
+    functions.register(CONDITIONAL, std::sync::Arc::new(ConditionalWrite));
+}
+
+/// A PUT (with a value) or DELETE (without) under HTTP preconditions, checked against the
+/// live entry under the key's lock, so no other write slips between the check and the
+/// write.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct Conditional {
+    preconditions: Preconditions,
+    value: Option<(Vec<u8>, weft_core::Expiry)>,
+}
+
+/// What a [`Conditional`] write did.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+enum Decided {
+    Written,
+    Absent,
+    Refused(Refusal),
+}
+
+/// Runs [`Conditional`] writes.
+#[derive(Debug)]
+struct ConditionalWrite;
+
+impl Function for ConditionalWrite {
+    fn apply(
+        &self,
+        cache: &Cache,
+        key: &[u8],
+        argument: &[u8],
+    ) -> Result<Vec<u8>, weft_core::CacheError> {
+        let Ok(write) = postcard::from_bytes::<Conditional>(argument) else {
+            return Ok(Vec::new());
+        };
+        let is_put = write.value.is_some();
+        let decided = cache.compute(key, &WriteOptions::default(), |current| {
+            if !is_put && current.is_none() {
+                return Compute::Keep(Decided::Absent);
+            }
+            if let Err(refusal) = write.preconditions.check_write(current, is_put) {
+                return Compute::Keep(Decided::Refused(refusal));
+            }
+            match write.value {
+                Some((value, expiry)) => Compute::Put(value, expiry, Decided::Written),
+                None => Compute::Remove(Decided::Written),
+            }
+        })?;
+        Ok(postcard::to_stdvec(&decided).unwrap_or_default())
+    }
+}
+
+/// Runs a write under preconditions at its key's owner; its response.
+async fn conditional(
+    state: &Shared,
+    target: &Target,
+    write: &Conditional,
+) -> Result<Response, RestError> {
+    let operation = Operation::Invoke {
+        function: CONDITIONAL.to_owned(),
+        key: target.key.clone(),
+        argument: postcard::to_stdvec(write).unwrap_or_default(),
+        write: true,
+    };
+    let Applied::Bytes(answer) = run(state, &target.cache, operation).await? else {
+        return Err(RestError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "unexpected outcome",
+        ));
+    };
+    let decided: Decided = postcard::from_bytes(&answer).map_err(|_| {
+        RestError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "a malformed answer from the key's owner",
+        )
+    })?;
+    Ok(match decided {
+        Decided::Written => StatusCode::NO_CONTENT.into_response(),
+        Decided::Absent => return Err(RestError::no_entry()),
+        Decided::Refused(refusal) => refusal.status().into_response(),
     })
 }
 
 /// GET and HEAD (axum routes HEAD here and drops the body).
 pub(crate) async fn get(
     State(state): State<Shared>,
-    by_node: ByNode,
-    method: axum::http::Method,
     uri: Uri,
     request_headers: HeaderMap,
     query: QueryParams,
 ) -> Result<Response, RestError> {
     refuse_actions(query)?;
-    if let Some(answer) = forwarded(
-        &state,
-        &by_node,
-        method,
-        &uri,
-        &request_headers,
-        Bytes::new(),
-        false,
-    )
-    .await
-    {
-        return answer;
-    }
-    // A read of a clustered cache may wait for the writes it saw to reach every owner.
-    durable(|| get_now(&state, &uri, &request_headers)).await
-}
-
-fn get_now(state: &Shared, uri: &Uri, request_headers: &HeaderMap) -> Result<Response, RestError> {
-    let target = target(state, uri, request_headers)?;
-    let preconditions = Preconditions::from_headers(request_headers)?;
-    let min_fresh = headers::min_fresh_seconds(request_headers)?;
-    let entry = target
-        .cache
-        .get_entry(&target.key)?
-        .ok_or_else(RestError::no_entry)?;
+    let target = target(&state, &uri, &request_headers)?;
+    let preconditions = Preconditions::from_headers(&request_headers)?;
+    let min_fresh = headers::min_fresh_seconds(&request_headers)?;
+    let operation = Operation::Get {
+        key: target.key.clone(),
+    };
+    let Applied::Entry(entry) = run(&state, &target.cache, operation).await? else {
+        return Err(RestError::no_entry());
+    };
+    let entry = entry.ok_or_else(RestError::no_entry)?;
     if let Some(cell) = entry.structure() {
         return Err(RestError::holds_structure(cell.lock().kind()));
     }
@@ -209,7 +281,7 @@ fn get_now(state: &Shared, uri: &Uri, request_headers: &HeaderMap) -> Result<Res
         return Ok((refusal.status(), headers).into_response());
     }
     let stored = target.cache.value_format();
-    let wanted = negotiate(request_headers).unwrap_or_else(|| ValueType::default_for(stored));
+    let wanted = negotiate(&request_headers).unwrap_or_else(|| ValueType::default_for(stored));
     let value = match transcode(entry.value(), stored, wanted.format()) {
         // Unchanged or unwrapped (a ProtoStream string read as text): a view of the entry.
         Ok(std::borrow::Cow::Borrowed(part)) => {
@@ -244,7 +316,7 @@ fn get_now(state: &Shared, uri: &Uri, request_headers: &HeaderMap) -> Result<Res
 
 /// PUT: store the value (upsert), subject to `If-Match`, `If-None-Match` and
 /// `If-Unmodified-Since`.
-fn put_now(
+pub(crate) async fn put(
     State(state): State<Shared>,
     uri: Uri,
     request_headers: HeaderMap,
@@ -255,31 +327,28 @@ fn put_now(
     let target = target(&state, &uri, &request_headers)?;
     let expiry = headers::expiry(&request_headers)?;
     let preconditions = Preconditions::from_headers(&request_headers)?;
+    let value = target.value_in(&request_headers, &value)?.into_owned();
+    if preconditions.constrain_write() {
+        let write = Conditional {
+            preconditions,
+            value: Some((value, expiry)),
+        };
+        return conditional(&state, &target, &write).await;
+    }
     let options = WriteOptions::default()
         .expiry(expiry)
         .ignore_return_values();
-    let value = target.value_in(&request_headers, &value)?;
-    if !preconditions.constrain_write() {
-        target.cache.put(&target.key, &value, &options)?;
-        return Ok(StatusCode::NO_CONTENT.into_response());
-    }
-    // Preconditions are checked against the live entry under the key's lock, so no other
-    // write can slip between the check and the store.
-    let value = value.into_owned();
-    let outcome = target.cache.compute(&target.key, &options, |current| {
-        match preconditions.check_write(current, true) {
-            Ok(()) => Compute::Put(value, expiry, Ok(())),
-            Err(refusal) => Compute::Keep(Err(refusal)),
-        }
-    })?;
-    Ok(match outcome {
-        Ok(()) => StatusCode::NO_CONTENT.into_response(),
-        Err(refusal) => refusal.status().into_response(),
-    })
+    let operation = Operation::Put {
+        key: target.key.clone(),
+        value,
+        spec: WriteSpec::of(&options),
+    };
+    run(&state, &target.cache, operation).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
 }
 
 /// POST: store the value only if the key has no live entry.
-fn post_now(
+pub(crate) async fn post(
     State(state): State<Shared>,
     uri: Uri,
     request_headers: HeaderMap,
@@ -290,16 +359,20 @@ fn post_now(
     let target = target(&state, &uri, &request_headers)?;
     let expiry = headers::expiry(&request_headers)?;
     let options = WriteOptions::default().expiry(expiry);
-    let value = target.value_in(&request_headers, &value)?;
-    match target.cache.put_if_absent(&target.key, &value, &options)? {
-        Some(_) => Err(RestError::new(StatusCode::CONFLICT, ENTRY_EXISTS)),
-        None => Ok(StatusCode::NO_CONTENT.into_response()),
+    let operation = Operation::PutIfAbsent {
+        key: target.key.clone(),
+        value: target.value_in(&request_headers, &value)?.into_owned(),
+        spec: WriteSpec::of(&options),
+    };
+    match run(&state, &target.cache, operation).await? {
+        Applied::Entry(Some(_)) => Err(RestError::new(StatusCode::CONFLICT, ENTRY_EXISTS)),
+        _ => Ok(StatusCode::NO_CONTENT.into_response()),
     }
 }
 
 /// DELETE: remove the entry, subject to `If-Match`, `If-None-Match` and
 /// `If-Unmodified-Since`.
-fn delete_now(
+pub(crate) async fn delete(
     State(state): State<Shared>,
     uri: Uri,
     request_headers: HeaderMap,
@@ -308,120 +381,20 @@ fn delete_now(
     refuse_actions(query)?;
     let target = target(&state, &uri, &request_headers)?;
     let preconditions = Preconditions::from_headers(&request_headers)?;
-    if !preconditions.constrain_write() {
-        return if target.cache.delete(&target.key)? {
-            Ok(StatusCode::NO_CONTENT.into_response())
-        } else {
-            Err(RestError::no_entry())
+    if preconditions.constrain_write() {
+        let write = Conditional {
+            preconditions,
+            value: None,
         };
+        return conditional(&state, &target, &write).await;
     }
-    /// What the atomic check decided.
-    enum Outcome {
-        Removed,
-        Absent,
-        Refused(Refusal),
+    let options = WriteOptions::default();
+    let operation = Operation::Remove {
+        key: target.key.clone(),
+        spec: WriteSpec::of(&options),
+    };
+    match run(&state, &target.cache, operation).await? {
+        Applied::Entry(Some(_)) => Ok(StatusCode::NO_CONTENT.into_response()),
+        _ => Err(RestError::no_entry()),
     }
-    let outcome = target
-        .cache
-        .compute(&target.key, &WriteOptions::default(), |current| {
-            let Some(entry) = current else {
-                return Compute::Keep(Outcome::Absent);
-            };
-            match preconditions.check_write(Some(entry), false) {
-                Ok(()) => Compute::Remove(Outcome::Removed),
-                Err(refusal) => Compute::Keep(Outcome::Refused(refusal)),
-            }
-        })?;
-    match outcome {
-        Outcome::Removed => Ok(StatusCode::NO_CONTENT.into_response()),
-        Outcome::Absent => Err(RestError::no_entry()),
-        Outcome::Refused(refusal) => Ok(refusal.status().into_response()),
-    }
-}
-
-/// Runs a write handler, then waits until the stores of the cache it wrote (if any) have made
-/// the write durable before answering.
-async fn durable(
-    write: impl FnOnce() -> Result<Response, RestError>,
-) -> Result<Response, RestError> {
-    let (result, durability) = weft_core::collect_durability(write);
-    durability
-        .wait()
-        .await
-        .map_err(|error| RestError::from(weft_core::CacheError::from(error)))?;
-    result
-}
-
-/// PUT: see [`put_now`].
-pub(crate) async fn put(
-    state: State<Shared>,
-    by_node: ByNode,
-    uri: Uri,
-    request_headers: HeaderMap,
-    query: QueryParams,
-    value: Bytes,
-) -> Result<Response, RestError> {
-    if let Some(answer) = forwarded(
-        &state,
-        &by_node,
-        axum::http::Method::PUT,
-        &uri,
-        &request_headers,
-        value.clone(),
-        true,
-    )
-    .await
-    {
-        return answer;
-    }
-    durable(|| put_now(state, uri, request_headers, query, value)).await
-}
-
-/// POST: see [`post_now`].
-pub(crate) async fn post(
-    state: State<Shared>,
-    by_node: ByNode,
-    uri: Uri,
-    request_headers: HeaderMap,
-    query: QueryParams,
-    value: Bytes,
-) -> Result<Response, RestError> {
-    if let Some(answer) = forwarded(
-        &state,
-        &by_node,
-        axum::http::Method::POST,
-        &uri,
-        &request_headers,
-        value.clone(),
-        true,
-    )
-    .await
-    {
-        return answer;
-    }
-    durable(|| post_now(state, uri, request_headers, query, value)).await
-}
-
-/// DELETE: see [`delete_now`].
-pub(crate) async fn delete(
-    state: State<Shared>,
-    by_node: ByNode,
-    uri: Uri,
-    request_headers: HeaderMap,
-    query: QueryParams,
-) -> Result<Response, RestError> {
-    if let Some(answer) = forwarded(
-        &state,
-        &by_node,
-        axum::http::Method::DELETE,
-        &uri,
-        &request_headers,
-        Bytes::new(),
-        true,
-    )
-    .await
-    {
-        return answer;
-    }
-    durable(|| delete_now(state, uri, request_headers, query)).await
 }

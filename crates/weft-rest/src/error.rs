@@ -81,7 +81,8 @@ impl From<CacheError> for RestError {
             CacheError::Persistence(
                 weft_core::PersistenceError::Degraded { .. }
                 | weft_core::PersistenceError::NotJoined { .. }
-                | weft_core::PersistenceError::NotOwner { .. },
+                | weft_core::PersistenceError::NotOwner { .. }
+                | weft_core::PersistenceError::Unavailable { .. },
             ) => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };

@@ -259,14 +259,14 @@ pub(crate) fn body_format(headers: &HeaderMap) -> Result<Format, RestError> {
 }
 
 /// One entity tag from a precondition header.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 struct EntityTag {
     weak: bool,
     opaque: String,
 }
 
 /// The tags of `If-Match` or `If-None-Match`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 enum EntityTags {
     /// `*`: any current entry.
     Any,
@@ -364,7 +364,7 @@ fn modified_seconds(metadata: &EntryMetadata) -> Option<u64> {
 }
 
 /// What a precondition decided.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) enum Refusal {
     /// 304: the client's copy is current.
     NotModified,
@@ -383,7 +383,7 @@ impl Refusal {
 }
 
 /// The HTTP preconditions of a request, evaluated in RFC 9110 §13.2.2 order.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Preconditions {
     if_match: Option<EntityTags>,
     if_none_match: Option<EntityTags>,

@@ -35,6 +35,8 @@ mod json;
 mod keys;
 mod metrics;
 
+pub use entries::register_functions;
+
 use std::fmt;
 use std::sync::Arc;
 use std::time::Instant;
@@ -90,32 +92,25 @@ pub struct RestState {
     password: Option<String>,
 }
 
-/// A request extension marking a request another node forwarded here over the cluster port,
-/// so that this node runs it instead of forwarding it again. Only the server inserts it (see
-/// `weft-server`'s `http::execute_forwarded`): a client can send any header, but it cannot set
-/// an extension, so it cannot make a node run a request for a key the node does not own.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ForwardedByNode;
-
 /// A request extension naming the address of the client connection a request arrived on,
 /// inserted by the server that accepted it. A request without one (forwarded by another node,
 /// or built by an embedding program) counts as coming from elsewhere than loopback.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClientAddress(pub std::net::SocketAddr);
 
-/// Sends entry requests for keys another node owns to that node (a clustered server sets
-/// one; see [`RestState::with_forwarder`]).
+/// What a clustered server does for REST's requests on clustered caches (see
+/// [`RestState::with_forwarder`]): keyed operations at their keys' owners, and the
+/// cache-wide ones across the cluster.
 pub trait Forwarder: Send + Sync + 'static {
-    /// The node a request on `key` (as stored) of `cache` must run on, or `None` for this
-    /// one. `write` tells reads (any owner) from writes (the primary).
-    fn route(&self, cache: &weft_core::Cache, key: &[u8], write: bool) -> Option<String>;
-
-    /// Runs `request` on `node` and returns its response.
-    fn forward(
+    /// Runs `operation` on the clustered `cache` at its key's owner (this member or
+    /// another), acknowledged once replicated and durable as the cache promises.
+    fn execute(
         &self,
-        node: String,
-        request: axum::http::Request<bytes::Bytes>,
-    ) -> weft_core::persistence::BoxFuture<Result<axum::http::Response<bytes::Bytes>, String>>;
+        cache: weft_core::Cache,
+        operation: weft_core::operation::Operation,
+    ) -> weft_core::persistence::BoxFuture<
+        Result<weft_core::operation::Applied, weft_core::CacheError>,
+    >;
 
     /// Entries of a clustered cache across the cluster, each counted once.
     fn size(

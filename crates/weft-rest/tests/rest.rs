@@ -1385,13 +1385,6 @@ async fn lifecycle_actions_need_loopback_or_the_password() {
         .unwrap();
     let response = app.clone().oneshot(bare).await.unwrap();
     assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
-    // ... nor is a request another node forwarded, even one that node got from loopback.
-    let mut forwarded = lifecycle_request("/rest/v2/server?action=stop", [127, 0, 0, 1], &[]);
-    forwarded
-        .extensions_mut()
-        .insert(weft_rest::ForwardedByNode);
-    let response = app.clone().oneshot(forwarded).await.unwrap();
-    assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
     assert_eq!(
         calls.load(Ordering::SeqCst),
         0,
@@ -1429,32 +1422,23 @@ async fn lifecycle_actions_need_loopback_or_the_password() {
     assert_eq!(calls.load(Ordering::SeqCst), 4);
 }
 
-/// A cluster of two as a REST router sees it: every key belongs to the other node, and
-/// what is forwarded there is recorded.
+/// A cluster as a REST router sees it: the operations it hands over are recorded, and
+/// every key reads as absent at its owner.
 #[derive(Default)]
-struct ElsewhereForwarder {
-    forwarded: std::sync::Mutex<Vec<(Method, String)>>,
+struct RecordingCluster {
+    executed: std::sync::Mutex<Vec<weft_core::operation::Operation>>,
 }
 
-impl weft_rest::Forwarder for ElsewhereForwarder {
-    fn route(&self, _: &weft_core::Cache, _: &[u8], _: bool) -> Option<String> {
-        Some("owner".to_owned())
-    }
-
-    fn forward(
+impl weft_rest::Forwarder for RecordingCluster {
+    fn execute(
         &self,
-        _node: String,
-        request: Request<Bytes>,
-    ) -> weft_core::persistence::BoxFuture<Result<axum::http::Response<Bytes>, String>> {
-        self.forwarded
-            .lock()
-            .unwrap()
-            .push((request.method().clone(), request.uri().to_string()));
-        Box::pin(async {
-            let mut response = axum::http::Response::new(Bytes::new());
-            *response.status_mut() = StatusCode::NO_CONTENT;
-            Ok(response)
-        })
+        _: weft_core::Cache,
+        operation: weft_core::operation::Operation,
+    ) -> weft_core::persistence::BoxFuture<
+        Result<weft_core::operation::Applied, weft_core::CacheError>,
+    > {
+        self.executed.lock().unwrap().push(operation);
+        Box::pin(async { Ok(weft_core::operation::Applied::Entry(None)) })
     }
 
     fn size(&self, _: weft_core::Cache) -> weft_core::persistence::BoxFuture<Result<u64, String>> {
@@ -1483,20 +1467,34 @@ impl weft_rest::Forwarder for ElsewhereForwarder {
     }
 }
 
-// Proves a client cannot make a node run an entry request for a key it does not own: the
-// old `x-weft-forwarded` header is ignored (the request is forwarded to the owner and
-// nothing is stored here), and only the extension the server sets on requests another node
-// forwarded makes the node run it itself.
+// Proves entry requests on a clustered cache become operations handed to the cluster
+// (which runs each at its key's owner) and never touch this node's copy, whatever a client
+// sends (the old `x-weft-forwarded` header means nothing); a write under preconditions
+// travels as the conditional-write function, to be checked at the owner.
 #[tokio::test]
-async fn only_requests_forwarded_by_a_node_run_on_a_non_owner() {
-    let manager = CacheManager::new(ManagerConfig::default()).unwrap();
-    let forwarder = Arc::new(ElsewhereForwarder::default());
+async fn entry_requests_on_a_clustered_cache_run_as_operations_at_the_owner() {
+    use weft_core::operation::Operation;
+    let mut caches = std::collections::BTreeMap::new();
+    caches.insert(
+        "grid".to_owned(),
+        CacheConfig {
+            mode: weft_core::CacheMode::Distributed,
+            ..CacheConfig::default()
+        },
+    );
+    let manager = CacheManager::new(ManagerConfig { caches }).unwrap();
+    let cluster = Arc::new(RecordingCluster::default());
     let app = router(
         RestState::new(manager.clone())
-            .with_forwarder(Arc::clone(&forwarder) as Arc<dyn weft_rest::Forwarder>),
+            .with_forwarder(Arc::clone(&cluster) as Arc<dyn weft_rest::Forwarder>),
     );
-    let uri = "/rest/v2/caches/default/stray";
-    for method in [Method::PUT, Method::POST, Method::GET, Method::DELETE] {
+    let uri = "/rest/v2/caches/grid/stray";
+    for (method, status) in [
+        (Method::PUT, StatusCode::NO_CONTENT),
+        (Method::POST, StatusCode::NO_CONTENT),
+        (Method::GET, StatusCode::NOT_FOUND),
+        (Method::DELETE, StatusCode::NOT_FOUND),
+    ] {
         let request = Request::builder()
             .method(method.clone())
             .uri(uri)
@@ -1504,27 +1502,32 @@ async fn only_requests_forwarded_by_a_node_run_on_a_non_owner() {
             .body(Body::from("copy"))
             .unwrap();
         let response = app.clone().oneshot(request).await.unwrap();
-        assert_eq!(response.status(), StatusCode::NO_CONTENT, "{method}");
+        assert_eq!(response.status(), status, "{method}");
     }
-    let cache = manager.cache("default").unwrap();
-    assert_eq!(
-        cache.get(b"stray").unwrap(),
-        None,
-        "a client left a stray copy"
+    let request = Request::put(uri)
+        .header("if-match", "\"7\"")
+        .body(Body::from("copy"))
+        .unwrap();
+    app.clone().oneshot(request).await.unwrap();
+    let cache = manager.cache("grid").unwrap();
+    assert_eq!(cache.size(), 0, "a request wrote this node's copy");
+    let executed = cluster.executed.lock().unwrap().clone();
+    assert!(
+        matches!(
+            executed.as_slice(),
+            [
+                Operation::Put { key: k1, value, .. },
+                Operation::PutIfAbsent { key: k2, .. },
+                Operation::Get { key: k3 },
+                Operation::Remove { key: k4, .. },
+                Operation::Invoke { function, key: k5, write: true, .. },
+            ] if [k2, k3, k4, k5].iter().all(|k| k == &k1)
+                && k1.ends_with(b"stray")
+                && value.ends_with(b"copy")
+                && function == "weft.rest.conditional"
+        ),
+        "{executed:?}"
     );
-    assert_eq!(
-        forwarder.forwarded.lock().unwrap().clone(),
-        [Method::PUT, Method::POST, Method::GET, Method::DELETE]
-            .map(|method| (method, uri.to_owned()))
-            .to_vec()
-    );
-
-    let mut request = Request::put(uri).body(Body::from("owned")).unwrap();
-    request.extensions_mut().insert(weft_rest::ForwardedByNode);
-    let response = app.clone().oneshot(request).await.unwrap();
-    assert_eq!(response.status(), StatusCode::NO_CONTENT);
-    assert_eq!(cache.get(b"stray").unwrap().as_deref(), Some(&b"owned"[..]));
-    assert_eq!(forwarder.forwarded.lock().unwrap().len(), 4);
 }
 
 /// Checks every line of a 0.0.4 exposition and answers the samples by series.

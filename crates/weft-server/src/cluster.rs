@@ -6,19 +6,17 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use weft_cluster::MemberId;
 use weft_cluster::state::NodeRecord;
-use weft_cluster::wire::{Protocol, Request, Response};
+use weft_cluster::wire::{Protocol, Response};
 use weft_core::CacheConfig;
+use weft_core::operation::{Applied, Operation};
 use weft_core::persistence::BoxFuture;
+use weft_grid::GridCache;
 use weft_grid::node::{ForwardedRequests, Node};
 pub use weft_grid::{Cluster, GridConfig, Prepared, iteration, multi, node, routing, transport};
 use weft_rest::{CacheTopologyView, ClusterMembers, TransferView};
 
 use crate::ServerContext;
-
-/// How long a request forwarded to its key's owner may take.
-const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A reader of the agreed membership for REST and metrics (this node alone until it joined
 /// a group).
@@ -153,12 +151,25 @@ impl ForwardedRequests for Bridge {
             Protocol::Resp2 | Protocol::Resp3 => {
                 crate::resp::execute_forwarded(server, cache, protocol == Protocol::Resp3, args)
             }
-            Protocol::Http => crate::http::execute_forwarded(server, args),
         }
     }
 }
 
-/// Sends REST entry requests for keys another node owns to that node.
+/// A grid failure as the protocols that speak in cache errors report it: what the owner's
+/// cache refused as it would have here; an owner that cannot be reached, or ownership that
+/// did not settle, as the owner being unavailable (a client retries).
+pub fn cache_error_of(error: weft_grid::GridError) -> weft_core::CacheError {
+    match error {
+        weft_grid::GridError::Cache(error) => error,
+        other => weft_core::PersistenceError::Unavailable {
+            cache: String::new(),
+            reason: other.to_string(),
+        }
+        .into(),
+    }
+}
+
+/// Runs REST's operations on clustered caches at their keys' owners.
 #[derive(Debug)]
 pub struct RestForwarder {
     node: Arc<Node>,
@@ -174,73 +185,16 @@ impl RestForwarder {
 }
 
 impl weft_rest::Forwarder for RestForwarder {
-    fn route(&self, cache: &weft_core::Cache, key: &[u8], write: bool) -> Option<String> {
-        use weft_grid::routing::Route;
-        if !cache.config().mode.is_clustered() {
-            return None;
-        }
-        let routing = self.node.routing();
-        let segment = cache.segment_of(key);
-        let route = if write {
-            routing.write_route(cache.name(), segment)
-        } else {
-            routing.read_route(cache.name(), segment)
-        };
-        match route {
-            Route::Local => None,
-            Route::Remote(member, _) => Some(member.0),
-        }
-    }
-
-    fn forward(
+    fn execute(
         &self,
-        node: String,
-        request: axum::http::Request<bytes::Bytes>,
-    ) -> BoxFuture<Result<axum::http::Response<bytes::Bytes>, String>> {
-        let owner = self.node.routing().node(&MemberId(node));
-        let transport = self.node.transport().clone();
-        self.routed.count(Origin::Rest);
-        Box::pin(async move {
-            let owner =
-                owner.ok_or_else(|| "the key's owner left the cluster; retry".to_owned())?;
-            let (parts, body) = request.into_parts();
-            let mut args = vec![
-                parts.method.as_str().as_bytes().to_vec(),
-                parts.uri.to_string().into_bytes(),
-                body.to_vec(),
-            ];
-            for (name, value) in &parts.headers {
-                args.push(name.as_str().as_bytes().to_vec());
-                args.push(value.as_bytes().to_vec());
-            }
-            let request = Request::Forward {
-                protocol: Protocol::Http,
-                cache: String::new(),
-                args,
-            };
-            let answer = transport
-                .call(owner.cluster_addr, request, CALL_TIMEOUT)
-                .await
-                .map_err(|error| format!("the key's owner is unreachable: {error}"))?;
-            let reply = match answer {
-                Response::Reply(bytes) => weft_cluster::wire::HttpReply::decode(&bytes)
-                    .map_err(|error| error.to_string())?,
-                Response::Error(reason) => return Err(reason),
-                other => return Err(format!("unexpected answer {other:?}")),
-            };
-            let mut response = axum::http::Response::new(bytes::Bytes::from(reply.body));
-            *response.status_mut() = axum::http::StatusCode::from_u16(reply.status)
-                .unwrap_or(axum::http::StatusCode::BAD_GATEWAY);
-            for (name, value) in reply.headers {
-                if let (Ok(name), Ok(value)) = (
-                    axum::http::HeaderName::from_bytes(name.as_bytes()),
-                    axum::http::HeaderValue::from_bytes(&value),
-                ) {
-                    response.headers_mut().append(name, value);
-                }
-            }
-            Ok(response)
-        })
+        cache: weft_core::Cache,
+        operation: Operation,
+    ) -> BoxFuture<Result<Applied, weft_core::CacheError>> {
+        let grid = GridCache::new(Arc::clone(&self.node), cache);
+        if grid.route(&operation) != weft_grid::routing::Route::Local {
+            self.routed.count(Origin::Rest);
+        }
+        Box::pin(async move { grid.apply(operation).await.map_err(cache_error_of) })
     }
 
     fn size(&self, cache: weft_core::Cache) -> BoxFuture<Result<u64, String>> {

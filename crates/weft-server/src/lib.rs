@@ -177,6 +177,7 @@ impl Server {
             .map(cluster::Prepared::new);
         if let Some(prepared) = &prepared {
             memcached::register_functions(prepared.functions(), &config.server);
+            weft_rest::register_functions(prepared.functions());
         }
         let stores: Arc<dyn weft_core::PersistenceFactory> = Arc::new(stores);
         let factory = match &prepared {

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{BufMut, BytesMut};
-use weft_cluster::operation::{Applied, Functions, Operation, WriteSpec};
 use weft_core::media::{key_from_stored, key_to_stored, value_from_stored, value_to_stored};
+use weft_core::operation::{Applied, Functions, Operation, WriteSpec};
 use weft_core::{Cache, CacheEntry, EntryMetadata, Expiry, Format, VersionedOutcome, WriteOptions};
 use weft_grid::GridCache;
 use weft_grid::routing::Route;
@@ -50,10 +50,10 @@ impl From<weft_core::CacheError> for Failure {
     }
 }
 
-impl From<weft_cluster::operation::Failure> for Failure {
-    fn from(failure: weft_cluster::operation::Failure) -> Self {
+impl From<weft_core::operation::Failure> for Failure {
+    fn from(failure: weft_core::operation::Failure) -> Self {
         match failure {
-            weft_cluster::operation::Failure::Cache(error) => Self::from(error),
+            weft_core::operation::Failure::Cache(error) => Self::from(error),
             other => Self::server(other.to_string()),
         }
     }

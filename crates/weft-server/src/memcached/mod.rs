@@ -456,7 +456,7 @@ fn keys_of(request: &Request) -> (Vec<bytes::Bytes>, bool) {
 
 /// Registers the grid functions memcached's calls run as at their keys' owners.
 pub fn register_functions(
-    functions: &weft_cluster::operation::Functions,
+    functions: &weft_core::operation::Functions,
     settings: &crate::config::ServerSection,
 ) {
     let limits = Limits {
@@ -513,10 +513,10 @@ async fn run_at_owners(
         let answer = grid
             .invoke(ops::FUNCTION, call.key(), argument, call.writes())
             .await
-            .map_err(cache_error_of)
+            .map_err(crate::cluster::cache_error_of)
             .and_then(|bytes| {
                 ops::decode_answer(&bytes).ok_or_else(|| {
-                    cache_error_of(weft_grid::GridError::Cluster(
+                    crate::cluster::cache_error_of(weft_grid::GridError::Cluster(
                         "a malformed answer from the key's owner".to_owned(),
                     ))
                 })
@@ -526,18 +526,6 @@ async fn run_at_owners(
     *connection.script.borrow_mut() = Script::Replaying(answers);
     execute_whole(connection, request, out);
     *connection.script.borrow_mut() = Script::Off;
-}
-
-/// A grid failure as memcached reports it: what the owner's cache refused as it would here,
-/// anything else (an owner that cannot be reached) as a server error naming it.
-fn cache_error_of(error: weft_grid::GridError) -> CacheError {
-    match error {
-        weft_grid::GridError::Cache(error) => error,
-        other => CacheError::Persistence(weft_core::PersistenceError::Failed {
-            cache: String::new(),
-            reason: format!("the owner of this key could not serve it: {other}"),
-        }),
-    }
 }
 
 /// Runs `request` to its end (a retrieval is not paused for output here).

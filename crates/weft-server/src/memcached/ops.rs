@@ -262,7 +262,7 @@ pub(crate) struct CallFunction {
     pub(crate) limits: Limits,
 }
 
-impl weft_cluster::operation::Function for CallFunction {
+impl weft_core::operation::Function for CallFunction {
     fn apply(&self, cache: &Cache, _key: &[u8], argument: &[u8]) -> Result<Vec<u8>, CacheError> {
         let call: Call<'_> = postcard::from_bytes(argument).map_err(|error| {
             CacheError::Persistence(weft_core::PersistenceError::Failed {
