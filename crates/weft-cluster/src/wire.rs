@@ -47,15 +47,6 @@ pub enum RaftRpc {
     InstallSnapshot,
 }
 
-/// The protocol a forwarded request is written in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Protocol {
-    /// A RESP command (its arguments), answered in RESP2.
-    Resp2,
-    /// A RESP command, answered in RESP3.
-    Resp3,
-}
-
 /// Something one node asks another.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Request {
@@ -95,15 +86,6 @@ pub enum Request {
         cache: String,
         /// The operation.
         operation: weft_core::operation::Operation,
-    },
-    /// A client request for keys this node's sender does not own, to execute here.
-    Forward {
-        /// The request's protocol.
-        protocol: Protocol,
-        /// The cache it addresses.
-        cache: String,
-        /// The request (for RESP: its arguments).
-        args: Vec<Vec<u8>>,
     },
     /// The entries of one segment, for state transfer, from position `from` on.
     Fetch {
@@ -218,8 +200,6 @@ pub enum Response {
     Ok,
     /// The replicated changes were applied.
     Applied,
-    /// A forwarded request's reply, in its protocol's encoding.
-    Reply(Vec<u8>),
     /// What an executed operation answered.
     Outcome(crate::operation::Outcome),
     /// The owner refused the operation.
@@ -447,10 +427,13 @@ mod tests {
     fn frames_round_trip_and_bad_ones_are_refused() {
         let envelope = Envelope::Request(
             7,
-            Request::Forward {
-                protocol: Protocol::Resp2,
+            Request::Execute {
                 cache: "c".into(),
-                args: vec![b"SET".to_vec(), b"k".to_vec(), b"v".to_vec()],
+                operation: weft_core::operation::Operation::Put {
+                    key: b"k".to_vec(),
+                    value: b"v".to_vec(),
+                    spec: weft_core::operation::WriteSpec::default(),
+                },
             },
         );
         let mut out = Vec::new();

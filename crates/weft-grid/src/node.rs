@@ -16,7 +16,7 @@ use weft_cluster::membership::NodeIdentity;
 use weft_cluster::operation::Refusal;
 use weft_cluster::state::{ClusterState, Command, NodeRecord};
 use weft_cluster::topology::Phase;
-use weft_cluster::wire::{EntryImage, MergeHow, Protocol, Replica, Request, Response};
+use weft_cluster::wire::{EntryImage, MergeHow, Replica, Request, Response};
 use weft_cluster::{MemberId, Mode};
 use weft_core::operation::{Functions, Operation};
 use weft_core::persistence::BoxFuture;
@@ -130,8 +130,6 @@ pub struct Node {
     /// Segments this node fetched in a rebalance and has been a write owner of ever since
     /// (it received every write to them): a restarted rebalance does not fetch them again.
     fetched: Mutex<HashMap<String, HashSet<u32>>>,
-    /// What runs client requests other nodes forwarded here (set once the server exists).
-    forwarded_requests: OnceLock<Arc<dyn ForwardedRequests>>,
     /// The functions operations may invoke on a key (see [`Operation::Invoke`]).
     functions: Arc<Functions>,
     started: Instant,
@@ -198,7 +196,6 @@ impl Node {
             chunk_entries: transfer.0.max(1),
             fetch_rate: transfer.1,
             fetched: Mutex::new(HashMap::new()),
-            forwarded_requests: OnceLock::new(),
             functions,
             started: Instant::now(),
         }))
@@ -224,11 +221,6 @@ impl Node {
         } else {
             weft_core::MergePolicy::PreferredNonNull
         }
-    }
-
-    /// Gives the node what runs client requests other nodes forward to it.
-    pub fn attach(&self, executor: Arc<dyn ForwardedRequests>) {
-        let _ = self.forwarded_requests.set(executor);
     }
 
     /// The functions operations may invoke on this member; register the same ones on
@@ -1661,30 +1653,6 @@ impl Node {
             }),
         }
     }
-
-    /// Runs a forwarded request now (in arrival order) and returns the future of its answer.
-    fn forward_now(
-        &self,
-        protocol: Protocol,
-        cache: &str,
-        args: Vec<Vec<u8>>,
-    ) -> BoxFuture<Response> {
-        match self.forwarded_requests.get() {
-            Some(executor) => executor.execute(protocol, cache, args),
-            None => Box::pin(std::future::ready(Response::Error(
-                "node starting".to_owned(),
-            ))),
-        }
-    }
-}
-
-/// Runs client requests another node forwarded here in their protocol's own encoding, for
-/// the protocol adapters that still route whole requests rather than operations.
-pub trait ForwardedRequests: Send + Sync + std::fmt::Debug {
-    /// Runs `args` (a request in `protocol`) against `cache` now, so that requests forwarded
-    /// over one connection apply in the order sent; the future of its reply is ready once
-    /// the write it made (if any) is as replicated and durable as the cache promises.
-    fn execute(&self, protocol: Protocol, cache: &str, args: Vec<Vec<u8>>) -> BoxFuture<Response>;
 }
 
 /// Runs every future concurrently; their outputs in order (a future that panicked is left
@@ -1741,19 +1709,11 @@ impl Handler for NodeHandler {
             return Box::pin(async { Response::Error("node starting".to_owned()) });
         };
         let request = match request {
-            Request::Forward { .. } if !node.is_admitted() => {
+            Request::Execute { .. } if !node.is_admitted() => {
                 // This process serves nothing keyed before the cluster admitted it: what
                 // reaches it was meant for its predecessor, or routed by a stale topology.
                 return Box::pin(std::future::ready(Response::NotOwner { owner: None }));
             }
-            Request::Execute { .. } if !node.is_admitted() => {
-                return Box::pin(std::future::ready(Response::NotOwner { owner: None }));
-            }
-            Request::Forward {
-                protocol,
-                cache,
-                args,
-            } => return node.forward_now(protocol, &cache, args),
             Request::Execute { cache, operation } => return node.execute_now(&cache, &operation),
             other => other,
         };
@@ -1799,9 +1759,7 @@ impl Handler for NodeHandler {
                     restart,
                     replicas,
                 } => apply(&node, &from, stream, restart, replicas),
-                Request::Forward { .. } | Request::Execute { .. } => {
-                    Response::Error("forwarded twice".to_owned())
-                }
+                Request::Execute { .. } => Response::Error("executed twice".to_owned()),
                 Request::Fetch {
                     cache,
                     segment,

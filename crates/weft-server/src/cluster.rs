@@ -1,22 +1,18 @@
-//! The server's side of the grid: its cluster settings as a member's, what REST and the
-//! CLI report about the cluster, and the bridge through which requests other nodes forward
-//! reach the protocol adapters. The grid itself (membership, transport, consensus, routing,
+//! The server's side of the grid: what REST and the CLI report about the cluster, which
+//! protocols' requests ran at another member, and REST's access to clustered caches. The grid itself (membership, transport, consensus, routing,
 //! replication, state transfer) is `weft_grid`.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use weft_cluster::state::NodeRecord;
-use weft_cluster::wire::{Protocol, Response};
 use weft_core::CacheConfig;
 use weft_core::operation::{Applied, Operation};
 use weft_core::persistence::BoxFuture;
 use weft_grid::GridCache;
-use weft_grid::node::{ForwardedRequests, Node};
+use weft_grid::node::Node;
 pub use weft_grid::{Cluster, GridConfig, Prepared, iteration, multi, node, routing, transport};
 use weft_rest::{CacheTopologyView, ClusterMembers, TransferView};
-
-use crate::ServerContext;
 
 /// A reader of the agreed membership for REST and metrics (this node alone until it joined
 /// a group).
@@ -136,22 +132,6 @@ fn phase_name(phase: weft_cluster::topology::Phase) -> &'static str {
         Phase::ReadOldWriteAll => "read-old-write-all",
         Phase::ReadAllWriteAll => "read-all-write-all",
         Phase::ReadNewWriteAll => "read-new-write-all",
-    }
-}
-
-/// Runs the requests other nodes forward in a protocol's encoding through that protocol's
-/// adapter.
-#[derive(Debug)]
-pub struct Bridge(pub Arc<ServerContext>);
-
-impl ForwardedRequests for Bridge {
-    fn execute(&self, protocol: Protocol, cache: &str, args: Vec<Vec<u8>>) -> BoxFuture<Response> {
-        let server = &self.0;
-        match protocol {
-            Protocol::Resp2 | Protocol::Resp3 => {
-                crate::resp::execute_forwarded(server, cache, protocol == Protocol::Resp3, args)
-            }
-        }
     }
 }
 

@@ -175,10 +175,11 @@ impl Server {
             .server
             .grid_config(&node_name)
             .map(cluster::Prepared::new);
-        if let Some(prepared) = &prepared {
+        let resp_function = prepared.as_ref().map(|prepared| {
             memcached::register_functions(prepared.functions(), &config.server);
             weft_rest::register_functions(prepared.functions());
-        }
+            resp::register_functions(prepared.functions())
+        });
         let stores: Arc<dyn weft_core::PersistenceFactory> = Arc::new(stores);
         let factory = match &prepared {
             Some(prepared) => prepared.persistence(stores),
@@ -266,10 +267,8 @@ impl Server {
             cluster: cluster.as_ref().map(|cluster| Arc::clone(cluster.node())),
             routed,
         });
-        if let Some(cluster) = &cluster {
-            cluster
-                .node()
-                .attach(Arc::new(cluster::Bridge(Arc::clone(&context))));
+        if let Some(function) = &resp_function {
+            function.attach(&context);
         }
         let accept_task = tokio::spawn(accept_loop(
             listener,

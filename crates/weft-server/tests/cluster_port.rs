@@ -192,16 +192,19 @@ fn intruder() -> Identity {
 fn a_peer_without_the_secret_gets_nothing_through() {
     let node = Node::start("");
 
-    // A forwarded SET sent straight away, as before there was a handshake.
+    // A write operation sent straight away, as if there were no handshake.
     let mut raw = TcpStream::connect(node.cluster).unwrap();
     let mut frame = Vec::new();
     wire::encode(
         &Envelope::Request(
             1,
-            Request::Forward {
-                protocol: wire::Protocol::Resp2,
+            Request::Execute {
                 cache: "default".into(),
-                args: vec![b"SET".to_vec(), b"stolen".to_vec(), b"1".to_vec()],
+                operation: weft_core::operation::Operation::Put {
+                    key: b"stolen".to_vec(),
+                    value: b"1".to_vec(),
+                    spec: weft_core::operation::WriteSpec::default(),
+                },
             },
         ),
         &mut frame,

@@ -25,6 +25,7 @@ use weft_core::{Durability, collect_durability};
 use weft_resp::{Limits, RequestDecoder};
 
 use commands::lists::Retry;
+use session::Elsewhere;
 
 pub use reply::Reply;
 pub use session::{OutputLimitExceeded, Session};
@@ -97,8 +98,8 @@ async fn serve_session(
                     let (executed, durability) =
                         collect_durability(|| session.execute(&request.args, &mut output));
                     unsettled.merge(durability);
-                    if let Some((owner, args)) = session.forward.take() {
-                        forward(&session, owner, args, &mut output).await;
+                    if let Some(elsewhere) = session.forward.take() {
+                        run_at_owner(&session, elsewhere, &mut output).await;
                     }
                     if let Some(args) = session.cluster_wide.take() {
                         cluster_wide(&session, &args, &mut output).await;
@@ -326,79 +327,99 @@ async fn cluster_scan(
     Ok((0, found))
 }
 
-/// Runs a command on the node that owns its keys and appends that node's reply.
-async fn forward(
-    session: &Session,
-    owner: SocketAddr,
-    args: Vec<bytes::Bytes>,
-    output: &mut BytesMut,
-) {
-    use weft_cluster::wire::{Protocol as Wire, Request, Response};
+/// The name RESP commands run under, as a grid function, at their keys' owner.
+pub const FUNCTION: &str = "weft.resp";
+
+/// Runs a command at the member that owns its keys (as the grid function [`FUNCTION`]) and
+/// appends that member's reply.
+async fn run_at_owner(session: &Session, elsewhere: Elsewhere, output: &mut BytesMut) {
     let Some(node) = &session.context.cluster else {
         return;
     };
-    let protocol = match session.protocol {
-        weft_resp::Protocol::Resp3 => Wire::Resp3,
-        weft_resp::Protocol::Resp2 => Wire::Resp2,
-    };
     session.context.routed.count(crate::cluster::Origin::Resp);
-    let request = Request::Forward {
-        protocol,
-        cache: session.cache.name().to_owned(),
-        args: args.iter().map(|arg| arg.to_vec()).collect(),
+    let grid = weft_grid::GridCache::new(Arc::clone(node), session.cache.clone());
+    let command = RemoteCommand {
+        resp3: session.protocol == weft_resp::Protocol::Resp3,
+        args: elsewhere.args.iter().map(|arg| arg.to_vec()).collect(),
     };
-    let answer = node
-        .transport()
-        .call(owner, request, std::time::Duration::from_secs(20))
-        .await;
-    match answer {
-        Ok(Response::Reply(reply)) => output.extend_from_slice(&reply),
-        Ok(Response::Error(reason)) => {
-            output.extend_from_slice(
-                format!("-ERR {}\r\n", reason.replace(['\r', '\n'], " ")).as_bytes(),
-            );
+    let argument = postcard::to_stdvec(&command).unwrap_or_default();
+    match grid
+        .invoke(FUNCTION, &elsewhere.key, argument, elsewhere.write)
+        .await
+    {
+        Ok(reply) => output.extend_from_slice(&reply),
+        Err(weft_grid::GridError::Cache(error)) => {
+            commands::strings::cache_error(&mut Reply::new(output, session.protocol), &error);
         }
-        Ok(_) | Err(_) => {
-            output
-                .extend_from_slice(b"-CLUSTERDOWN the owner of this key is unreachable; retry\r\n");
+        Err(error) => {
+            let reason = error.to_string().replace(['\r', '\n'], " ");
+            output.extend_from_slice(format!("-CLUSTERDOWN {reason}\r\n").as_bytes());
         }
     }
 }
 
-/// Runs a command another node forwarded here, now (so that commands forwarded over one
-/// connection apply in the order sent), and returns the future of its reply: ready once the
-/// write it made (if any) is as replicated and durable as the cache promises.
-pub fn execute_forwarded(
-    context: &Arc<ServerContext>,
-    cache: &str,
+/// A command as it travels to its keys' owner.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct RemoteCommand {
     resp3: bool,
     args: Vec<Vec<u8>>,
-) -> weft_core::persistence::BoxFuture<weft_cluster::wire::Response> {
-    use weft_cluster::wire::Response;
-    let ready = |response: Response| -> weft_core::persistence::BoxFuture<Response> {
-        Box::pin(std::future::ready(response))
-    };
-    let Some(cache) = context.manager.cache(cache) else {
-        return ready(Response::Error(format!("no cache `{cache}`")));
-    };
-    let Some(mut session) = Session::forwarded(Arc::clone(context), cache, resp3) else {
-        return ready(Response::Error("no RESP database".to_owned()));
-    };
-    let args: Vec<bytes::Bytes> = args.into_iter().map(bytes::Bytes::from).collect();
-    let mut output = BytesMut::new();
-    let (executed, durability) = collect_durability(|| session.execute(&args, &mut output));
-    drop(session);
-    if executed.is_err() {
-        return ready(Response::Error(
-            "reply exceeds client-output-bytes-max".to_owned(),
-        ));
+}
+
+/// Runs the RESP commands other members send to their keys' owner: on a session of its own
+/// over the owner's cache, answering the command's reply.
+#[derive(Debug, Default)]
+pub struct CommandFunction {
+    context: std::sync::OnceLock<std::sync::Weak<ServerContext>>,
+}
+
+impl CommandFunction {
+    /// Gives the function the server it runs commands in (once the server exists; until
+    /// then, commands are refused as not joined here and their sender retries).
+    pub fn attach(&self, context: &Arc<ServerContext>) {
+        let _ = self.context.set(Arc::downgrade(context));
     }
-    Box::pin(async move {
-        if let Err(error) = durability.wait().await {
-            return Response::Error(error.to_string());
+}
+
+impl weft_core::operation::Function for CommandFunction {
+    fn apply(
+        &self,
+        cache: &weft_core::Cache,
+        _key: &[u8],
+        argument: &[u8],
+    ) -> Result<Vec<u8>, weft_core::CacheError> {
+        let refused = |reason: &str| weft_core::PersistenceError::Failed {
+            cache: cache.name().to_owned(),
+            reason: reason.to_owned(),
+        };
+        let Some(context) = self.context.get().and_then(std::sync::Weak::upgrade) else {
+            return Err(weft_core::PersistenceError::NotJoined {
+                cache: cache.name().to_owned(),
+            }
+            .into());
+        };
+        let command: RemoteCommand = postcard::from_bytes(argument)
+            .map_err(|_| refused("a malformed RESP command from another member"))?;
+        let Some(mut session) = Session::forwarded(context, cache.clone(), command.resp3) else {
+            return Err(refused("no RESP database").into());
+        };
+        let args: Vec<bytes::Bytes> = command.args.into_iter().map(bytes::Bytes::from).collect();
+        let mut output = BytesMut::new();
+        if session.execute(&args, &mut output).is_err() {
+            return Err(refused("reply exceeds client-output-bytes-max").into());
         }
-        Response::Reply(output.to_vec())
-    })
+        Ok(output.to_vec())
+    }
+}
+
+/// Registers the grid function RESP commands run as at their keys' owner; the server
+/// attaches itself to the returned function once it exists.
+pub fn register_functions(functions: &weft_core::operation::Functions) -> Arc<CommandFunction> {
+    let function = Arc::new(CommandFunction::default());
+    functions.register(
+        FUNCTION,
+        Arc::clone(&function) as Arc<dyn weft_core::operation::Function>,
+    );
+    function
 }
 
 /// A connection whose current command blocks (BLPOP and friends).

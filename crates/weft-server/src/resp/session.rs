@@ -69,7 +69,7 @@ pub struct Session {
     pub tracking: ClientTracking,
     /// Set when the command just dispatched must run on another node (its keys' owner):
     /// the connection loop sends it there and appends the reply.
-    pub forward: Option<(SocketAddr, Vec<Bytes>)>,
+    pub forward: Option<Elsewhere>,
     /// This session runs commands another node forwarded: they run here, whoever owns
     /// their keys now (the sender routed them).
     pub forwarded: bool,
@@ -85,6 +85,17 @@ pub struct Multi {
     pub queued: Vec<Vec<Bytes>>,
     /// A command was refused while queueing: EXEC will abort.
     pub failed: bool,
+}
+
+/// A command whose keys another member owns: it runs there (see [`super::run_at_owner`]).
+#[derive(Debug)]
+pub struct Elsewhere {
+    /// The key that routes it (its first).
+    pub key: Bytes,
+    /// Whether it may write (it then runs at the key's primary).
+    pub write: bool,
+    /// The command.
+    pub args: Vec<Bytes>,
 }
 
 impl Session {
@@ -125,7 +136,7 @@ impl Session {
         })
     }
 
-    /// A session that runs commands another node forwarded, on `cache`.
+    /// A session that runs commands another member sent to their keys' owner, on `cache`.
     #[must_use]
     pub fn forwarded(context: Arc<ServerContext>, cache: Cache, resp3: bool) -> Option<Self> {
         let peer = context.local_addr;
@@ -142,13 +153,13 @@ impl Session {
     }
 
     /// Where a command on `args` must run when the session's cache is clustered: `Ok(None)`
-    /// here, `Ok(Some(node))` on the owner of its keys; an error when its keys live on
-    /// different nodes (Redis Cluster's CROSSSLOT).
+    /// here, `Ok(Some(key))` at the owner of its keys (`key`, the first, names it); an error
+    /// when its keys live on different nodes (Redis Cluster's CROSSSLOT).
     fn owner(
         &self,
         spec: &table::CommandSpec,
         args: &[Bytes],
-    ) -> Result<Option<SocketAddr>, &'static str> {
+    ) -> Result<Option<Bytes>, &'static str> {
         use crate::cluster::routing::Route;
         if self.forwarded || spec.first_key <= 0 || !self.cache.config().mode.is_clustered() {
             return Ok(None);
@@ -166,6 +177,7 @@ impl Session {
         };
         let step = spec.step.max(1);
         let mut target: Option<Route> = None;
+        let mut first: Option<&Bytes> = None;
         let mut position = spec.first_key;
         while position <= last {
             let Some(key) = usize::try_from(position).ok().and_then(|i| args.get(i)) else {
@@ -177,6 +189,7 @@ impl Session {
             } else {
                 routing.read_route(self.cache.name(), segment)
             };
+            first.get_or_insert(key);
             match &target {
                 None => target = Some(route),
                 Some(found) if *found == route => {}
@@ -185,7 +198,7 @@ impl Session {
             position += step;
         }
         Ok(match target {
-            Some(Route::Remote(_, addr)) => Some(addr),
+            Some(Route::Remote(..)) => first.cloned(),
             _ => None,
         })
     }
@@ -285,13 +298,17 @@ impl Session {
         }
         match self.owner(spec, args) {
             Ok(None) => {}
-            Ok(Some(owner)) => {
+            Ok(Some(key)) => {
                 if self.executing {
                     reply.error(
                         "CROSSSLOT a transaction's keys must be owned by the node it runs on",
                     );
                 } else {
-                    self.forward = Some((owner, args.to_vec()));
+                    self.forward = Some(Elsewhere {
+                        key,
+                        write: spec.flags.contains(&"write"),
+                        args: args.to_vec(),
+                    });
                 }
                 return;
             }
