@@ -744,6 +744,70 @@ impl CacheConfig {
     }
 }
 
+/// The Infinispan cache templates Weft provides (`org.infinispan.*`, what Hot Rod's
+/// `DefaultTemplate` and REST's `?template=` name), as [`template`] maps them.
+pub const TEMPLATES: [&str; 5] = [
+    "org.infinispan.LOCAL",
+    "org.infinispan.REPL_SYNC",
+    "org.infinispan.REPL_ASYNC",
+    "org.infinispan.DIST_SYNC",
+    "org.infinispan.DIST_ASYNC",
+];
+
+/// Templates Infinispan defines that Weft refuses by name rather than as unknown: it has no
+/// invalidation caches, and no transactions.
+const TEMPLATES_UNSUPPORTED: [&str; 4] = [
+    "org.infinispan.INVALIDATION_SYNC",
+    "org.infinispan.INVALIDATION_ASYNC",
+    "org.infinispan.REPL_SYNC_TX",
+    "org.infinispan.DIST_SYNC_TX",
+];
+
+/// Why a template name gives no configuration.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TemplateError {
+    /// No template has this name (Infinispan's wording, which clients match on).
+    #[error(
+        "ISPN000436: Cache '{0}' has been requested, but no matching cache configuration exists"
+    )]
+    Unknown(String),
+    /// Infinispan defines it, but it makes a kind of cache Weft does not have.
+    #[error(
+        "template '{0}' makes a cache Weft does not support (invalidation or transactional); \
+         use org.infinispan.DIST_SYNC, org.infinispan.REPL_SYNC or org.infinispan.LOCAL"
+    )]
+    Unsupported(String),
+}
+
+/// The configuration Infinispan's template `name` gives a cache: its mode (local,
+/// distributed or replicated) and, for clustered ones, whether writes are acknowledged
+/// synchronously; everything else is [`CacheConfig::default`] (statistics on, as in
+/// Infinispan's templates). See [`TEMPLATES`].
+///
+/// # Errors
+/// [`TemplateError::Unsupported`] for Infinispan's invalidation and transactional templates,
+/// [`TemplateError::Unknown`] for any other name.
+pub fn template(name: &str) -> Result<CacheConfig, TemplateError> {
+    let (mode, replication) = match name.strip_prefix("org.infinispan.") {
+        Some("LOCAL") => (CacheMode::Local, Replication::Sync),
+        Some("REPL_SYNC") => (CacheMode::Replicated, Replication::Sync),
+        Some("REPL_ASYNC") => (CacheMode::Replicated, Replication::Async),
+        Some("DIST_SYNC") => (CacheMode::Distributed, Replication::Sync),
+        Some("DIST_ASYNC") => (CacheMode::Distributed, Replication::Async),
+        _ if TEMPLATES_UNSUPPORTED.contains(&name) => {
+            return Err(TemplateError::Unsupported(name.to_owned()));
+        }
+        _ => return Err(TemplateError::Unknown(name.to_owned())),
+    };
+    Ok(CacheConfig {
+        mode,
+        replication,
+        statistics: true,
+        ..CacheConfig::default()
+    })
+}
+
 fn ser_duration<S: serde::Serializer>(value: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
     serializer.serialize_u64(u64::try_from(value.as_millis()).unwrap_or(u64::MAX))
 }
@@ -1053,6 +1117,58 @@ when-full = "exception"
         assert_eq!(config.encoding.value_media_type(), Some("application/json"));
         let error = CacheConfig::from_toml("c.toml", "[encoding]\nmedia-type = \"plain\"\n").err();
         assert!(error.is_some_and(|e| e.line == 2 && e.reason.contains("invalid media type")));
+    }
+
+    // Proves each Infinispan template makes the cache it names, and that unsupported and
+    // unknown names are refused with different errors rather than making a local cache.
+    #[test]
+    fn templates() {
+        let made = |name: &str| template(name).map(|config| (config.mode, config.replication));
+        assert_eq!(
+            made("org.infinispan.LOCAL"),
+            Ok((CacheMode::Local, Replication::Sync))
+        );
+        assert_eq!(
+            made("org.infinispan.DIST_SYNC"),
+            Ok((CacheMode::Distributed, Replication::Sync))
+        );
+        assert_eq!(
+            made("org.infinispan.DIST_ASYNC"),
+            Ok((CacheMode::Distributed, Replication::Async))
+        );
+        assert_eq!(
+            made("org.infinispan.REPL_SYNC"),
+            Ok((CacheMode::Replicated, Replication::Sync))
+        );
+        assert_eq!(
+            made("org.infinispan.REPL_ASYNC"),
+            Ok((CacheMode::Replicated, Replication::Async))
+        );
+        for name in TEMPLATES {
+            assert!(template(name).is_ok(), "{name}");
+        }
+        let distributed = template("org.infinispan.DIST_SYNC").unwrap_or_default();
+        assert_eq!(distributed.owners, OWNERS_DEFAULT);
+        assert!(distributed.statistics);
+        assert_eq!(
+            made("org.infinispan.INVALIDATION_SYNC"),
+            Err(TemplateError::Unsupported(
+                "org.infinispan.INVALIDATION_SYNC".into()
+            ))
+        );
+        for unknown in [
+            "org.infinispan.SCATTERED_SYNC",
+            "DIST_SYNC",
+            "org.infinispan.dist_sync",
+            "",
+        ] {
+            assert_eq!(made(unknown), Err(TemplateError::Unknown(unknown.into())));
+        }
+        assert!(
+            TemplateError::Unknown("x".into())
+                .to_string()
+                .starts_with("ISPN000436: Cache 'x' has been requested")
+        );
     }
 
     // Proves Infinispan's JSON wrapper with quoted numbers is understood, and clustered modes refused.

@@ -50,6 +50,9 @@ enum Merge {
 /// How long a forming cluster waits for the nodes in sight to be members before it defines
 /// its caches over those that are.
 const FORMATION_WAIT_MAX: Duration = Duration::from_secs(10);
+/// How long an administrator's cache creation or removal waits, once the cluster agreed on
+/// it, for this node to have applied it.
+const APPLIED_WAIT_MAX: Duration = Duration::from_secs(5);
 
 /// Progress of state transfer, per cache.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -89,6 +92,10 @@ pub struct Node {
     manager: CacheManager,
     /// The clustered caches this node's configuration defines.
     configured: Vec<(String, CacheConfig)>,
+    /// Configured caches this node proposes no more: it saw the cluster define them, or
+    /// they were removed through it. A removal is an administrator's decision, which the
+    /// next reconciliation must not undo by defining the cache again.
+    configured_done: Mutex<HashSet<String>>,
     /// Live members according to failure detection.
     view: Arc<RwLock<Vec<NodeIdentity>>>,
     view_changed: Arc<Notify>,
@@ -177,6 +184,7 @@ impl Node {
             replication,
             manager,
             configured,
+            configured_done: Mutex::new(HashSet::new()),
             view,
             view_changed,
             hellos: Mutex::new(HashMap::new()),
@@ -804,7 +812,7 @@ impl Node {
             return;
         }
         for (name, config) in &self.configured {
-            if state.cache(name).is_some() {
+            if state.cache(name).is_some() || self.configured_done.lock().contains(name) {
                 continue;
             }
             if let Err(error) = self.define(name, config).await {
@@ -813,11 +821,61 @@ impl Node {
         }
     }
 
-    /// Defines a clustered cache on every node.
+    /// Defines a clustered cache on every node, and waits until this node created it.
+    /// Returns false, without proposing anything, when the cluster defines a cache by that
+    /// name already (whatever its configuration).
+    ///
+    /// # Errors
+    /// If the cluster refused it (a concurrent other definition) or could not be reached, or
+    /// this node did not create it within `APPLIED_WAIT_MAX`.
+    pub async fn create_cache(&self, name: &str, config: &CacheConfig) -> crate::Result<bool> {
+        let created = self.state().cache(name).is_none() && self.define(name, config).await?;
+        // The definition is agreed; this node creates the cache when it applies it.
+        let deadline = Instant::now() + APPLIED_WAIT_MAX;
+        while self.manager.cache(name).is_none() {
+            if Instant::now() >= deadline {
+                crate::error::bail!("cache `{name}` was defined but not created here in time");
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Ok(created)
+    }
+
+    /// Removes a clustered cache from every node, and waits until this node removed it.
+    /// Returns false when there was no such cache. A clustered cache this node has but the
+    /// cluster does not define yet (one from its configuration, while the cluster forms) is
+    /// removed here only.
+    ///
+    /// # Errors
+    /// If the cluster could not be reached, or this node did not remove the cache within
+    /// `APPLIED_WAIT_MAX`.
+    pub async fn remove_cache(&self, name: &str) -> crate::Result<bool> {
+        self.configured_done.lock().insert(name.to_owned());
+        let outcome = self
+            .propose(Command::RemoveCache {
+                name: name.to_owned(),
+            })
+            .await?;
+        if outcome.refused.is_some() {
+            // The only refusal of a removal: the cluster has no such cache.
+            return Ok(self.manager.remove_cache(name));
+        }
+        let deadline = Instant::now() + APPLIED_WAIT_MAX;
+        while self.manager.cache(name).is_some() {
+            if Instant::now() >= deadline {
+                crate::error::bail!("cache `{name}` was removed but is still here");
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Ok(true)
+    }
+
+    /// Defines a clustered cache on every node; returns whether the definition is new (false
+    /// when the cluster defines it alike already).
     ///
     /// # Errors
     /// If the cluster refused it (another definition) or could not be reached.
-    pub async fn define(&self, name: &str, config: &CacheConfig) -> crate::Result<()> {
+    pub async fn define(&self, name: &str, config: &CacheConfig) -> crate::Result<bool> {
         let mode = match config.mode {
             weft_core::CacheMode::Replicated => Mode::Replicated,
             _ => Mode::Distributed {
@@ -834,7 +892,7 @@ impl Node {
             .await?;
         match outcome.refused {
             Some(reason) => crate::error::bail!("{reason}"),
-            None => Ok(()),
+            None => Ok(outcome.changed),
         }
     }
 
@@ -1040,7 +1098,41 @@ impl Node {
                 }
             }
         }
-        installed.retain(|name, _| state.cache(name).is_some());
+        // Seen defined in an agreed state (every state passes here, the reconciliation ticks
+        // see only some): if it is removed later, this node must not define it again.
+        self.configured_done.lock().extend(
+            self.configured
+                .iter()
+                .filter(|(name, _)| state.cache(name).is_some())
+                .map(|(name, _)| name.clone()),
+        );
+        // A cache the cluster removed goes from this node too, with its data and everything
+        // this node remembers of its rebalances: a cache defined again by the same name
+        // starts empty and moves every segment afresh.
+        let removed: Vec<String> = installed
+            .keys()
+            .filter(|name| state.cache(name).is_none())
+            .cloned()
+            .collect();
+        for name in removed {
+            installed.remove(&name);
+            self.routing.uninstall(&name);
+            self.routing.set_degraded(&name, None);
+            self.fetched.lock().remove(&name);
+            self.progress.lock().remove(&name);
+            self.transfers_done
+                .lock()
+                .retain(|(cache, _)| *cache != name);
+            self.confirmed
+                .lock()
+                .retain(|(cache, _, _), _| *cache != name);
+            self.reconcile.lock().remove(&name);
+            self.reconcile_checked.lock().remove(&name);
+            self.merge_pending.lock().remove(&name);
+            if self.manager.remove_cache(&name) {
+                tracing::info!(cache = %name, "removed clustered cache");
+            }
+        }
     }
 
     /// Proposes that this node finished `phase` of rebalance `rebalance_id` — again if a

@@ -334,6 +334,45 @@ fn parse_config(headers: &HeaderMap, body: &Bytes) -> Result<Option<CacheConfig>
         .map_err(|error| RestError::bad_request(error.to_string()))
 }
 
+/// The configuration a create request asks for: Infinispan's template named by
+/// `?template=` (with an empty body), or the body's (see [`parse_config`]).
+fn requested_config(
+    params: &HashMap<String, String>,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Result<Option<CacheConfig>, RestError> {
+    let Some(name) = params.get("template") else {
+        return parse_config(headers, body);
+    };
+    if !body.iter().all(u8::is_ascii_whitespace) {
+        // Infinispan would use the template and ignore the body; saying so beats guessing
+        // which of the two the client meant.
+        return Err(RestError::bad_request(
+            "give either ?template= or a configuration in the body, not both",
+        ));
+    }
+    weft_core::config::template(name)
+        .map(Some)
+        .map_err(|error| RestError::bad_request(error.to_string()))
+}
+
+/// Creates cache `name`: on every node through the cluster when the server is clustered
+/// and the configuration is (a local cache of a clustered server is this node's alone),
+/// else here.
+async fn create(state: &Shared, name: &str, config: CacheConfig) -> Result<(), RestError> {
+    match state.forwarder() {
+        Some(cluster) if config.mode.is_clustered() => cluster
+            .define(name.to_owned(), config)
+            .await
+            .map_err(RestError::unavailable),
+        _ => state
+            .manager()
+            .create_cache(name, config)
+            .map(drop)
+            .map_err(RestError::from),
+    }
+}
+
 /// `POST /rest/v2/caches/{cache}`: create (400 if it exists), or a write action.
 pub(crate) async fn post(
     State(state): State<Shared>,
@@ -346,21 +385,11 @@ pub(crate) async fn post(
     let params = query_params(query)?;
     match params.get("action").map(String::as_str) {
         None => {
-            let config = parse_config(&headers, &body)?.unwrap_or_default();
-            match state.forwarder() {
-                Some(cluster) if config.mode.is_clustered() => {
-                    if state.manager().cache(&name).is_some() {
-                        return Err(weft_core::ManagerError::AlreadyExists(name).into());
-                    }
-                    cluster
-                        .define(name, config)
-                        .await
-                        .map_err(RestError::unavailable)?;
-                }
-                _ => {
-                    state.manager().create_cache(&name, config)?;
-                }
+            let config = requested_config(&params, &headers, &body)?.unwrap_or_default();
+            if state.manager().cache(&name).is_some() {
+                return Err(weft_core::ManagerError::AlreadyExists(name).into());
             }
+            create(&state, &name, config).await?;
             Ok(StatusCode::OK.into_response())
         }
         Some("clear") => {
@@ -392,38 +421,51 @@ pub(crate) async fn put(
     body: Bytes,
 ) -> Result<Response, RestError> {
     let name = cache_name(path)?;
-    if let Some(action) = query_params(query)?.get("action") {
+    let params = query_params(query)?;
+    if let Some(action) = params.get("action") {
         return Err(unknown_action(action));
     }
-    let config = parse_config(&headers, &body)?;
-    if let Some(cache) = state.manager().cache(&name) {
-        return match config {
-            Some(config) if &config != cache.config() => Err(RestError::bad_request(format!(
+    let config = requested_config(&params, &headers, &body)?;
+    let exists = |config: Option<&CacheConfig>| {
+        let cache = state.manager().cache(&name)?;
+        Some(match config {
+            Some(config) if config != cache.config() => Err(RestError::bad_request(format!(
                 "cache `{name}` exists with a different configuration, which cannot be \
                  changed while it runs; delete and recreate it"
             ))),
             _ => Ok(StatusCode::OK.into_response()),
-        };
+        })
+    };
+    if let Some(answer) = exists(config.as_ref()) {
+        return answer;
     }
-    match state
-        .manager()
-        .create_cache(&name, config.unwrap_or_default())
-    {
-        // A concurrent create of the same name won the race: the cache exists, as asked.
-        Ok(_) | Err(weft_core::ManagerError::AlreadyExists(_)) => {
-            Ok(StatusCode::OK.into_response())
-        }
-        Err(error) => Err(error.into()),
+    match create(&state, &name, config.clone().unwrap_or_default()).await {
+        Ok(()) => Ok(StatusCode::OK.into_response()),
+        // A concurrent create of the same name won the race: the cache exists, and the
+        // answer is the one it would have been had it come first.
+        Err(error) => exists(config.as_ref()).unwrap_or(Err(error)),
     }
 }
 
-/// `DELETE /rest/v2/caches/{cache}`: 200, or 404 if there was no such cache.
+/// `DELETE /rest/v2/caches/{cache}`: 200, or 404 if there was no such cache. A clustered
+/// server removes it from every node, unless it is a local cache (this node's alone).
 pub(crate) async fn delete(
     State(state): State<Shared>,
     path: Result<RawPathParams, axum::extract::rejection::RawPathParamsRejection>,
 ) -> Result<Response, RestError> {
     let name = cache_name(path)?;
-    if state.manager().remove_cache(&name) {
+    let local = state
+        .manager()
+        .cache(&name)
+        .is_some_and(|cache| !cache.config().mode.is_clustered());
+    let removed = match state.forwarder() {
+        Some(cluster) if !local => cluster
+            .remove(name.clone())
+            .await
+            .map_err(RestError::unavailable)?,
+        _ => state.manager().remove_cache(&name),
+    };
+    if removed {
         Ok(StatusCode::OK.into_response())
     } else {
         Err(RestError::no_cache(&name))

@@ -139,6 +139,10 @@ pub trait Forwarder: Send + Sync + 'static {
         name: String,
         config: weft_core::CacheConfig,
     ) -> weft_core::persistence::BoxFuture<Result<(), String>>;
+
+    /// Removes a clustered cache from every node; done once this node no longer has it.
+    /// False when there was no such cache.
+    fn remove(&self, name: String) -> weft_core::persistence::BoxFuture<Result<bool, String>>;
 }
 
 /// Who is in the cluster, as this node sees it: names and cluster addresses, this node

@@ -859,6 +859,77 @@ async fn bad_configurations_name_the_line() {
     assert!(f.manager.cache("broken").is_none());
 }
 
+// Proves `?template=` makes the cache Infinispan's template names (POST and PUT), and that
+// unknown, unsupported and ambiguous requests are 400 and create nothing.
+#[tokio::test]
+async fn create_cache_from_templates() {
+    let f = fixture();
+    let reply = f
+        .call(
+            Method::POST,
+            "/rest/v2/caches/dist?template=org.infinispan.DIST_SYNC",
+            &[],
+            Body::empty(),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    let config = f.manager.cache("dist").unwrap().config().clone();
+    assert_eq!(config.mode, weft_core::CacheMode::Distributed);
+    assert_eq!(config.replication, weft_core::Replication::Sync);
+    let shown = f
+        .get("/rest/v2/caches/dist?action=config", &[])
+        .await
+        .json();
+    assert_eq!(shown["distributed-cache"]["mode"], "SYNC", "{shown}");
+    let reply = f
+        .put(
+            "/rest/v2/caches/repl?template=org.infinispan.REPL_ASYNC",
+            &[],
+            Body::empty(),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    let config = f.manager.cache("repl").unwrap().config().clone();
+    assert_eq!(config.mode, weft_core::CacheMode::Replicated);
+    assert_eq!(config.replication, weft_core::Replication::Async);
+    let unknown = f
+        .call(
+            Method::POST,
+            "/rest/v2/caches/x?template=org.infinispan.NOPE",
+            &[],
+            Body::empty(),
+        )
+        .await;
+    assert_eq!(unknown.status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        unknown.text(),
+        "ISPN000436: Cache 'org.infinispan.NOPE' has been requested, but no matching cache configuration exists"
+    );
+    let invalidation = f
+        .put(
+            "/rest/v2/caches/x?template=org.infinispan.INVALIDATION_SYNC",
+            &[],
+            Body::empty(),
+        )
+        .await;
+    assert_eq!(invalidation.status, StatusCode::BAD_REQUEST);
+    assert!(
+        invalidation.text().contains("does not support"),
+        "{}",
+        invalidation.text()
+    );
+    let both = f
+        .call(
+            Method::POST,
+            "/rest/v2/caches/x?template=org.infinispan.LOCAL",
+            &[("Content-Type", "application/json")],
+            r#"{"segments": 8}"#,
+        )
+        .await;
+    assert_eq!(both.status, StatusCode::BAD_REQUEST);
+    assert!(f.manager.cache("x").is_none());
+}
+
 // Proves unsupported configuration media types are 415 and invalid names 400.
 #[tokio::test]
 async fn create_cache_refusals() {
@@ -1422,11 +1493,14 @@ async fn lifecycle_actions_need_loopback_or_the_password() {
     assert_eq!(calls.load(Ordering::SeqCst), 4);
 }
 
-/// A cluster as a REST router sees it: the operations it hands over are recorded, and
-/// every key reads as absent at its owner.
+/// A cluster as a REST router sees it: the operations it hands over are recorded (every
+/// key reads as absent at its owner), and so are the caches defined and removed through it.
+/// The cluster knows a cache named `clustered`.
 #[derive(Default)]
 struct RecordingCluster {
     executed: std::sync::Mutex<Vec<weft_core::operation::Operation>>,
+    defined: std::sync::Mutex<Vec<(String, weft_core::CacheMode)>>,
+    removed: std::sync::Mutex<Vec<String>>,
 }
 
 impl weft_rest::Forwarder for RecordingCluster {
@@ -1460,11 +1534,81 @@ impl weft_rest::Forwarder for RecordingCluster {
 
     fn define(
         &self,
-        _: String,
-        _: CacheConfig,
+        name: String,
+        config: CacheConfig,
     ) -> weft_core::persistence::BoxFuture<Result<(), String>> {
-        Box::pin(async { Err("not in this test".to_owned()) })
+        self.defined.lock().unwrap().push((name, config.mode));
+        Box::pin(async { Ok(()) })
     }
+
+    fn remove(&self, name: String) -> weft_core::persistence::BoxFuture<Result<bool, String>> {
+        let known = name == "clustered";
+        self.removed.lock().unwrap().push(name);
+        Box::pin(async move { Ok(known) })
+    }
+}
+
+// Proves that on a clustered server, creating a clustered cache (from a template or a body,
+// by POST or PUT) and removing any cache but a local one go through the cluster, while a
+// local cache is created and removed on this node alone.
+#[tokio::test]
+async fn cache_admin_goes_through_the_cluster() {
+    let manager = CacheManager::new(ManagerConfig::default()).unwrap();
+    let forwarder = Arc::new(RecordingCluster::default());
+    let app = router(
+        RestState::new(manager.clone())
+            .with_forwarder(Arc::clone(&forwarder) as Arc<dyn weft_rest::Forwarder>),
+    );
+    let send = |method: Method, uri: &str, body: &'static str| {
+        let request = Request::builder()
+            .method(method)
+            .uri(uri)
+            .header("Content-Type", "application/json")
+            .body(Body::from(body))
+            .unwrap();
+        let app = app.clone();
+        async move { app.oneshot(request).await.unwrap().status() }
+    };
+    let dist = "/rest/v2/caches/dist?template=org.infinispan.DIST_SYNC";
+    assert_eq!(send(Method::POST, dist, "").await, StatusCode::OK);
+    let repl = "/rest/v2/caches/repl?template=org.infinispan.REPL_ASYNC";
+    assert_eq!(send(Method::PUT, repl, "").await, StatusCode::OK);
+    let body = r#"{"distributed-cache":{"mode":"SYNC"}}"#;
+    assert_eq!(
+        send(Method::PUT, "/rest/v2/caches/body", body).await,
+        StatusCode::OK
+    );
+    let local = "/rest/v2/caches/here?template=org.infinispan.LOCAL";
+    assert_eq!(send(Method::POST, local, "").await, StatusCode::OK);
+    assert_eq!(
+        forwarder.defined.lock().unwrap().clone(),
+        [
+            ("dist".to_owned(), weft_core::CacheMode::Distributed),
+            ("repl".to_owned(), weft_core::CacheMode::Replicated),
+            ("body".to_owned(), weft_core::CacheMode::Distributed),
+        ]
+    );
+    assert!(
+        manager.cache("here").is_some(),
+        "a local cache is made here"
+    );
+    assert_eq!(
+        send(Method::DELETE, "/rest/v2/caches/here", "").await,
+        StatusCode::OK
+    );
+    assert!(manager.cache("here").is_none());
+    assert_eq!(
+        send(Method::DELETE, "/rest/v2/caches/clustered", "").await,
+        StatusCode::OK
+    );
+    assert_eq!(
+        send(Method::DELETE, "/rest/v2/caches/nowhere", "").await,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        forwarder.removed.lock().unwrap().clone(),
+        ["clustered", "nowhere"]
+    );
 }
 
 // Proves entry requests on a clustered cache become operations handed to the cluster

@@ -3,7 +3,6 @@
 //! replication, state transfer) is `weft_grid`.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use weft_cluster::state::NodeRecord;
 use weft_core::CacheConfig;
@@ -224,19 +223,19 @@ impl weft_rest::Forwarder for RestForwarder {
     fn define(&self, name: String, config: CacheConfig) -> BoxFuture<Result<(), String>> {
         let node = Arc::clone(&self.node);
         Box::pin(async move {
-            node.define(&name, &config)
+            node.create_cache(&name, &config)
                 .await
-                .map_err(|error| error.to_string())?;
-            // The definition is agreed; this node creates the cache when it applies it.
-            for _ in 0..100 {
-                if node.manager().cache(&name).is_some() {
-                    return Ok(());
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            Err(format!(
-                "cache `{name}` was defined but not created here in time"
-            ))
+                .map(|_| ())
+                .map_err(|error| error.to_string())
+        })
+    }
+
+    fn remove(&self, name: String) -> BoxFuture<Result<bool, String>> {
+        let node = Arc::clone(&self.node);
+        Box::pin(async move {
+            node.remove_cache(&name)
+                .await
+                .map_err(|error| error.to_string())
         })
     }
 }

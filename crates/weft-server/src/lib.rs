@@ -93,6 +93,70 @@ impl ServerContext {
     pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
         self.shutdown.subscribe()
     }
+
+    /// Creates cache `name` with `config` for a client's administration request: on every
+    /// node, through the cluster's consensus, when this server is clustered and `config` is
+    /// a clustered cache's; on this server otherwise (a local cache of a clustered server is
+    /// this node's alone). Returns false, creating nothing, when a cache by that name exists
+    /// here or the cluster defines one.
+    ///
+    /// # Errors
+    /// [`CacheAdminError::Manager`] when the cache manager refuses the cache (an invalid
+    /// name, a RESP database taken, stores that do not open); [`CacheAdminError::Cluster`]
+    /// when the cluster refused or could not agree on it.
+    pub async fn define_cache(
+        &self,
+        name: &str,
+        config: weft_core::CacheConfig,
+    ) -> Result<bool, CacheAdminError> {
+        if self.manager.cache(name).is_some() {
+            return Ok(false);
+        }
+        match &self.cluster {
+            Some(node) if config.mode.is_clustered() => node
+                .create_cache(name, &config)
+                .await
+                .map_err(|error| CacheAdminError::Cluster(format!("{error:#}"))),
+            _ => match self.manager.create_cache(name, config) {
+                Ok(_) => Ok(true),
+                Err(weft_core::ManagerError::AlreadyExists(_)) => Ok(false),
+                Err(error) => Err(error.into()),
+            },
+        }
+    }
+
+    /// Removes cache `name` for a client's administration request: from every node when
+    /// this server is clustered (unless it is a local cache, this node's alone), from this
+    /// server otherwise. Returns false when there was no such cache.
+    ///
+    /// # Errors
+    /// [`CacheAdminError::Cluster`] when the cluster could not agree on the removal.
+    pub async fn remove_cache(&self, name: &str) -> Result<bool, CacheAdminError> {
+        let local = self
+            .manager
+            .cache(name)
+            .is_some_and(|cache| !cache.config().mode.is_clustered());
+        match &self.cluster {
+            Some(node) if !local => node
+                .remove_cache(name)
+                .await
+                .map_err(|error| CacheAdminError::Cluster(format!("{error:#}"))),
+            _ => Ok(self.manager.remove_cache(name)),
+        }
+    }
+}
+
+/// Why a client's request to create or remove a cache failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CacheAdminError {
+    /// The cache manager refused the cache.
+    #[error(transparent)]
+    Manager(#[from] weft_core::ManagerError),
+    /// The cluster refused the change or could not agree on it, or this node did not apply
+    /// it in time.
+    #[error("{0}")]
+    Cluster(String),
 }
 
 /// Waits until the writes a connection made to caches with stores are durable, so that the

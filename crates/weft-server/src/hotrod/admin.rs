@@ -1,96 +1,115 @@
 //! Server tasks. Only the administration tasks `RemoteCacheManagerAdmin` sends are served:
 //! `@@cache@create`, `@@cache@getorcreate`, `@@cache@remove`, `@@cache@names`,
 //! `@@cache@templates`. A configuration string may be Infinispan JSON
-//! (`{"local-cache":{...}}`), Infinispan XML (`<local-cache>...</local-cache>`) or Weft TOML.
+//! (`{"distributed-cache":{...}}`), Infinispan XML (`<distributed-cache>...</distributed-cache>`)
+//! or Weft TOML; a template is one of `weft_core::config::TEMPLATES`.
+//!
+//! Creating and removing a cache may wait on the cluster (a clustered cache is defined and
+//! removed on every node through consensus: see `ServerContext::define_cache`), so those
+//! tasks run off the connection's reading loop and answer through its outbound queue.
+
+use std::sync::Arc;
 
 use bytes::BytesMut;
 use serde_json::{Map, Value};
-use weft_core::{CacheConfig, ManagerError};
+use weft_core::CacheConfig;
 use weft_hotrod::wire::put_array;
-use weft_hotrod::{Frame, Span, Status};
+use weft_hotrod::{Frame, Request, Span, Status};
 
 use super::Connection;
 use super::ops::Failure;
+use crate::CacheAdminError;
 
-/// Template names clients send (`DefaultTemplate`). Every one makes a cache with the
-/// server's defaults; until clustering exists, clustered templates make local caches.
-const TEMPLATES: [&str; 10] = [
-    "org.infinispan.LOCAL",
-    "org.infinispan.REPL_SYNC",
-    "org.infinispan.REPL_ASYNC",
-    "org.infinispan.DIST_SYNC",
-    "org.infinispan.DIST_ASYNC",
-    "org.infinispan.INVALIDATION_SYNC",
-    "org.infinispan.INVALIDATION_ASYNC",
-    "org.infinispan.SCATTERED_SYNC",
-    "org.infinispan.REPL_SYNC_TX",
-    "org.infinispan.DIST_SYNC_TX",
-];
-
-/// Attributes of clustered caches that a local cache does without.
-const CLUSTERING_ATTRIBUTES: [&str; 9] = [
-    "mode",
-    "owners",
+/// Attributes of Infinispan's clustered caches that Weft has no counterpart for; a client's
+/// configuration may carry them, and they change nothing here.
+const CLUSTERING_ATTRIBUTES_IGNORED: [&str; 6] = [
     "remote-timeout",
     "l1-lifespan",
     "capacity-factor",
     "state-transfer",
-    "partition-handling",
     "backups",
     "zero-capacity",
 ];
 
+/// The value of parameter `name` of a task, as text.
+fn param(frame: &Frame, params: &[(String, Span)], name: &str) -> Option<String> {
+    params
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, span)| String::from_utf8_lossy(frame.slice(*span)).into_owned())
+}
+
+/// Serves the tasks that create or remove caches off the reading loop; false for any other
+/// request (served as usual, by [`exec`]).
+pub(super) fn changes_caches(connection: &Arc<Connection>, frame: &Frame) -> bool {
+    let Request::Exec { task, .. } = &frame.request else {
+        return false;
+    };
+    if !matches!(
+        task.as_str(),
+        "@@cache@create" | "@@cache@getorcreate" | "@@cache@remove"
+    ) {
+        return false;
+    }
+    let connection = Arc::clone(connection);
+    let frame = frame.clone();
+    tokio::spawn(async move {
+        let response = change_caches(&connection, &frame).await.map(|()| {
+            let mut out = BytesMut::new();
+            super::ops::plain_header(&mut out, &frame, Status::Success);
+            put_array(&mut out, &[]);
+            out
+        });
+        super::ops::send_later(&connection, &frame, response).await;
+    });
+    true
+}
+
+async fn change_caches(connection: &Connection, frame: &Frame) -> Result<(), Failure> {
+    let Request::Exec { task, params } = &frame.request else {
+        return Ok(());
+    };
+    let context = &connection.context;
+    let name =
+        param(frame, params, "name").ok_or_else(|| Failure::server("missing parameter 'name'"))?;
+    let failed = |error: CacheAdminError| Failure::server(error.to_string());
+    if task == "@@cache@remove" {
+        if context.remove_cache(&name).await.map_err(failed)? {
+            tracing::info!(cache = name, "cache removed by a Hot Rod admin request");
+        }
+        return Ok(());
+    }
+    let config = match (
+        param(frame, params, "configuration"),
+        param(frame, params, "template"),
+    ) {
+        (Some(text), _) => parse_configuration(&text)?,
+        (None, Some(template)) => template_config(&template)?,
+        (None, None) => CacheConfig::default(),
+    };
+    let created = context.define_cache(&name, config).await.map_err(failed)?;
+    if created {
+        tracing::info!(cache = name, "cache created by a Hot Rod admin request");
+    } else if task == "@@cache@create" {
+        return Err(Failure::server(format!(
+            "org.infinispan.commons.CacheConfigurationException: ISPN000507: Cache {name} already exists"
+        )));
+    }
+    Ok(())
+}
+
+/// Serves the tasks that only read: cache names and templates.
 pub(super) fn exec(
     connection: &Connection,
     frame: &Frame,
     task: &str,
-    params: &[(String, Span)],
     out: &mut BytesMut,
 ) -> Result<(), Failure> {
-    let param = |name: &str| {
-        params
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, span)| String::from_utf8_lossy(frame.slice(*span)).into_owned())
-    };
-    let manager = &connection.context.manager;
     let result: Vec<u8> = match task {
-        "@@cache@create" | "@@cache@getorcreate" => {
-            let name = param("name").ok_or_else(|| Failure::server("missing parameter 'name'"))?;
-            let config = match (param("configuration"), param("template")) {
-                (Some(text), _) => parse_configuration(&text)?,
-                (None, Some(template)) => template_config(&template)?,
-                (None, None) => CacheConfig::default(),
-            };
-            let created = if task == "@@cache@create" {
-                manager.create_cache(&name, config)
-            } else {
-                manager.get_or_create_cache(&name, config)
-            };
-            match created {
-                Ok(_) => {}
-                Err(ManagerError::AlreadyExists(_)) => {
-                    return Err(Failure::server(format!(
-                        "org.infinispan.commons.CacheConfigurationException: ISPN000507: Cache {name} already exists"
-                    )));
-                }
-                Err(error) => return Err(Failure::server(error.to_string())),
-            }
-            tracing::info!(cache = name, "cache created by a Hot Rod admin request");
-            Vec::new()
-        }
-        "@@cache@remove" => {
-            let name = param("name").ok_or_else(|| Failure::server("missing parameter 'name'"))?;
-            if manager.remove_cache(&name) {
-                tracing::info!(cache = name, "cache removed by a Hot Rod admin request");
-            }
-            Vec::new()
-        }
-        "@@cache@names" => serde_json::to_vec(&manager.cache_names())
+        "@@cache@names" => serde_json::to_vec(&connection.context.manager.cache_names())
             .map_err(|e| Failure::server(e.to_string()))?,
-        "@@cache@templates" => {
-            serde_json::to_vec(&TEMPLATES).map_err(|e| Failure::server(e.to_string()))?
-        }
+        "@@cache@templates" => serde_json::to_vec(&weft_core::config::TEMPLATES)
+            .map_err(|e| Failure::server(e.to_string()))?,
         other => return Err(Failure::server(format!("Unknown task '{other}'"))),
     };
     super::ops::plain_header(out, frame, Status::Success);
@@ -98,14 +117,14 @@ pub(super) fn exec(
     Ok(())
 }
 
+/// The configuration of Infinispan's template `template`, or the error Infinispan answers
+/// (clients match on its `ISPN` code).
 fn template_config(template: &str) -> Result<CacheConfig, Failure> {
-    if TEMPLATES.contains(&template) {
-        Ok(CacheConfig::default())
-    } else {
-        Err(Failure::server(format!(
-            "org.infinispan.commons.CacheConfigurationException: ISPN000436: Cache '{template}' has been requested, but no matching cache configuration exists"
-        )))
-    }
+    weft_core::config::template(template).map_err(|error| {
+        Failure::server(format!(
+            "org.infinispan.commons.CacheConfigurationException: {error}"
+        ))
+    })
 }
 
 /// Parses a configuration string in any of the accepted forms.
@@ -115,21 +134,23 @@ pub(super) fn parse_configuration(text: &str) -> Result<CacheConfig, Failure> {
         |e: &dyn std::fmt::Display| Failure::server(format!("invalid cache configuration: {e}"));
     if trimmed.starts_with('<') {
         let json = xml_to_json(trimmed).map_err(|e| invalid(&e))?;
-        let json = localize(json);
+        let json = normalize(json);
         return CacheConfig::from_json("configuration", &json.to_string()).map_err(|e| invalid(&e));
     }
     if trimmed.starts_with('{') {
         let json: Value = serde_json::from_str(trimmed).map_err(|e| invalid(&e))?;
-        return CacheConfig::from_json("configuration", &localize(json).to_string())
+        return CacheConfig::from_json("configuration", &normalize(json).to_string())
             .map_err(|e| invalid(&e));
     }
     CacheConfig::from_toml("configuration", text).map_err(|e| invalid(&e))
 }
 
-/// Rewrites `{"distributed-cache": {...}}` and the other clustered kinds as a local cache
-/// (this server has one node), dropping attributes only clustering uses, and drops the
-/// `name` attribute (the name is a separate parameter).
-fn localize(json: Value) -> Value {
+/// Brings a configuration as Infinispan clients write it to the form
+/// [`CacheConfig::from_json`] reads: drops the `name` attribute (the name is a separate
+/// parameter), `statistics-available`, and the clustering attributes Weft has no
+/// counterpart for, and types quoted numbers and booleans. The kind of cache is kept: a
+/// `distributed-cache` is distributed (on a server that is not clustered, a cluster of one).
+fn normalize(json: Value) -> Value {
     let Value::Object(map) = json else {
         return json;
     };
@@ -144,25 +165,12 @@ fn localize(json: Value) -> Value {
     };
     body.remove("name");
     body.remove("statistics-available");
-    let body = match typed(Value::Object(body)) {
-        Value::Object(body) => body,
-        _ => Map::new(),
-    };
-    let mut body = body;
     if kind.ends_with("-cache") && kind != "local-cache" {
-        tracing::info!(
-            kind,
-            "clustered cache requested; this server has one node, so it is local"
-        );
-        for attribute in CLUSTERING_ATTRIBUTES {
+        for attribute in CLUSTERING_ATTRIBUTES_IGNORED {
             body.remove(attribute);
         }
-        return Value::Object(Map::from_iter([(
-            "local-cache".to_owned(),
-            Value::Object(body),
-        )]));
     }
-    Value::Object(Map::from_iter([(kind, Value::Object(body))]))
+    Value::Object(Map::from_iter([(kind, typed(Value::Object(body)))]))
 }
 
 /// Infinispan writes every attribute as a string (`"statistics": "true"`, `"max-count":
@@ -387,6 +395,7 @@ mod tests {
         let json = r#"{"distributed-cache":{"mode":"SYNC","owners":2,"encoding":{"media-type":"text/plain"}}}"#;
         let config = parse_configuration(json).unwrap_or_else(|f| panic!("{}", f.message));
         assert_eq!(config.encoding.value_media_type(), Some("text/plain"));
+        assert_eq!(config.mode, weft_core::CacheMode::Distributed);
         // What the 15.2 Java client sends for the LOCAL template.
         let config = parse_configuration(
             r#"{"local-cache":{"statistics":"true","memory":{"max-count":"10"}}}"#,

@@ -118,6 +118,9 @@ pub async fn serve(
             let decoded = decoder.decode(&mut input);
             completed |= matches!(decoded, Ok(Some(_)));
             match decoded {
+                Ok(Some(frame)) if admin::changes_caches(&connection, &frame) => {
+                    context.total_commands.fetch_add(1, Ordering::Relaxed);
+                }
                 Ok(Some(frame))
                     if context.cluster.is_some()
                         && (ops::cluster_wide(&connection, &frame)

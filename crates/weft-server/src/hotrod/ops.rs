@@ -633,8 +633,8 @@ fn serve(connection: &Arc<Connection>, frame: &Frame, out: &mut BytesMut) -> Res
     let name = frame.cache_name();
     // Requests that need no cache.
     match &frame.request {
-        Request::Exec { task, params } => {
-            return super::admin::exec(connection, frame, task, params, out);
+        Request::Exec { task, .. } => {
+            return super::admin::exec(connection, frame, task, out);
         }
         Request::AuthMechList => {
             plain_header(out, frame, Status::Success);

@@ -202,6 +202,31 @@ pub fn http_get(addr: SocketAddr, path: &str) -> Option<String> {
         .map(|(_, body)| body.to_owned())
 }
 
+/// `method path` over HTTP/1.1 with `body` (sent as JSON when it starts with `{`); the
+/// status and body, or `None` when the node did not answer.
+pub fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> Option<(u16, String)> {
+    let content_type = if body.starts_with('{') {
+        "application/json"
+    } else {
+        "text/plain"
+    };
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .ok()?;
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: weft\r\nConnection: close\r\n\
+         Content-Type: {content_type}\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let status = response.split(' ').nth(1)?.parse().ok()?;
+    let (_, body) = response.split_once("\r\n\r\n")?;
+    Some((status, body.to_owned()))
+}
+
 /// A minimal RESP client: one connection, one command at a time; errors are `Err`.
 pub struct Resp {
     reader: BufReader<TcpStream>,

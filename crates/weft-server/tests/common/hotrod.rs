@@ -45,6 +45,18 @@ pub fn get(key: impl AsRef<[u8]>) -> Request<Bytes> {
     Request::Get { key: b(key) }
 }
 
+/// A server task (`@@cache@create` and the other administration tasks) with text
+/// parameters, as `RemoteCacheManagerAdmin` sends it.
+pub fn exec(task: &str, params: &[(&str, &str)]) -> Request<Bytes> {
+    Request::Exec {
+        task: task.to_owned(),
+        params: params
+            .iter()
+            .map(|(name, value)| ((*name).to_owned(), b(value)))
+            .collect(),
+    }
+}
+
 /// One response or event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Response {
