@@ -87,6 +87,20 @@ pub enum Request {
         /// The operation.
         operation: weft_core::operation::Operation,
     },
+    /// The caches whose listeners on the sender want the events of writes other members
+    /// apply (all of them: it replaces what the sender said before). Answered by `Ok`.
+    Interest {
+        /// The caches.
+        caches: Vec<String>,
+    },
+    /// Events of writes the sender applied as the keys' primary, in order, for the
+    /// receiver's listeners. Answered by `Ok`.
+    Events {
+        /// The cache.
+        cache: String,
+        /// The events.
+        events: Vec<RelayedEvent>,
+    },
     /// The entries of one segment, for state transfer, from position `from` on.
     Fetch {
         /// The cache.
@@ -235,6 +249,17 @@ pub enum MergeHow {
     IfAbsent,
     /// Remove the key everywhere where it holds something else, or nothing (`REMOVE_ALL`).
     RemoveIfDifferent,
+}
+
+/// The event of one write, as it travels to a member whose listeners want it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RelayedEvent {
+    /// What happened: 0 created, 1 modified, 2 removed, 3 expired.
+    pub kind: u8,
+    /// The entry the write replaced or removed.
+    pub old: Option<EntryImage>,
+    /// The entry the write stored.
+    pub new: Option<EntryImage>,
 }
 
 /// A lifespan or max idle time, as a write asks for it.

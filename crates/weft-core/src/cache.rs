@@ -1542,6 +1542,32 @@ impl Cache {
             .add(&self.inner.name, options, Arc::new(handler))
     }
 
+    /// Delivers to this cache's listeners the event of a write another member of a grid
+    /// applied (as the key's primary) and relayed here: `old` and `new` are the entries the
+    /// write replaced and stored. Listeners registered [`ListenerOptions::local_only`] do not
+    /// see it. Nothing is written.
+    pub fn relay_event(&self, kind: EventKind, old: Option<CacheEntry>, new: Option<CacheEntry>) {
+        if old.is_none() && new.is_none() {
+            return;
+        }
+        let mut event = CacheEvent::new(kind, Arc::clone(&self.inner.name), old, new);
+        event.mark_relayed();
+        self.inner.listeners.notify(event);
+    }
+
+    /// Whether a listener of this cache wants the events of writes other members of a grid
+    /// apply (any listener not registered [`ListenerOptions::local_only`]).
+    #[must_use]
+    pub fn wants_relayed_events(&self) -> bool {
+        self.inner.listeners.wants_relayed()
+    }
+
+    /// Has `hook` called whenever [`Cache::wants_relayed_events`] changes (a grid member
+    /// tells the others at once); `None` removes it.
+    pub fn on_relay_interest(&self, hook: Option<crate::listener::InterestHook>) {
+        self.inner.listeners.set_interest_hook(hook);
+    }
+
     /// Unregisters a listener; queued asynchronous events are still delivered.
     pub fn remove_listener(&self, id: ListenerId) -> bool {
         self.inner.listeners.remove(id)

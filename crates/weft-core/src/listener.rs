@@ -88,6 +88,7 @@ pub struct CacheEvent {
     cache_name: Arc<str>,
     old: Option<CacheEntry>,
     new: Option<CacheEntry>,
+    relayed: bool,
 }
 
 impl CacheEvent {
@@ -103,7 +104,19 @@ impl CacheEvent {
             cache_name,
             old,
             new,
+            relayed: false,
         }
+    }
+
+    pub(crate) fn mark_relayed(&mut self) {
+        self.relayed = true;
+    }
+
+    /// Whether another member of a grid applied the write and relayed its event here (see
+    /// [`crate::Cache::relay_event`]), rather than this cache.
+    #[must_use]
+    pub fn is_relayed(&self) -> bool {
+        self.relayed
     }
 
     /// What happened.
@@ -183,6 +196,9 @@ pub enum Delivery {
     },
 }
 
+/// Called when a cache's listeners start or stop wanting the events other members relay.
+pub type InterestHook = Arc<dyn Fn() + Send + Sync>;
+
 /// A predicate on events.
 pub type EventFilter = Arc<dyn Fn(&CacheEvent) -> bool + Send + Sync>;
 
@@ -195,6 +211,10 @@ pub struct ListenerOptions {
     pub filter: Option<EventFilter>,
     /// Delivery mode.
     pub delivery: Delivery,
+    /// Only events of writes this cache applied itself, none that other members of a grid
+    /// relay; such a listener does not ask the grid for other members' events (the grid's
+    /// own relay is one).
+    pub local_only: bool,
 }
 
 impl Default for ListenerOptions {
@@ -203,6 +223,7 @@ impl Default for ListenerOptions {
             kinds: EventKinds::ALL,
             filter: None,
             delivery: Delivery::Sync,
+            local_only: false,
         }
     }
 }
@@ -213,11 +234,19 @@ impl fmt::Debug for ListenerOptions {
             .field("kinds", &self.kinds)
             .field("filtered", &self.filter.is_some())
             .field("delivery", &self.delivery)
+            .field("local_only", &self.local_only)
             .finish()
     }
 }
 
 impl ListenerOptions {
+    /// Only events of writes this cache applied itself (see [`ListenerOptions::local_only`]).
+    #[must_use]
+    pub fn local_only(mut self) -> Self {
+        self.local_only = true;
+        self
+    }
+
     /// Only these kinds.
     #[must_use]
     pub fn kinds(mut self, kinds: EventKinds) -> Self {
@@ -263,6 +292,7 @@ struct Registration {
     id: ListenerId,
     kinds: EventKinds,
     filter: Option<EventFilter>,
+    local_only: bool,
     sink: Sink,
 }
 
@@ -270,6 +300,10 @@ struct Registration {
 pub(crate) struct Listeners {
     registrations: RwLock<Arc<[Arc<Registration>]>>,
     any: AtomicBool,
+    /// Listeners that want the events other members relay (not `local_only`).
+    interested: AtomicU64,
+    /// Called when `interested` goes from 0 to 1 or back (the grid tells the other members).
+    interest_hook: RwLock<Option<InterestHook>>,
     next_id: AtomicU64,
     /// Times a writer found an asynchronous queue full and had to wait.
     backpressure_waits: AtomicU64,
@@ -288,6 +322,8 @@ impl Listeners {
         Self {
             registrations: RwLock::new(Arc::from(Vec::new())),
             any: AtomicBool::new(false),
+            interested: AtomicU64::new(0),
+            interest_hook: RwLock::new(None),
             next_id: AtomicU64::new(1),
             backpressure_waits: AtomicU64::new(0),
         }
@@ -305,6 +341,22 @@ impl Listeners {
 
     pub(crate) fn has_any(&self) -> bool {
         self.any.load(Ordering::Acquire)
+    }
+
+    /// Whether a listener wants the events other members of a grid relay.
+    pub(crate) fn wants_relayed(&self) -> bool {
+        self.interested.load(Ordering::Acquire) > 0
+    }
+
+    pub(crate) fn set_interest_hook(&self, hook: Option<InterestHook>) {
+        *self.interest_hook.write() = hook;
+    }
+
+    fn interest_changed(&self) {
+        let hook = self.interest_hook.read().clone();
+        if let Some(hook) = hook {
+            hook();
+        }
     }
 
     pub(crate) fn backpressure_waits(&self) -> u64 {
@@ -345,27 +397,41 @@ impl Listeners {
             id,
             kinds: options.kinds,
             filter: options.filter,
+            local_only: options.local_only,
             sink,
         });
-        let mut registrations = self.registrations.write();
-        let mut next: Vec<_> = registrations.iter().cloned().collect();
-        next.push(registration);
-        *registrations = Arc::from(next);
-        self.any.store(true, Ordering::Release);
+        {
+            let mut registrations = self.registrations.write();
+            let mut next: Vec<_> = registrations.iter().cloned().collect();
+            next.push(registration);
+            *registrations = Arc::from(next);
+            self.any.store(true, Ordering::Release);
+        }
+        if !options.local_only && self.interested.fetch_add(1, Ordering::AcqRel) == 0 {
+            self.interest_changed();
+        }
         id
     }
 
     pub(crate) fn remove(&self, id: ListenerId) -> bool {
-        let mut registrations = self.registrations.write();
-        let before = registrations.len();
-        let next: Vec<_> = registrations
-            .iter()
-            .filter(|r| r.id != id)
-            .cloned()
-            .collect();
-        let removed = next.len() != before;
-        self.any.store(!next.is_empty(), Ordering::Release);
-        *registrations = Arc::from(next);
+        let removed_interest;
+        let removed = {
+            let mut registrations = self.registrations.write();
+            let before = registrations.len();
+            removed_interest = registrations.iter().any(|r| r.id == id && !r.local_only);
+            let next: Vec<_> = registrations
+                .iter()
+                .filter(|r| r.id != id)
+                .cloned()
+                .collect();
+            let removed = next.len() != before;
+            self.any.store(!next.is_empty(), Ordering::Release);
+            *registrations = Arc::from(next);
+            removed
+        };
+        if removed_interest && self.interested.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.interest_changed();
+        }
         removed
     }
 
@@ -377,7 +443,9 @@ impl Listeners {
         // `add` and `remove` need.
         let registrations = Arc::clone(&self.registrations.read());
         for registration in registrations.iter() {
-            if !registration.kinds.contains(event.kind) {
+            if !registration.kinds.contains(event.kind)
+                || (event.relayed && registration.local_only)
+            {
                 continue;
             }
             if let Some(filter) = &registration.filter

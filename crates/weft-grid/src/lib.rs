@@ -9,6 +9,7 @@
 pub mod cache;
 pub mod config;
 pub mod error;
+pub mod events;
 pub mod iteration;
 pub mod membership;
 pub mod multi;

@@ -139,6 +139,8 @@ pub struct Node {
     fetched: Mutex<HashMap<String, HashSet<u32>>>,
     /// The functions operations may invoke on a key (see [`Operation::Invoke`]).
     functions: Arc<Functions>,
+    /// Cluster-wide events: who wants which cache's, and the relays sending them.
+    events: crate::events::Events,
     started: Instant,
 }
 
@@ -205,6 +207,7 @@ impl Node {
             fetch_rate: transfer.1,
             fetched: Mutex::new(HashMap::new()),
             functions,
+            events: crate::events::Events::default(),
             started: Instant::now(),
         }))
     }
@@ -236,6 +239,12 @@ impl Node {
     #[must_use]
     pub fn functions(&self) -> &Arc<Functions> {
         &self.functions
+    }
+
+    /// Cluster-wide events.
+    #[must_use]
+    pub fn events(&self) -> &crate::events::Events {
+        &self.events
     }
 
     /// The caches this node holds.
@@ -434,6 +443,10 @@ impl Node {
 
     /// Runs the node's loops until shutdown.
     pub fn run(self: &Arc<Self>, shutdown: watch::Receiver<bool>) {
+        tokio::spawn(crate::events::Events::announce(
+            Arc::clone(self),
+            shutdown.clone(),
+        ));
         tokio::spawn(Arc::clone(self).watch_partitions(shutdown.clone()));
         tokio::spawn(Arc::clone(self).coordinate(shutdown.clone()));
         tokio::spawn(Arc::clone(self).react(shutdown));
@@ -1928,6 +1941,14 @@ impl Handler for NodeHandler {
                     Some(local) => node.answer_get_entries(&local, keys).await,
                     None => Response::Error(format!("no cache `{cache}`")),
                 },
+                Request::Interest { caches } => {
+                    node.events
+                        .interest(&node, MemberId(from.name.clone()), caches);
+                    Response::Ok
+                }
+                Request::Events { cache, events } => {
+                    crate::events::Events::deliver(&node, &cache, events)
+                }
                 Request::Keys { cache, segments } => match node.manager.cache(&cache) {
                     Some(local) => Response::Keys(
                         local

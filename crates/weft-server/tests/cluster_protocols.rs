@@ -762,3 +762,47 @@ fn iteration_returns_each_entry_once_while_a_node_joins() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+// Proves client tracking is cluster-wide: a RESP3 client tracking keys on one node is sent
+// an invalidation for every key it read, within a second, when another client rewrites the
+// keys through another node — whichever member owns each key.
+#[test]
+fn tracking_clients_are_invalidated_by_writes_through_other_nodes() {
+    let servers = cluster();
+    let keys: Vec<String> = (0..40).map(|i| format!("tracked-{i}")).collect();
+    let mut writer = common::Client::connect(servers[2].addr);
+    for key in &keys {
+        assert_eq!(writer.call(&[b"SET", key.as_bytes(), b"v1"]).text(), "OK");
+    }
+    let mut tracker = common::Client::connect(servers[0].addr);
+    assert!(matches!(tracker.cmd("HELLO 3"), common::Frame::Map(_)));
+    assert_eq!(tracker.cmd("CLIENT TRACKING ON"), common::Frame::ok());
+    for key in &keys {
+        assert_eq!(tracker.call(&[b"GET", key.as_bytes()]).bytes(), b"v1");
+    }
+    // The node tells the others it listens; give the announcement a moment to land.
+    std::thread::sleep(Duration::from_millis(300));
+    for key in &keys {
+        assert_eq!(writer.call(&[b"SET", key.as_bytes(), b"v2"]).text(), "OK");
+    }
+    let mut invalidated = std::collections::BTreeSet::new();
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while invalidated.len() < keys.len() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let Some(frame) = tracker.read_frame_within(left) else {
+            break;
+        };
+        if let common::Frame::Push(items) = frame
+            && items.first() == Some(&common::Frame::bulk("invalidate"))
+        {
+            for key in items.get(1).map(common::Frame::items).unwrap_or_default() {
+                invalidated.insert(key.text());
+            }
+        }
+    }
+    let missing: Vec<&String> = keys.iter().filter(|k| !invalidated.contains(*k)).collect();
+    assert!(
+        missing.is_empty(),
+        "no invalidation within a second for {missing:?}"
+    );
+}

@@ -304,6 +304,11 @@ impl Session {
                         "CROSSSLOT a transaction's keys must be owned by the node it runs on",
                     );
                 } else {
+                    // A read that runs at the keys' owner is tracked here, where the client
+                    // is: the owner relays the events of later writes (see
+                    // `weft_grid::events`).
+                    self.last_command = spec.name;
+                    tracking::after_command(self, spec, args);
                     self.forward = Some(Elsewhere {
                         key,
                         write: spec.flags.contains(&"write"),

@@ -1,0 +1,323 @@
+//! Cluster-wide events: a listener registered on one member sees every write to its cache,
+//! wherever the write was applied.
+//!
+//! Each write is applied, and its event raised, at the key's primary owner (backups apply
+//! copies without events). A member whose cache has listeners that want other members'
+//! events ([`weft_core::Cache::wants_relayed_events`] — RESP client tracking, Hot Rod client
+//! listeners and near caches, embedded listeners) says so to every other member
+//! ([`Request::Interest`]); a member that others want events from registers a *relay* on
+//! that cache — a local-only listener — which sends each event of a key it is the primary of
+//! to the members that want them, in order, batched per member ([`Request::Events`]). The
+//! receiver delivers them to its listeners as relayed events
+//! ([`weft_core::Cache::relay_event`]). Caches nobody listens to elsewhere carry no relay
+//! and pay nothing.
+//!
+//! What a listener may see: every write once, while the listener's member and the key's
+//! primary live; per key in the order the primary raised the events (two writes racing on
+//! one key may be raised in either order: their versions tell which is newer). When a primary dies, the
+//! events of its last writes may be lost (they are not replayed from backups); when a
+//! member announces its interest, writes racing the announcement may be missed. A client
+//! that must not miss a change re-reads after a topology change (Hot Rod near caches clear
+//! themselves on failover; RESP tracking clients receive a flush).
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::sync::{Notify, mpsc, watch};
+use weft_cluster::MemberId;
+use weft_cluster::wire::{EntryImage, RelayedEvent, Request, Response};
+use weft_core::{CacheEvent, EventKind, ListenerId, ListenerOptions};
+
+use crate::node::Node;
+use crate::routing::Route;
+
+/// How often a member re-announces what it listens to (new members learn it then), and
+/// checks whether that changed without its hook firing.
+const ANNOUNCE_EVERY: Duration = Duration::from_secs(2);
+/// How long a batch of events may take to reach a member.
+const SEND_TIMEOUT: Duration = Duration::from_secs(5);
+/// Most events sent in one batch.
+const BATCH_EVENTS_MAX: usize = 512;
+
+/// The form of `event` that travels (`None` for a kind this version does not relay).
+fn wire_of(event: &CacheEvent) -> Option<RelayedEvent> {
+    let kind = match event.kind() {
+        EventKind::Created => 0,
+        EventKind::Modified => 1,
+        EventKind::Removed => 2,
+        EventKind::Expired => 3,
+        _ => return None,
+    };
+    Some(RelayedEvent {
+        kind,
+        old: event.old_entry().map(EntryImage::of),
+        new: event.new_entry().map(EntryImage::of),
+    })
+}
+
+/// The kind a relayed event names.
+fn kind_of(kind: u8) -> Option<EventKind> {
+    match kind {
+        0 => Some(EventKind::Created),
+        1 => Some(EventKind::Modified),
+        2 => Some(EventKind::Removed),
+        3 => Some(EventKind::Expired),
+        _ => None,
+    }
+}
+
+/// A member's part in cluster-wide events.
+#[derive(Default)]
+pub struct Events {
+    /// Per cache, the other members that want its events.
+    wanted_by: Mutex<HashMap<String, HashSet<MemberId>>>,
+    /// Per cache, this member's relay while another member wants its events.
+    relays: Mutex<HashMap<String, ListenerId>>,
+    /// Per member, the events queued for it.
+    outboxes: Mutex<HashMap<MemberId, mpsc::UnboundedSender<(String, RelayedEvent)>>>,
+    /// Woken when what this member listens to may have changed.
+    changed: Arc<Notify>,
+    /// The runtime the senders run on (events are raised on any thread, an application's
+    /// or the expiration reaper's included).
+    runtime: std::sync::OnceLock<tokio::runtime::Handle>,
+}
+
+impl std::fmt::Debug for Events {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Events")
+            .field("wanted_by", &*self.wanted_by.lock())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Events {
+    /// Caches of `node` whose listeners want other members' events.
+    fn listened(node: &Node) -> BTreeSet<String> {
+        node.manager()
+            .caches()
+            .into_iter()
+            .filter(|cache| cache.config().mode.is_clustered() && cache.wants_relayed_events())
+            .map(|cache| cache.name().to_owned())
+            .collect()
+    }
+
+    /// Tells the other members what this one listens to, whenever that or the membership
+    /// changes (and every [`ANNOUNCE_EVERY`]), until shutdown.
+    pub(crate) async fn announce(node: Arc<Node>, mut shutdown: watch::Receiver<bool>) {
+        let events = node.events();
+        let _ = events.runtime.set(tokio::runtime::Handle::current());
+        let mut told: HashMap<MemberId, BTreeSet<String>> = HashMap::new();
+        let mut ticks = tokio::time::interval(ANNOUNCE_EVERY);
+        loop {
+            tokio::select! {
+                _ = shutdown.changed() => return,
+                () = events.changed.notified() => {}
+                _ = ticks.tick() => told.clear(),
+            }
+            // Every clustered cache tells this member at once when its listeners start or
+            // stop wanting others' events.
+            for cache in node.manager().caches() {
+                if cache.config().mode.is_clustered() {
+                    let changed = Arc::clone(&events.changed);
+                    cache.on_relay_interest(Some(Arc::new(move || changed.notify_one())));
+                }
+            }
+            let mine = Self::listened(&node);
+            let state = node.state();
+            let me = MemberId(node.me().name.clone());
+            let members: Vec<_> = state
+                .nodes()
+                .values()
+                .filter(|record| record.name != me.0)
+                .cloned()
+                .collect();
+            events.forget_departed(&node, members.iter().map(|r| MemberId(r.name.clone())));
+            for record in members {
+                let member = MemberId(record.name.clone());
+                if told.get(&member) == Some(&mine) {
+                    continue;
+                }
+                told.insert(member, mine.clone());
+                let request = Request::Interest {
+                    caches: mine.iter().cloned().collect(),
+                };
+                let transport = node.transport().clone();
+                tokio::spawn(async move {
+                    let _ = transport
+                        .call(record.cluster_addr, request, SEND_TIMEOUT)
+                        .await;
+                });
+            }
+        }
+    }
+
+    /// Drops what members no longer in `members` wanted.
+    fn forget_departed(&self, node: &Arc<Node>, members: impl Iterator<Item = MemberId>) {
+        let members: HashSet<MemberId> = members.collect();
+        {
+            let mut wanted_by = self.wanted_by.lock();
+            for wanting in wanted_by.values_mut() {
+                wanting.retain(|member| members.contains(member));
+            }
+            self.outboxes
+                .lock()
+                .retain(|member, _| members.contains(member));
+            wanted_by.retain(|_, wanting| !wanting.is_empty());
+        }
+        self.update_relays(node);
+    }
+
+    /// Answers [`Request::Interest`]: `from` listens to `caches` now.
+    pub(crate) fn interest(&self, node: &Arc<Node>, from: MemberId, caches: Vec<String>) {
+        {
+            let mut wanted_by = self.wanted_by.lock();
+            for wanting in wanted_by.values_mut() {
+                wanting.remove(&from);
+            }
+            for cache in caches {
+                wanted_by.entry(cache).or_default().insert(from.clone());
+            }
+            wanted_by.retain(|_, wanting| !wanting.is_empty());
+        }
+        self.update_relays(node);
+    }
+
+    /// Registers a relay on every cache another member wants events of, and removes the
+    /// others.
+    fn update_relays(&self, node: &Arc<Node>) {
+        let wanted: HashSet<String> = self.wanted_by.lock().keys().cloned().collect();
+        let mut relays = self.relays.lock();
+        relays.retain(|cache, id| {
+            if wanted.contains(cache) {
+                return true;
+            }
+            if let Some(local) = node.manager().cache(cache) {
+                local.remove_listener(*id);
+            }
+            false
+        });
+        for cache in wanted {
+            if relays.contains_key(&cache) {
+                continue;
+            }
+            let Some(local) = node.manager().cache(&cache) else {
+                continue;
+            };
+            let weak = Arc::downgrade(node);
+            let name = cache.clone();
+            let id = local.add_listener(ListenerOptions::default().local_only(), move |event| {
+                if let Some(node) = weak.upgrade() {
+                    node.events().relay(&node, &name, event);
+                }
+            });
+            relays.insert(cache, id);
+        }
+    }
+
+    /// Sends `event` (of a write this member applied to `cache`) to the members that want
+    /// it, if this member is the key's primary (a backup's copy raises none; an expiry on a
+    /// backup is the primary's to report).
+    fn relay(&self, node: &Arc<Node>, cache: &str, event: &CacheEvent) {
+        let Some(local) = node.manager().cache(cache) else {
+            return;
+        };
+        let segment = local.segment_of(event.key());
+        if node.routing().write_route(cache, segment) != Route::Local {
+            return;
+        }
+        let wanting: Vec<MemberId> = match self.wanted_by.lock().get(cache) {
+            Some(wanting) => wanting.iter().cloned().collect(),
+            None => return,
+        };
+        let Some(wire) = wire_of(event) else {
+            return;
+        };
+        for member in wanting {
+            let outbox = self.outbox(node, &member);
+            let _ = outbox.send((cache.to_owned(), wire.clone()));
+        }
+    }
+
+    /// The queue of events for `member`, with the task that sends them.
+    fn outbox(
+        &self,
+        node: &Arc<Node>,
+        member: &MemberId,
+    ) -> mpsc::UnboundedSender<(String, RelayedEvent)> {
+        let mut outboxes = self.outboxes.lock();
+        if let Some(outbox) = outboxes.get(member)
+            && !outbox.is_closed()
+        {
+            return outbox.clone();
+        }
+        let (sender, receiver) = mpsc::unbounded_channel();
+        if let Some(runtime) = self.runtime.get() {
+            outboxes.insert(member.clone(), sender.clone());
+            runtime.spawn(Self::send(Arc::downgrade(node), member.clone(), receiver));
+        }
+        sender
+    }
+
+    /// Sends the events queued for `member`, in order, batched per cache.
+    async fn send(
+        node: std::sync::Weak<Node>,
+        member: MemberId,
+        mut queue: mpsc::UnboundedReceiver<(String, RelayedEvent)>,
+    ) {
+        while let Some(first) = queue.recv().await {
+            let mut batch = vec![first];
+            while batch.len() < BATCH_EVENTS_MAX {
+                match queue.try_recv() {
+                    Ok(next) => batch.push(next),
+                    Err(_) => break,
+                }
+            }
+            let Some(node) = node.upgrade() else {
+                return;
+            };
+            let Some(record) = node.routing().node(&member) else {
+                // The member left: its events have nowhere to go.
+                return;
+            };
+            // Consecutive events of one cache travel together; order is kept.
+            let mut runs: Vec<(String, Vec<RelayedEvent>)> = Vec::new();
+            for (cache, event) in batch {
+                match runs.last_mut() {
+                    Some((last, events)) if *last == cache => events.push(event),
+                    _ => runs.push((cache, vec![event])),
+                }
+            }
+            for (cache, events) in runs {
+                let request = Request::Events { cache, events };
+                match node
+                    .transport()
+                    .call(record.cluster_addr, request, SEND_TIMEOUT)
+                    .await
+                {
+                    Ok(Response::Ok) => {}
+                    other => {
+                        tracing::debug!(%member, ?other, "events not delivered");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Answers [`Request::Events`]: delivers events another member relayed to this
+    /// member's listeners of `cache`.
+    pub(crate) fn deliver(node: &Node, cache: &str, events: Vec<RelayedEvent>) -> Response {
+        let Some(local) = node.manager().cache(cache) else {
+            return Response::Ok;
+        };
+        for event in events {
+            let Some(kind) = kind_of(event.kind) else {
+                continue;
+            };
+            let restore = |image: Option<EntryImage>| image.and_then(|i| i.to_entry().ok());
+            local.relay_event(kind, restore(event.old), restore(event.new));
+        }
+        Response::Ok
+    }
+}
