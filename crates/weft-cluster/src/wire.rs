@@ -101,6 +101,14 @@ pub enum Request {
         /// The events.
         events: Vec<RelayedEvent>,
     },
+    /// Messages the sender broadcast on a topic, in order, for the receiver's handler of it.
+    /// Answered by `Ok`.
+    Messages {
+        /// The topic.
+        topic: String,
+        /// The messages.
+        payloads: Vec<Vec<u8>>,
+    },
     /// The entries of one segment, for state transfer, from position `from` on.
     Fetch {
         /// The cache.

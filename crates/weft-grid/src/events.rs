@@ -68,6 +68,27 @@ fn kind_of(kind: u8) -> Option<EventKind> {
     }
 }
 
+/// What handles a topic's messages (see [`Events::broadcast`]).
+pub type MessageHandler = Arc<dyn Fn(&[u8]) + Send + Sync>;
+
+/// What a member queues for another, sent in order.
+enum Outgoing {
+    /// An event of a write to a cache.
+    Event(String, RelayedEvent),
+    /// A message on a topic.
+    Message(String, Vec<u8>),
+}
+
+impl Outgoing {
+    /// Items of one kind and name travel together.
+    fn group(&self) -> (bool, &str) {
+        match self {
+            Self::Event(cache, _) => (true, cache),
+            Self::Message(topic, _) => (false, topic),
+        }
+    }
+}
+
 /// A member's part in cluster-wide events.
 #[derive(Default)]
 pub struct Events {
@@ -75,8 +96,10 @@ pub struct Events {
     wanted_by: Mutex<HashMap<String, HashSet<MemberId>>>,
     /// Per cache, this member's relay while another member wants its events.
     relays: Mutex<HashMap<String, ListenerId>>,
-    /// Per member, the events queued for it.
-    outboxes: Mutex<HashMap<MemberId, mpsc::UnboundedSender<(String, RelayedEvent)>>>,
+    /// Per member, the events and messages queued for it.
+    outboxes: Mutex<HashMap<MemberId, mpsc::UnboundedSender<Outgoing>>>,
+    /// Per topic, what handles the messages other members broadcast.
+    topics: parking_lot::RwLock<HashMap<String, MessageHandler>>,
     /// Woken when what this member listens to may have changed.
     changed: Arc<Notify>,
     /// The runtime the senders run on (events are raised on any thread, an application's
@@ -236,16 +259,12 @@ impl Events {
         };
         for member in wanting {
             let outbox = self.outbox(node, &member);
-            let _ = outbox.send((cache.to_owned(), wire.clone()));
+            let _ = outbox.send(Outgoing::Event(cache.to_owned(), wire.clone()));
         }
     }
 
     /// The queue of events for `member`, with the task that sends them.
-    fn outbox(
-        &self,
-        node: &Arc<Node>,
-        member: &MemberId,
-    ) -> mpsc::UnboundedSender<(String, RelayedEvent)> {
+    fn outbox(&self, node: &Arc<Node>, member: &MemberId) -> mpsc::UnboundedSender<Outgoing> {
         let mut outboxes = self.outboxes.lock();
         if let Some(outbox) = outboxes.get(member)
             && !outbox.is_closed()
@@ -260,11 +279,12 @@ impl Events {
         sender
     }
 
-    /// Sends the events queued for `member`, in order, batched per cache.
+    /// Sends what is queued for `member`, in order, consecutive items of one cache or topic
+    /// in one request.
     async fn send(
         node: std::sync::Weak<Node>,
         member: MemberId,
-        mut queue: mpsc::UnboundedReceiver<(String, RelayedEvent)>,
+        mut queue: mpsc::UnboundedReceiver<Outgoing>,
     ) {
         while let Some(first) = queue.recv().await {
             let mut batch = vec![first];
@@ -278,19 +298,35 @@ impl Events {
                 return;
             };
             let Some(record) = node.routing().node(&member) else {
-                // The member left: its events have nowhere to go.
+                // The member left: what was queued for it has nowhere to go.
                 return;
             };
-            // Consecutive events of one cache travel together; order is kept.
-            let mut runs: Vec<(String, Vec<RelayedEvent>)> = Vec::new();
-            for (cache, event) in batch {
-                match runs.last_mut() {
-                    Some((last, events)) if *last == cache => events.push(event),
-                    _ => runs.push((cache, vec![event])),
+            let mut requests: Vec<Request> = Vec::new();
+            for item in batch {
+                let (event, name) = item.group();
+                let name = name.to_owned();
+                match (requests.last_mut(), item) {
+                    (Some(Request::Events { cache, events }), Outgoing::Event(_, e))
+                        if event && *cache == name =>
+                    {
+                        events.push(e);
+                    }
+                    (Some(Request::Messages { topic, payloads }), Outgoing::Message(_, m))
+                        if !event && *topic == name =>
+                    {
+                        payloads.push(m);
+                    }
+                    (_, Outgoing::Event(cache, e)) => requests.push(Request::Events {
+                        cache,
+                        events: vec![e],
+                    }),
+                    (_, Outgoing::Message(topic, m)) => requests.push(Request::Messages {
+                        topic,
+                        payloads: vec![m],
+                    }),
                 }
             }
-            for (cache, events) in runs {
-                let request = Request::Events { cache, events };
+            for request in requests {
                 match node
                     .transport()
                     .call(record.cluster_addr, request, SEND_TIMEOUT)
@@ -298,11 +334,41 @@ impl Events {
                 {
                     Ok(Response::Ok) => {}
                     other => {
-                        tracing::debug!(%member, ?other, "events not delivered");
+                        tracing::debug!(%member, ?other, "events or messages not delivered");
                     }
                 }
             }
         }
+    }
+
+    /// Sends `payload` on `topic` to every other member, where the handler registered for the
+    /// topic ([`Events::on_message`]) receives it. Messages from one member arrive at another
+    /// in the order sent; none is retried (a member unreachable misses it).
+    pub fn broadcast(&self, node: &Arc<Node>, topic: &str, payload: &[u8]) {
+        let state = node.state();
+        for record in state.nodes().values() {
+            if record.name == node.me().name {
+                continue;
+            }
+            let outbox = self.outbox(node, &MemberId(record.name.clone()));
+            let _ = outbox.send(Outgoing::Message(topic.to_owned(), payload.to_vec()));
+        }
+    }
+
+    /// Has `handler` receive the messages other members broadcast on `topic`.
+    pub fn on_message(&self, topic: &str, handler: MessageHandler) {
+        self.topics.write().insert(topic.to_owned(), handler);
+    }
+
+    /// Answers [`Request::Messages`].
+    pub(crate) fn receive(&self, topic: &str, payloads: &[Vec<u8>]) -> Response {
+        let handler = self.topics.read().get(topic).cloned();
+        if let Some(handler) = handler {
+            for payload in payloads {
+                handler(payload);
+            }
+        }
+        Response::Ok
     }
 
     /// Answers [`Request::Events`]: delivers events another member relayed to this

@@ -1820,6 +1820,16 @@ impl Handler for NodeHandler {
                 return Box::pin(std::future::ready(Response::NotOwner { owner: None }));
             }
             Request::Execute { cache, operation } => return node.execute_now(&cache, &operation),
+            // Delivered now, in arrival order: events and messages from one member reach the
+            // listeners and handlers in the order it sent them.
+            Request::Events { cache, events } => {
+                let response = crate::events::Events::deliver(&node, &cache, events);
+                return Box::pin(std::future::ready(response));
+            }
+            Request::Messages { topic, payloads } => {
+                let response = node.events.receive(&topic, &payloads);
+                return Box::pin(std::future::ready(response));
+            }
             other => other,
         };
         let from = from.clone();
@@ -1946,8 +1956,8 @@ impl Handler for NodeHandler {
                         .interest(&node, MemberId(from.name.clone()), caches);
                     Response::Ok
                 }
-                Request::Events { cache, events } => {
-                    crate::events::Events::deliver(&node, &cache, events)
+                Request::Events { .. } | Request::Messages { .. } => {
+                    Response::Error("delivered twice".to_owned())
                 }
                 Request::Keys { cache, segments } => match node.manager.cache(&cache) {
                     Some(local) => Response::Keys(

@@ -334,6 +334,12 @@ impl Server {
         if let Some(function) = &resp_function {
             function.attach(&context);
         }
+        if let Some(node) = &context.cluster {
+            node.events().on_message(
+                resp::commands::pubsub::TOPIC,
+                resp::commands::pubsub::receive_published(&context),
+            );
+        }
         let accept_task = tokio::spawn(accept_loop(
             listener,
             memcached_listener,

@@ -806,3 +806,53 @@ fn tracking_clients_are_invalidated_by_writes_through_other_nodes() {
         "no invalidation within a second for {missing:?}"
     );
 }
+
+// Proves pub/sub is cluster-wide, as on Redis Cluster: a message published through one node
+// reaches subscribers on every node (the reply counts this node's), and a shard channel's
+// subscription lives on the subscriber's connection whichever node owns its slot.
+#[test]
+fn published_messages_reach_subscribers_on_every_node() {
+    let servers = cluster();
+    let mut subscribers: Vec<common::Client> = servers
+        .iter()
+        .map(|server| common::Client::connect(server.addr))
+        .collect();
+    for subscriber in &mut subscribers {
+        let confirmed = subscriber.cmd("SUBSCRIBE news");
+        assert_eq!(confirmed.items().len(), 3, "{confirmed:?}");
+    }
+    // Shard channels of every owner: several names spread over the slots.
+    let shard_channels: Vec<String> = (0..6).map(|i| format!("orders-{i}")).collect();
+    let mut shard = common::Client::connect(servers[1].addr);
+    for channel in &shard_channels {
+        let confirmed = shard.call(&[b"SSUBSCRIBE", channel.as_bytes()]);
+        assert_eq!(confirmed.items().len(), 3, "{confirmed:?}");
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let mut publisher = common::Client::connect(servers[2].addr);
+    assert_eq!(publisher.cmd("PUBLISH news hello").int(), 1);
+    for subscriber in &mut subscribers {
+        let message = subscriber.read_frame_within(Duration::from_secs(2));
+        assert_eq!(
+            message.map(|m| m.items()),
+            Some(vec![
+                common::Frame::bulk("message"),
+                common::Frame::bulk("news"),
+                common::Frame::bulk("hello"),
+            ])
+        );
+    }
+    for channel in &shard_channels {
+        publisher.call(&[b"SPUBLISH", channel.as_bytes(), b"shipped"]);
+        let message = shard.read_frame_within(Duration::from_secs(2));
+        assert_eq!(
+            message.map(|m| m.items()),
+            Some(vec![
+                common::Frame::bulk("smessage"),
+                common::Frame::bulk(channel),
+                common::Frame::bulk("shipped"),
+            ]),
+            "{channel}"
+        );
+    }
+}

@@ -164,6 +164,11 @@ impl Session {
         if self.forwarded || spec.first_key <= 0 || !self.cache.config().mode.is_clustered() {
             return Ok(None);
         }
+        // Shard channels name a slot, but a subscription lives with the client's connection
+        // and a message reaches every node's subscribers (see `pubsub::publish_as`).
+        if matches!(spec.name, "ssubscribe" | "sunsubscribe" | "spublish") {
+            return Ok(None);
+        }
         let Some(node) = &self.context.cluster else {
             return Ok(None);
         };

@@ -447,7 +447,54 @@ fn publish_as(session: &mut Session, kind: Kind, args: &[Bytes], reply: &mut Rep
             .push
             .pubsub
             .publish(kind, &args[1], &args[2], session.client_id, own);
+    // As in Redis Cluster, a message reaches subscribers on every node, and the reply counts
+    // those of this node.
+    if let Some(node) = &session.context.cluster {
+        let published = Published {
+            shard: kind == Kind::Shard,
+            channel: args[1].to_vec(),
+            message: args[2].to_vec(),
+        };
+        if let Ok(payload) = postcard::to_stdvec(&published) {
+            node.events().broadcast(node, TOPIC, &payload);
+        }
+    }
     count_reply(reply, receivers);
+}
+
+/// The grid topic messages published on one node travel on to the others.
+pub const TOPIC: &str = "weft.pubsub";
+
+/// A message published on another node.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct Published {
+    shard: bool,
+    channel: Vec<u8>,
+    message: Vec<u8>,
+}
+
+/// Delivers the messages other nodes publish to this node's subscribers.
+pub fn receive_published(
+    context: &std::sync::Arc<crate::ServerContext>,
+) -> weft_grid::events::MessageHandler {
+    let context = std::sync::Arc::downgrade(context);
+    std::sync::Arc::new(move |payload: &[u8]| {
+        let (Some(context), Ok(published)) = (
+            context.upgrade(),
+            postcard::from_bytes::<Published>(payload),
+        ) else {
+            return;
+        };
+        let kind = if published.shard {
+            Kind::Shard
+        } else {
+            Kind::Channel
+        };
+        context
+            .push
+            .pubsub
+            .publish(kind, &published.channel, &published.message, 0, None);
+    })
 }
 
 /// `PUBLISH channel message`
