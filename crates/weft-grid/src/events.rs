@@ -74,7 +74,7 @@ pub type MessageHandler = Arc<dyn Fn(&[u8]) + Send + Sync>;
 /// What a member queues for another, sent in order.
 enum Outgoing {
     /// An event of a write to a cache.
-    Event(String, RelayedEvent),
+    Event(String, Box<RelayedEvent>),
     /// A message on a topic.
     Message(String, Vec<u8>),
 }
@@ -259,7 +259,7 @@ impl Events {
         };
         for member in wanting {
             let outbox = self.outbox(node, &member);
-            let _ = outbox.send(Outgoing::Event(cache.to_owned(), wire.clone()));
+            let _ = outbox.send(Outgoing::Event(cache.to_owned(), Box::new(wire.clone())));
         }
     }
 
@@ -309,7 +309,7 @@ impl Events {
                     (Some(Request::Events { cache, events }), Outgoing::Event(_, e))
                         if event && *cache == name =>
                     {
-                        events.push(e);
+                        events.push(*e);
                     }
                     (Some(Request::Messages { topic, payloads }), Outgoing::Message(_, m))
                         if !event && *topic == name =>
@@ -318,7 +318,7 @@ impl Events {
                     }
                     (_, Outgoing::Event(cache, e)) => requests.push(Request::Events {
                         cache,
-                        events: vec![e],
+                        events: vec![*e],
                     }),
                     (_, Outgoing::Message(topic, m)) => requests.push(Request::Messages {
                         topic,

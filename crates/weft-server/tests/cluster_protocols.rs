@@ -856,3 +856,44 @@ fn published_messages_reach_subscribers_on_every_node() {
         );
     }
 }
+
+// Proves blocking pops work whichever node owns the list: a client blocked through one node
+// is woken by a push through another and gets the element (none is lost or served twice),
+// and a timeout answers nil, as on Redis Cluster.
+#[test]
+fn blocking_pops_are_woken_by_pushes_through_any_node() {
+    let servers = cluster();
+    let mut pusher = common::Client::connect(servers[2].addr);
+    for i in 0..6 {
+        let key = format!("queue-{i}");
+        let addr = servers[0].addr;
+        let waiting_key = key.clone();
+        let waiter = std::thread::spawn(move || {
+            let mut client = common::Client::connect(addr);
+            let started = Instant::now();
+            let popped = client.call(&[b"BLPOP", waiting_key.as_bytes(), b"10"]);
+            (popped, started.elapsed())
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(pusher.call(&[b"RPUSH", key.as_bytes(), b"job"]).int(), 1);
+        let (popped, waited) = waiter.join().unwrap();
+        assert_eq!(
+            popped.items(),
+            vec![common::Frame::bulk(&key), common::Frame::bulk("job")],
+            "{key}"
+        );
+        assert!(waited < Duration::from_secs(3), "{key} waited {waited:?}");
+        assert_eq!(pusher.call(&[b"LLEN", key.as_bytes()]).int(), 0, "{key}");
+    }
+    let mut client = common::Client::connect(servers[1].addr);
+    let started = Instant::now();
+    for i in 0..3 {
+        let key = format!("empty-{i}");
+        let answer = client.call(&[b"BLPOP", key.as_bytes(), b"0.3"]);
+        assert!(
+            matches!(answer, common::Frame::Null | common::Frame::NullArray),
+            "{answer:?}"
+        );
+    }
+    assert!(started.elapsed() < Duration::from_secs(5));
+}

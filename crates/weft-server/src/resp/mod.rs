@@ -98,8 +98,11 @@ async fn serve_session(
                     let (executed, durability) =
                         collect_durability(|| session.execute(&request.args, &mut output));
                     unsettled.merge(durability);
-                    if let Some(elsewhere) = session.forward.take() {
-                        run_at_owner(&session, elsewhere, &mut output).await;
+                    let mut blocked_elsewhere = None;
+                    if let Some(elsewhere) = session.forward.take()
+                        && let Some(block) = run_at_owner(&session, &elsewhere, &mut output).await
+                    {
+                        blocked_elsewhere = Some((elsewhere, block));
                     }
                     if let Some(args) = session.cluster_wide.take() {
                         cluster_wide(&session, &args, &mut output).await;
@@ -113,7 +116,7 @@ async fn serve_session(
                         }
                         return;
                     }
-                    if session.blocked.is_some() {
+                    if session.blocked.is_some() || blocked_elsewhere.is_some() {
                         // Replies to earlier requests go out before the client waits.
                         if !output.is_empty() {
                             if !crate::settle(&mut unsettled, peer).await
@@ -130,7 +133,15 @@ async fn serve_session(
                             shutdown: &mut shutdown,
                             unsettled: &mut unsettled,
                         };
-                        if !blocked.wait(&mut session, &request.args).await {
+                        let open = match blocked_elsewhere {
+                            Some((elsewhere, block)) => {
+                                blocked
+                                    .wait_elsewhere(&mut session, &elsewhere, block)
+                                    .await
+                            }
+                            None => blocked.wait(&mut session, &request.args).await,
+                        };
+                        if !open {
                             return;
                         }
                     }
@@ -331,11 +342,14 @@ async fn cluster_scan(
 pub const FUNCTION: &str = "weft.resp";
 
 /// Runs a command at the member that owns its keys (as the grid function [`FUNCTION`]) and
-/// appends that member's reply.
-async fn run_at_owner(session: &Session, elsewhere: Elsewhere, output: &mut BytesMut) {
-    let Some(node) = &session.context.cluster else {
-        return;
-    };
+/// appends that member's reply; a blocking command that found nothing there appends nothing
+/// and returns what the client waits for.
+async fn run_at_owner(
+    session: &Session,
+    elsewhere: &Elsewhere,
+    output: &mut BytesMut,
+) -> Option<commands::lists::Block> {
+    let node = session.context.cluster.as_ref()?;
     session.context.routed.count(crate::cluster::Origin::Resp);
     let grid = weft_grid::GridCache::new(Arc::clone(node), session.cache.clone());
     let command = RemoteCommand {
@@ -343,11 +357,20 @@ async fn run_at_owner(session: &Session, elsewhere: Elsewhere, output: &mut Byte
         args: elsewhere.args.iter().map(|arg| arg.to_vec()).collect(),
     };
     let argument = postcard::to_stdvec(&command).unwrap_or_default();
-    match grid
+    let answer = grid
         .invoke(FUNCTION, &elsewhere.key, argument, elsewhere.write)
         .await
-    {
-        Ok(reply) => output.extend_from_slice(&reply),
+        .map(|bytes| postcard::from_bytes::<RemoteAnswer>(&bytes));
+    match answer {
+        Ok(Ok(RemoteAnswer::Reply(reply))) => output.extend_from_slice(&reply),
+        Ok(Ok(RemoteAnswer::Blocked { keys, wait_ms })) => {
+            return Some(commands::lists::Block {
+                keys: keys.into_iter().map(bytes::Bytes::from).collect(),
+                deadline: wait_ms
+                    .map(|ms| std::time::Instant::now() + std::time::Duration::from_millis(ms)),
+            });
+        }
+        Ok(Err(_)) => output.extend_from_slice(b"-ERR a malformed answer from the key's owner\r\n"),
         Err(weft_grid::GridError::Cache(error)) => {
             commands::strings::cache_error(&mut Reply::new(output, session.protocol), &error);
         }
@@ -356,6 +379,20 @@ async fn run_at_owner(session: &Session, elsewhere: Elsewhere, output: &mut Byte
             output.extend_from_slice(format!("-CLUSTERDOWN {reason}\r\n").as_bytes());
         }
     }
+    None
+}
+
+/// What the owner answers a command.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+enum RemoteAnswer {
+    /// Its reply.
+    Reply(Vec<u8>),
+    /// A blocking command found nothing: the client waits for pushes to `keys`, at most
+    /// `wait_ms` (none: forever).
+    Blocked {
+        keys: Vec<Vec<u8>>,
+        wait_ms: Option<u64>,
+    },
 }
 
 /// A command as it travels to its keys' owner.
@@ -407,7 +444,19 @@ impl weft_core::operation::Function for CommandFunction {
         if session.execute(&args, &mut output).is_err() {
             return Err(refused("reply exceeds client-output-bytes-max").into());
         }
-        Ok(output.to_vec())
+        let answer = match session.blocked.take() {
+            // A blocking command that found nothing blocks where its client is, woken by the
+            // events of pushes here (see `Blocked::wait_elsewhere`).
+            Some(block) => RemoteAnswer::Blocked {
+                keys: block.keys.iter().map(|key| key.to_vec()).collect(),
+                wait_ms: block.deadline.map(|deadline| {
+                    let left = deadline.saturating_duration_since(std::time::Instant::now());
+                    u64::try_from(left.as_millis()).unwrap_or(u64::MAX)
+                }),
+            },
+            None => RemoteAnswer::Reply(output.to_vec()),
+        };
+        Ok(postcard::to_stdvec(&answer).unwrap_or_default())
     }
 }
 
@@ -431,7 +480,77 @@ struct Blocked<'a> {
     unsettled: &'a mut Durability,
 }
 
+/// How often a client blocked on keys another member owns asks again, whatever it heard:
+/// a push that raced the start of its wait is noticed within this.
+const BLOCKED_ELSEWHERE_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+
 impl Blocked<'_> {
+    /// [`Blocked::wait`] for a command whose keys another member owns: the client waits
+    /// here, in line with the clients blocked here on the same keys, woken by the events the
+    /// owner relays for pushes to them (and at least every [`BLOCKED_ELSEWHERE_RETRY`]); each
+    /// time, the command runs again at the owner. It pops only when it runs there on behalf
+    /// of a client still waiting here, so a client that leaves loses nothing.
+    async fn wait_elsewhere(
+        &mut self,
+        session: &mut Session,
+        elsewhere: &Elsewhere,
+        block: commands::lists::Block,
+    ) -> bool {
+        let context = Arc::clone(&session.context);
+        let cache = session.cache.clone();
+        let mut registration = context
+            .list_waiters
+            .register(cache.name(), block.keys.clone());
+        let watched: std::collections::HashSet<bytes::Bytes> = block.keys.iter().cloned().collect();
+        let weak = Arc::downgrade(&context);
+        let name = cache.name().to_owned();
+        let listener = cache.add_listener(weft_core::ListenerOptions::default(), move |event| {
+            if event.is_relayed()
+                && watched.contains(event.key())
+                && let Some(context) = weak.upgrade()
+            {
+                context.list_waiters.signal(&name, event.key());
+            }
+        });
+        let deadline = block.deadline.map(tokio::time::Instant::from_std);
+        let limit = context.settings.client_input_bytes_max;
+        let mailbox = Arc::clone(&session.mailbox);
+        let open = loop {
+            let timeout = async {
+                match deadline {
+                    Some(deadline) => tokio::time::sleep_until(deadline).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                biased;
+                () = crate::stopped(self.shutdown) => break false,
+                () = mailbox.overflowed() => break false,
+                _ = registration.notified() => {}
+                () = tokio::time::sleep(BLOCKED_ELSEWHERE_RETRY) => {}
+                () = timeout => {
+                    Reply::new(self.output, session.protocol).null_array();
+                    break true;
+                }
+                read = self.stream.read_buf(self.input) => match read {
+                    Ok(0) | Err(_) => break false,
+                    Ok(_) if self.input.len() >= limit => break false,
+                    Ok(_) => continue,
+                },
+            }
+            if run_at_owner(session, elsewhere, self.output)
+                .await
+                .is_none()
+            {
+                registration.served();
+                break true;
+            }
+        };
+        cache.remove_listener(listener);
+        drop(registration);
+        open
+    }
+
     /// Waits until the blocked command can answer, then leaves its reply in `output`:
     /// queues the client on its keys, runs it again (a push may have come in between), and
     /// while it still finds nothing waits for a push (then runs it again on the keys pushed
