@@ -897,3 +897,58 @@ fn blocking_pops_are_woken_by_pushes_through_any_node() {
     }
     assert!(started.elapsed() < Duration::from_secs(5));
 }
+
+// Proves MULTI/EXEC with WATCH works whichever node owns the keys: a transaction on
+// hash-tagged keys runs atomically at their owner, WATCH sees a change made through another
+// node (EXEC answers nil), and keys of different owners are refused as Redis Cluster does.
+#[test]
+fn transactions_on_hash_tagged_keys_run_at_their_owner() {
+    let servers = cluster();
+    let mut client = common::Client::connect(servers[0].addr);
+    let mut other = common::Client::connect(servers[2].addr);
+    assert_eq!(client.cmd("SELECT 1"), common::Frame::ok());
+    assert_eq!(other.cmd("SELECT 1"), common::Frame::ok());
+    for tag in 0..8 {
+        let a = format!("{{user{tag}}}:a");
+        let b = format!("{{user{tag}}}:b");
+        assert_eq!(client.call(&[b"WATCH", a.as_bytes()]), common::Frame::ok());
+        assert_eq!(client.cmd("MULTI"), common::Frame::ok());
+        assert_eq!(client.call(&[b"INCR", a.as_bytes()]).text(), "QUEUED");
+        assert_eq!(
+            client.call(&[b"INCRBY", b.as_bytes(), b"5"]).text(),
+            "QUEUED"
+        );
+        assert_eq!(
+            client.cmd("EXEC").items(),
+            vec![common::Frame::Integer(1), common::Frame::Integer(5)],
+            "tag {tag}"
+        );
+        // A change through another node between WATCH and EXEC aborts the transaction.
+        assert_eq!(client.call(&[b"WATCH", a.as_bytes()]), common::Frame::ok());
+        assert_eq!(other.call(&[b"INCR", a.as_bytes()]).int(), 2);
+        assert_eq!(client.cmd("MULTI"), common::Frame::ok());
+        assert_eq!(client.call(&[b"INCR", a.as_bytes()]).text(), "QUEUED");
+        assert!(
+            matches!(
+                client.cmd("EXEC"),
+                common::Frame::NullArray | common::Frame::Null
+            ),
+            "tag {tag}"
+        );
+        assert_eq!(other.call(&[b"GET", a.as_bytes()]).text(), "2");
+    }
+    // Keys of different owners in one transaction are refused at EXEC.
+    let keys: Vec<String> = (0..16).map(|i| format!("{{spread{i}}}")).collect();
+    assert_eq!(client.cmd("MULTI"), common::Frame::ok());
+    for key in &keys {
+        assert_eq!(
+            client.call(&[b"SET", key.as_bytes(), b"1"]).text(),
+            "QUEUED"
+        );
+    }
+    let refused = client.cmd("EXEC");
+    assert!(
+        matches!(&refused, common::Frame::Error(text) if text.contains("CROSSSLOT")),
+        "{refused:?}"
+    );
+}

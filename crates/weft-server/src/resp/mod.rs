@@ -100,7 +100,8 @@ async fn serve_session(
                     unsettled.merge(durability);
                     let mut blocked_elsewhere = None;
                     if let Some(elsewhere) = session.forward.take()
-                        && let Some(block) = run_at_owner(&session, &elsewhere, &mut output).await
+                        && let Some(block) =
+                            run_at_owner(&mut session, &elsewhere, &mut output).await
                     {
                         blocked_elsewhere = Some((elsewhere, block));
                     }
@@ -345,16 +346,39 @@ pub const FUNCTION: &str = "weft.resp";
 /// appends that member's reply; a blocking command that found nothing there appends nothing
 /// and returns what the client waits for.
 async fn run_at_owner(
-    session: &Session,
+    session: &mut Session,
     elsewhere: &Elsewhere,
     output: &mut BytesMut,
 ) -> Option<commands::lists::Block> {
-    let node = session.context.cluster.as_ref()?;
+    let node = Arc::clone(session.context.cluster.as_ref()?);
     session.context.routed.count(crate::cluster::Origin::Resp);
-    let grid = weft_grid::GridCache::new(Arc::clone(node), session.cache.clone());
+    let grid = weft_grid::GridCache::new(node, session.cache.clone());
+    if elsewhere
+        .args
+        .first()
+        .is_some_and(|name| name.eq_ignore_ascii_case(b"watch"))
+    {
+        watch_at_owner(session, &grid, &elsewhere.args[1..], output).await;
+        return None;
+    }
+    let transaction = session
+        .transaction_elsewhere
+        .take()
+        .map(|(multi, watched)| RemoteTransaction {
+            queued: multi
+                .queued
+                .iter()
+                .map(|args| args.iter().map(|arg| arg.to_vec()).collect())
+                .collect(),
+            watched: watched
+                .into_iter()
+                .map(|(key, version)| (key.to_vec(), version))
+                .collect(),
+        });
     let command = RemoteCommand {
         resp3: session.protocol == weft_resp::Protocol::Resp3,
         args: elsewhere.args.iter().map(|arg| arg.to_vec()).collect(),
+        transaction,
     };
     let argument = postcard::to_stdvec(&command).unwrap_or_default();
     let answer = grid
@@ -395,11 +419,53 @@ enum RemoteAnswer {
     },
 }
 
+/// WATCH of keys another member owns: their versions there, remembered here for EXEC,
+/// which then runs the transaction at that member and checks them there.
+async fn watch_at_owner(
+    session: &mut Session,
+    grid: &weft_grid::GridCache,
+    keys: &[bytes::Bytes],
+    output: &mut BytesMut,
+) {
+    let mut reply = Reply::new(output, session.protocol);
+    for key in keys {
+        let version = match grid.get_entry(key).await {
+            Ok(entry) => entry.map(|entry| entry.version()),
+            Err(weft_grid::GridError::Cache(error)) => {
+                return commands::strings::cache_error(&mut reply, &error);
+            }
+            Err(error) => {
+                let reason = error.to_string().replace(['\r', '\n'], " ");
+                return reply.error(&format!("CLUSTERDOWN {reason}"));
+            }
+        };
+        let cache = session.cache.clone();
+        if !session
+            .watched
+            .iter()
+            .any(|(c, k, _)| c.name() == cache.name() && k == key)
+        {
+            session.watched.push((cache, key.clone(), version));
+        }
+    }
+    reply.ok();
+}
+
 /// A command as it travels to its keys' owner.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct RemoteCommand {
     resp3: bool,
     args: Vec<Vec<u8>>,
+    /// For EXEC: the transaction, run at the owner of all its keys.
+    transaction: Option<RemoteTransaction>,
+}
+
+/// A transaction whose keys all live on one other member.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct RemoteTransaction {
+    queued: Vec<Vec<Vec<u8>>>,
+    /// Watched keys and the versions WATCH saw (at this same owner).
+    watched: Vec<(Vec<u8>, Option<u64>)>,
 }
 
 /// Runs the RESP commands other members send to their keys' owner: on a session of its own
@@ -440,6 +506,23 @@ impl weft_core::operation::Function for CommandFunction {
             return Err(refused("no RESP database").into());
         };
         let args: Vec<bytes::Bytes> = command.args.into_iter().map(bytes::Bytes::from).collect();
+        if let Some(transaction) = command.transaction {
+            // EXEC here, as the client's own node would run it: the watched keys checked
+            // against this member's entries, the queue run under the transaction gate.
+            session.multi = Some(session::Multi {
+                queued: transaction
+                    .queued
+                    .into_iter()
+                    .map(|args| args.into_iter().map(bytes::Bytes::from).collect())
+                    .collect(),
+                failed: false,
+            });
+            session.watched = transaction
+                .watched
+                .into_iter()
+                .map(|(key, version)| (cache.clone(), bytes::Bytes::from(key), version))
+                .collect();
+        }
         let mut output = BytesMut::new();
         if session.execute(&args, &mut output).is_err() {
             return Err(refused("reply exceeds client-output-bytes-max").into());

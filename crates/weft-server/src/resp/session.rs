@@ -61,6 +61,8 @@ pub struct Session {
     pub executing: bool,
     /// WATCHed keys: the cache, the key, and its version then (`None`: absent).
     pub watched: Vec<(Cache, Bytes, Option<u64>)>,
+    /// A transaction EXEC sends to the member that owns all its keys (with [`Session::forward`]).
+    pub transaction_elsewhere: Option<(Multi, Watched)>,
     /// Pushes for this connection: pub/sub messages and tracking invalidations.
     pub mailbox: Arc<Mailbox>,
     /// Channels and patterns subscribed to.
@@ -86,6 +88,9 @@ pub struct Multi {
     /// A command was refused while queueing: EXEC will abort.
     pub failed: bool,
 }
+
+/// Watched keys and the versions WATCH saw.
+pub type Watched = Vec<(Bytes, Option<u64>)>;
 
 /// A command whose keys another member owns: it runs there (see [`super::run_at_owner`]).
 #[derive(Debug)]
@@ -127,6 +132,7 @@ impl Session {
             multi: None,
             executing: false,
             watched: Vec::new(),
+            transaction_elsewhere: None,
             mailbox,
             subscriptions: Subscriptions::default(),
             tracking: ClientTracking::default(),
@@ -206,6 +212,42 @@ impl Session {
             Some(Route::Remote(..)) => first.cloned(),
             _ => None,
         })
+    }
+
+    /// Where the keys `args` names (a command of `spec`) are written now, when the session's
+    /// cache is clustered: `None` when it is not or the command names no key, `Some(None)`
+    /// when its keys live on different members.
+    pub fn route_of(
+        &self,
+        spec: &table::CommandSpec,
+        args: &[Bytes],
+    ) -> Option<Option<weft_grid::routing::Route>> {
+        if spec.first_key <= 0 || !self.cache.config().mode.is_clustered() {
+            return None;
+        }
+        let node = self.context.cluster.as_ref()?;
+        let routing = node.routing();
+        let len = i32::try_from(args.len()).unwrap_or(i32::MAX);
+        let last = if spec.last_key < 0 {
+            len + spec.last_key
+        } else {
+            spec.last_key
+        };
+        let mut route: Option<weft_grid::routing::Route> = None;
+        let mut position = spec.first_key;
+        while position <= last {
+            let Some(key) = usize::try_from(position).ok().and_then(|i| args.get(i)) else {
+                break;
+            };
+            let here = routing.write_route(self.cache.name(), self.cache.segment_of(key));
+            match &route {
+                None => route = Some(here),
+                Some(found) if *found == here => {}
+                Some(_) => return Some(None),
+            }
+            position += spec.step.max(1);
+        }
+        route.map(Some)
     }
 
     /// Executes one request and appends its reply to `output`.

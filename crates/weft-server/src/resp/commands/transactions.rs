@@ -42,6 +42,26 @@ pub fn exec(session: &mut Session, _args: &[Bytes], reply: &mut Reply<'_>) {
     if multi.failed {
         return reply.error("EXECABORT Transaction discarded because of previous errors.");
     }
+    match where_it_runs(session, &multi, &watched) {
+        Ok(None) => {}
+        Ok(Some(key)) => {
+            // Every key lives on one other member: the transaction runs there, atomically,
+            // with its watched keys checked there (see `resp::run_at_owner`).
+            let watched = watched.into_iter().map(|(_, k, v)| (k, v)).collect();
+            session.transaction_elsewhere = Some((multi, watched));
+            session.forward = Some(crate::resp::session::Elsewhere {
+                key,
+                write: true,
+                args: vec![Bytes::from_static(b"EXEC")],
+            });
+            return;
+        }
+        Err(error) => {
+            return reply.error(&format!(
+                "EXECABORT Transaction discarded because of: {error}"
+            ));
+        }
+    }
     for (cache, key, version) in &watched {
         let now = cache.get_entry(key).ok().flatten().map(|e| e.version());
         if now != *version {
@@ -54,6 +74,59 @@ pub fn exec(session: &mut Session, _args: &[Bytes], reply: &mut Reply<'_>) {
         session.dispatch_queued(args, reply);
     }
     session.executing = false;
+}
+
+/// Where a transaction runs on a clustered cache: here (`None`), or at the member that owns
+/// every key it names and watches (`Some` of a key naming that member); an error, as Redis
+/// Cluster's CROSSSLOT, when its keys live on different members.
+fn where_it_runs(
+    session: &Session,
+    multi: &Multi,
+    watched: &[(weft_core::Cache, Bytes, Option<u64>)],
+) -> Result<Option<Bytes>, &'static str> {
+    use weft_grid::routing::Route;
+    const CROSSSLOT: &str = "CROSSSLOT Keys in request don't hash to the same slot";
+    if session.forwarded || !session.cache.config().mode.is_clustered() {
+        return Ok(None);
+    }
+    let mut found: Option<(Route, Bytes)> = None;
+    let mut visit = |route: Route, key: &Bytes| -> Result<(), &'static str> {
+        match &found {
+            None => found = Some((route, key.clone())),
+            Some((seen, _)) if *seen == route => {}
+            Some(_) => return Err(CROSSSLOT),
+        }
+        Ok(())
+    };
+    let watch = crate::resp::table::lookup(b"watch");
+    for (_, key, _) in watched {
+        let args = [Bytes::from_static(b"WATCH"), key.clone()];
+        if let Some(spec) = watch
+            && let Some(route) = session.route_of(spec, &args)
+        {
+            visit(route.ok_or(CROSSSLOT)?, key)?;
+        }
+    }
+    for args in &multi.queued {
+        let Some(spec) = args
+            .first()
+            .and_then(|name| crate::resp::table::lookup(name))
+        else {
+            continue;
+        };
+        if let Some(route) = session.route_of(spec, args) {
+            let key = usize::try_from(spec.first_key)
+                .ok()
+                .and_then(|at| args.get(at))
+                .cloned()
+                .unwrap_or_default();
+            visit(route.ok_or(CROSSSLOT)?, &key)?;
+        }
+    }
+    Ok(match found {
+        Some((Route::Remote(..), key)) => Some(key),
+        _ => None,
+    })
 }
 
 /// `WATCH key [key ...]`
