@@ -67,12 +67,17 @@ impl GridCache {
     ///
     /// While the key's ownership moves (a member joining or leaving, this member not yet
     /// admitted), the operation is routed again until [`SETTLE_TIMEOUT`]. A read whose owner
-    /// cannot be reached is retried too; a write is not (it may have been applied), and
-    /// fails with [`GridError::Transport`].
+    /// cannot be reached is retried too, and so is a write that was certainly not sent
+    /// ([`TransportError::not_sent`]): an owner that died cannot be connected to, and its
+    /// writes wait until failure detection installs a topology without it. A write whose
+    /// connection broke after it was sent, or that got no answer in time, is not retried
+    /// (it may have been applied), and fails with [`GridError::Transport`].
     ///
     /// # Errors
-    /// What the owner's cache refused ([`GridError::Cache`]), an owner unreachable during a
-    /// write, or ownership that did not settle in time.
+    /// What the owner's cache refused ([`GridError::Cache`]), a write whose outcome the
+    /// owner's connection left unknown, or ownership that did not settle in time.
+    ///
+    /// [`TransportError::not_sent`]: crate::transport::TransportError::not_sent
     pub async fn execute(&self, operation: Operation) -> Result<Outcome, GridError> {
         let cache = self.local.name();
         let segment = self.local.segment_of(operation.key());
@@ -102,7 +107,10 @@ impl GridCache {
                         Ok(other) => {
                             return Err(GridError::Cluster(format!("unexpected answer {other:?}")));
                         }
-                        Err(error) if operation.is_write() => return Err(error.into()),
+                        // Running a write again is safe only if it surely did not run.
+                        Err(error) if operation.is_write() && !error.not_sent() => {
+                            return Err(error.into());
+                        }
                         Err(error) => error.into(),
                     }
                 }

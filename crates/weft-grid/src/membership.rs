@@ -13,9 +13,7 @@ use parking_lot::RwLock;
 use tokio::net::UdpSocket;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
-use weft_cluster::membership::{
-    MemberEvent, Membership, MembershipConfig, MembershipTimer, NodeIdentity, Output,
-};
+use weft_cluster::membership::{MemberEvent, Membership, MembershipTimer, NodeIdentity, Output};
 
 use crate::GridError;
 use crate::config::GridConfig;
@@ -35,7 +33,10 @@ impl MembershipService {
     /// Binds the cluster socket at `address` and starts joining the seeds as `name`.
     ///
     /// # Errors
-    /// If the socket cannot be bound or a seed name cannot be resolved.
+    /// If the failure-detection timings do not pass [`FailureDetection::check`], the socket
+    /// cannot be bound or a seed name cannot be resolved.
+    ///
+    /// [`FailureDetection::check`]: crate::config::FailureDetection::check
     pub async fn start(
         settings: &GridConfig,
         address: SocketAddr,
@@ -43,6 +44,12 @@ impl MembershipService {
         secret: weft_cluster::handshake::Secret,
         shutdown: watch::Receiver<bool>,
     ) -> crate::Result<Self> {
+        settings.failure_detection.check().map_err(|error| {
+            GridError::io("check the failure-detection settings")(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                error,
+            ))
+        })?;
         let socket = UdpSocket::bind(address)
             .await
             .map_err(GridError::io(format!(
@@ -62,8 +69,8 @@ impl MembershipService {
         }
         let location = settings.location.clone();
         let identity = NodeIdentity::new(name, address, location);
-        let membership =
-            Membership::new(identity.clone(), &MembershipConfig::default(), rand_seed());
+        let timing = settings.failure_detection.membership();
+        let membership = Membership::new(identity.clone(), &timing, rand_seed());
         let peers = Arc::new(RwLock::new(Vec::new()));
         let changed = Arc::new(Notify::new());
         let driver = Driver {

@@ -13,9 +13,12 @@
 //! node is asked runs concurrently.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
@@ -34,6 +37,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Bytes read at a time (and the most memory a frame takes ahead of its bytes).
 const READ_CHUNK: usize = 64 * 1024;
+/// Requests queued for a peer are written together, up to about this many bytes at once.
+const WRITE_BATCH_BYTES_MAX: usize = 1 << 20;
 
 /// What the transport accepts from the cluster port.
 #[derive(Debug, Clone)]
@@ -58,14 +63,55 @@ impl Default for Limits {
 pub const CONNECTIONS_MAX_DEFAULT: usize = 256;
 
 /// Why a request got no response.
+///
+/// Whether the peer may have run the request is what a caller must know before it sends a
+/// write again: [`TransportError::Unreachable`] says it certainly did not (no byte of the
+/// request left this process), the others that it may have.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum TransportError {
-    /// The peer could not be reached, or the connection broke before it answered.
+    /// The request was not sent: no connection to the peer could be opened (refused, timed
+    /// out, or its handshake failed), the connection broke before the request's turn to be
+    /// written came, or the process found at the address is not the incarnation the request
+    /// was meant for.
     #[error("node {0} unreachable")]
     Unreachable(SocketAddr),
-    /// No response in time.
+    /// The connection broke after the request was written (or while it was being written),
+    /// before its response arrived: the peer may have run it.
+    #[error("connection to node {0} lost before it answered; the request may have been run")]
+    ConnectionLost(SocketAddr),
+    /// No response in time: the peer may have run the request, or may still.
     #[error("node {0} did not answer in time")]
     Timeout(SocketAddr),
+}
+
+impl TransportError {
+    /// Whether the request certainly never reached the peer, so that sending it again cannot
+    /// run it twice.
+    #[must_use]
+    pub fn not_sent(&self) -> bool {
+        matches!(self, Self::Unreachable(_))
+    }
+}
+
+/// The response to a request queued with [`Transport::send`], once it arrives.
+#[derive(Debug)]
+pub struct Answer {
+    to: SocketAddr,
+    receiver: oneshot::Receiver<Result<Response, TransportError>>,
+}
+
+impl Future for Answer {
+    type Output = Result<Response, TransportError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let to = self.to;
+        // Every path that gives up on a request says why (see `run_peer`); a waiter dropped
+        // without a word (the runtime shutting down) may have had its request written.
+        Pin::new(&mut self.receiver)
+            .poll(cx)
+            .map(|received| received.unwrap_or(Err(TransportError::ConnectionLost(to))))
+    }
 }
 
 /// Why a connection's handshake failed.
@@ -97,7 +143,27 @@ pub trait Handler: Send + Sync + 'static {
     ) -> Response;
 }
 
-type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Response>>>>;
+/// A request's waiter, until its response arrives or its connection fails.
+struct Waiter {
+    sender: oneshot::Sender<Result<Response, TransportError>>,
+    /// Set before the first byte of the request is handed to the socket: from then on, a
+    /// failed connection leaves its outcome unknown.
+    written: bool,
+}
+
+impl Waiter {
+    /// Tells the waiter its request got no response: not sent, or lost once written.
+    fn fail(self, to: SocketAddr) {
+        let error = if self.written {
+            TransportError::ConnectionLost(to)
+        } else {
+            TransportError::Unreachable(to)
+        };
+        let _ = self.sender.send(Err(error));
+    }
+}
+
+type Pending = Arc<Mutex<HashMap<u64, Waiter>>>;
 
 struct Outgoing {
     id: u64,
@@ -313,32 +379,43 @@ impl Transport {
     /// Sends `request` to `to` and waits up to `timeout` for the response.
     ///
     /// # Errors
-    /// [`TransportError`] when the peer cannot be reached or does not answer in time.
+    /// [`TransportError::Unreachable`] when the request was not sent,
+    /// [`TransportError::ConnectionLost`] when the connection broke after it was, and
+    /// [`TransportError::Timeout`] when no response came in time.
     pub async fn call(
         &self,
         to: SocketAddr,
         request: Request,
         timeout: Duration,
     ) -> Result<Response, TransportError> {
-        let receiver = self.send(to, request);
-        match tokio::time::timeout(timeout, receiver).await {
-            Ok(Ok(response)) => Ok(response),
-            Ok(Err(_)) => Err(TransportError::Unreachable(to)),
-            Err(_) => Err(TransportError::Timeout(to)),
-        }
+        tokio::time::timeout(timeout, self.send(to, request))
+            .await
+            .unwrap_or(Err(TransportError::Timeout(to)))
     }
 
-    /// Queues `request` for `to` (after everything queued for it before) and returns where
-    /// its response will arrive; the sender is dropped if the connection fails first.
-    pub fn send(&self, to: SocketAddr, request: Request) -> oneshot::Receiver<Response> {
+    /// Queues `request` for `to` (after everything queued for it before) and returns its
+    /// answer: the response, or why there is none (see [`Transport::call`]).
+    pub fn send(&self, to: SocketAddr, request: Request) -> Answer {
         let (sender, receiver) = oneshot::channel();
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
         let peer = self.peer(to);
-        peer.pending.lock().insert(id, sender);
+        // The waiter goes in before the request is queued, so that the connection's end
+        // (`run_peer`) finds every request it took in `pending`.
+        peer.pending.lock().insert(
+            id,
+            Waiter {
+                sender,
+                written: false,
+            },
+        );
         if peer.queue.send(Outgoing { id, request }).is_err() {
-            peer.pending.lock().remove(&id);
+            // The connection stopped taking requests before this one: it was not sent. (Its
+            // end may have told the waiter already, then it is no longer pending.)
+            if let Some(waiter) = peer.pending.lock().remove(&id) {
+                waiter.fail(to);
+            }
         }
-        receiver
+        Answer { to, receiver }
     }
 
     fn peer(&self, to: SocketAddr) -> Peer {
@@ -362,25 +439,42 @@ impl Transport {
     }
 
     /// One outbound connection: writes queued requests in order, routes responses to their
-    /// waiters. When the connection fails, every waiter is dropped (they see the peer as
-    /// unreachable) and the next request opens a new connection.
+    /// waiters. When the connection fails, every waiter learns whether its request was
+    /// written (see [`TransportError`]), and the next request opens a new connection.
     async fn run_peer(
         self,
         to: SocketAddr,
         mut outgoing: mpsc::UnboundedReceiver<Outgoing>,
         pending: Pending,
     ) {
+        self.connect_and_serve(to, &mut outgoing, &pending).await;
+        // Why a request left unanswered here was surely not sent: a waiter is pending from
+        // before its request is queued until it is answered or told; every request taken
+        // from the queue is marked written before its first byte goes to the socket, and
+        // requests still queued are never taken once the queue is closed. Closing comes
+        // before `forget` tells the waiters, so a request queued from now on is refused
+        // (and its sender tells its waiter), never left in a queue no one reads.
+        outgoing.close();
+        self.forget(to, &pending);
+    }
+
+    /// Opens the connection to `to`, proves both ends, then writes queued requests and
+    /// routes responses until the connection fails or the transport is dropped.
+    async fn connect_and_serve(
+        &self,
+        to: SocketAddr,
+        outgoing: &mut mpsc::UnboundedReceiver<Outgoing>,
+        pending: &Pending,
+    ) {
         let connected = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(to)).await;
         let mut stream = match connected {
             Ok(Ok(stream)) => stream,
             Ok(Err(error)) => {
                 tracing::debug!(%to, %error, "cluster connection failed");
-                self.forget(to, &pending);
                 return;
             }
             Err(_) => {
                 tracing::debug!(%to, "cluster connection timed out");
-                self.forget(to, &pending);
                 return;
             }
         };
@@ -395,7 +489,6 @@ impl Transport {
             Ok(peer) => peer,
             Err(error) => {
                 tracing::debug!(%to, %error, "cluster connection handshake failed");
-                self.forget(to, &pending);
                 return;
             }
         };
@@ -403,7 +496,7 @@ impl Transport {
         // Dropped when the response reader ends (the connection broke).
         let (reading, mut read_ended) = oneshot::channel::<()>();
         let responses = {
-            let pending = Arc::clone(&pending);
+            let pending = Arc::clone(pending);
             let received = Arc::clone(&self.inner);
             tokio::spawn(async move {
                 let _reading = reading;
@@ -415,7 +508,7 @@ impl Transport {
                     {
                         Ok(Some(Envelope::Response(id, response))) => {
                             if let Some(waiter) = pending.lock().remove(&id) {
-                                let _ = waiter.send(response);
+                                let _ = waiter.sender.send(Ok(response));
                             }
                         }
                         Ok(Some(Envelope::Request(..))) => {
@@ -427,19 +520,30 @@ impl Transport {
             })
         };
         let mut out = Vec::new();
+        let mut batch = Vec::new();
         loop {
             tokio::select! {
                 next = outgoing.recv() => {
                     let Some(first) = next else { break };
                     let expected = self.expected(to);
-                    self.encode_for(&peer, expected, first, &mut out, &pending);
-                    while out.len() < (1 << 20)
+                    batch.extend(self.encode_for(to, &peer, expected, first, &mut out, pending));
+                    while out.len() < WRITE_BATCH_BYTES_MAX
                         && let Ok(more) = outgoing.try_recv()
                     {
-                        self.encode_for(&peer, expected, more, &mut out, &pending);
+                        batch.extend(self.encode_for(to, &peer, expected, more, &mut out, pending));
                     }
                     if out.is_empty() {
                         continue;
+                    }
+                    // From here the peer may receive any part of the batch, even if the
+                    // write fails.
+                    {
+                        let mut pending = pending.lock();
+                        for id in batch.drain(..) {
+                            if let Some(waiter) = pending.get_mut(&id) {
+                                waiter.written = true;
+                            }
+                        }
                     }
                     self.inner.sent_bytes.fetch_add(out.len() as u64, Ordering::Relaxed);
                     if writer.write_all(&out).await.is_err() {
@@ -451,32 +555,36 @@ impl Transport {
             }
         }
         responses.abort();
-        self.forget(to, &pending);
     }
 
-    /// Appends `outgoing` to `out` — unless it is meant for a member (a request about the
-    /// data, see [`fenced`]) and `peer` is another incarnation than the one the agreed
-    /// members name at this address: a process restarted there, not admitted yet, gets
-    /// nothing meant for its predecessor, and the waiter sees the member as unreachable.
+    /// Appends `outgoing` to `out` and returns its id — unless it is meant for a member (a
+    /// request about the data, see [`fenced`]) and `peer` is another incarnation than the
+    /// one the agreed members name at this address: a process restarted there, not admitted
+    /// yet, gets nothing meant for its predecessor, and the waiter sees the member as
+    /// unreachable (the request was not sent).
     fn encode_for(
         &self,
+        to: SocketAddr,
         peer: &Identity,
         expected: Option<u64>,
         outgoing: Outgoing,
         out: &mut Vec<u8>,
         pending: &Pending,
-    ) {
+    ) -> Option<u64> {
         if fenced(&outgoing.request)
             && expected.is_some_and(|expected| expected != peer.incarnation)
         {
             tracing::debug!(peer = %peer.name, "request for a previous incarnation not sent");
-            pending.lock().remove(&outgoing.id);
-            return;
+            if let Some(waiter) = pending.lock().remove(&outgoing.id) {
+                waiter.fail(to);
+            }
+            return None;
         }
         wire::encode(&Envelope::Request(outgoing.id, outgoing.request), out);
+        Some(outgoing.id)
     }
 
-    /// Drops a failed connection: its waiters learn the peer is unreachable.
+    /// Drops a failed connection: each of its waiters learns whether its request was sent.
     fn forget(&self, to: SocketAddr, pending: &Pending) {
         {
             let mut peers = self.inner.peers.lock();
@@ -487,7 +595,10 @@ impl Transport {
                 peers.remove(&to);
             }
         }
-        pending.lock().clear();
+        let waiters: Vec<Waiter> = pending.lock().drain().map(|(_, waiter)| waiter).collect();
+        for waiter in waiters {
+            waiter.fail(to);
+        }
     }
 }
 
@@ -582,5 +693,184 @@ async fn read_frame(
                 received.fetch_add(n as u64, Ordering::Relaxed);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECRET: &[u8] = b"transport-test-secret";
+    /// Long enough for loopback on a loaded machine; the tests end well before it unless
+    /// the transport is broken.
+    const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
+
+    fn identity(name: &str, incarnation: u64) -> Identity {
+        Identity {
+            name: name.to_owned(),
+            incarnation,
+        }
+    }
+
+    fn transport() -> Transport {
+        Transport::new(
+            identity("sender", 1),
+            Secret::new(SECRET.to_vec()),
+            Limits::default(),
+        )
+    }
+
+    /// A request about the data (fenced: only for the incarnation expected).
+    fn clear() -> Request {
+        Request::Clear {
+            cache: "c".to_owned(),
+        }
+    }
+
+    async fn listener() -> (TcpListener, SocketAddr) {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind a loopback port");
+        let address = listener.local_addr().expect("a local address");
+        (listener, address)
+    }
+
+    /// Accepts one connection as the process `me` and returns it proven.
+    async fn accept_proven(listener: &TcpListener, me: &Identity) -> TcpStream {
+        let (mut stream, _) = listener.accept().await.expect("a connection");
+        accept_handshake(&mut stream, me, &Secret::new(SECRET.to_vec()))
+            .await
+            .expect("the sender proves itself");
+        stream
+    }
+
+    // Proves requests to an address nothing listens at fail as not sent (so a write may be
+    // sent again), every request queued behind the failed connection included.
+    #[tokio::test]
+    async fn requests_to_a_closed_port_are_not_sent() {
+        let (listener, address) = listener().await;
+        drop(listener);
+        let transport = transport();
+        let answers: Vec<Answer> = (0..3).map(|_| transport.send(address, clear())).collect();
+        for answer in answers {
+            let error = tokio::time::timeout(ANSWER_TIMEOUT, answer)
+                .await
+                .expect("an answer in time")
+                .expect_err("no one listens");
+            assert_eq!(error, TransportError::Unreachable(address));
+            assert!(error.not_sent());
+        }
+    }
+
+    // Proves requests queued while the connection's handshake fails are not sent.
+    #[tokio::test]
+    async fn requests_whose_handshake_fails_are_not_sent() {
+        let (listener, address) = listener().await;
+        let closing = tokio::spawn(async move {
+            // Not a node: accepts, then closes without a challenge.
+            let (stream, _) = listener.accept().await.expect("a connection");
+            drop(stream);
+        });
+        let transport = transport();
+        let answers: Vec<Answer> = (0..3).map(|_| transport.send(address, clear())).collect();
+        for answer in answers {
+            let error = tokio::time::timeout(ANSWER_TIMEOUT, answer)
+                .await
+                .expect("an answer in time")
+                .expect_err("the handshake failed");
+            assert_eq!(error, TransportError::Unreachable(address));
+        }
+        closing.await.expect("the listener task");
+    }
+
+    // Proves a request the peer received before the connection broke fails as lost — the
+    // peer may have run it, so a write must not be sent again — and that the next request
+    // opens a new connection.
+    #[tokio::test]
+    async fn a_request_written_before_the_connection_broke_may_have_run() {
+        let (listener, address) = listener().await;
+        let peer = tokio::spawn(async move {
+            let mut stream = accept_proven(&listener, &identity("peer", 7)).await;
+            let mut buffer = BytesMut::new();
+            let received = AtomicU64::new(0);
+            let first = read_frame(&mut stream, &mut buffer, wire::FRAME_BYTES_MAX, &received)
+                .await
+                .expect("a frame");
+            // Closes without answering, as a process killed after reading the request.
+            drop(stream);
+            let mut stream = accept_proven(&listener, &identity("peer", 7)).await;
+            let second = read_frame(&mut stream, &mut buffer, wire::FRAME_BYTES_MAX, &received)
+                .await
+                .expect("a frame");
+            if let Some(Envelope::Request(id, _)) = &second {
+                let mut out = Vec::new();
+                wire::encode(&Envelope::Response(*id, Response::Ok), &mut out);
+                stream.write_all(&out).await.expect("answer");
+            }
+            (first, second)
+        });
+        let transport = transport();
+        let error = transport
+            .call(address, clear(), ANSWER_TIMEOUT)
+            .await
+            .expect_err("the connection broke");
+        assert_eq!(error, TransportError::ConnectionLost(address));
+        assert!(!error.not_sent());
+        assert_eq!(
+            transport.call(address, clear(), ANSWER_TIMEOUT).await,
+            Ok(Response::Ok)
+        );
+        let (first, second) = peer.await.expect("the peer task");
+        assert!(matches!(
+            first,
+            Some(Envelope::Request(_, Request::Clear { .. }))
+        ));
+        assert!(matches!(
+            second,
+            Some(Envelope::Request(_, Request::Clear { .. }))
+        ));
+    }
+
+    // Proves a request the peer never answers times out, as one whose outcome is unknown.
+    #[tokio::test]
+    async fn a_request_not_answered_in_time_may_have_run() {
+        let (listener, address) = listener().await;
+        let peer = tokio::spawn(async move {
+            let mut stream = accept_proven(&listener, &identity("peer", 7)).await;
+            // Reads everything, answers nothing, until the sender closes.
+            let mut sink = Vec::new();
+            let _ = stream.read_to_end(&mut sink).await;
+        });
+        let transport = transport();
+        let error = transport
+            .call(address, clear(), Duration::from_millis(200))
+            .await
+            .expect_err("no answer");
+        assert_eq!(error, TransportError::Timeout(address));
+        assert!(!error.not_sent());
+        drop(transport);
+        peer.abort();
+    }
+
+    // Proves a request about the data withheld from another incarnation than the one
+    // expected at the address fails as not sent.
+    #[tokio::test]
+    async fn a_request_withheld_from_another_incarnation_is_not_sent() {
+        let (listener, address) = listener().await;
+        let peer = tokio::spawn(async move {
+            let mut stream = accept_proven(&listener, &identity("peer", 8)).await;
+            let mut sink = Vec::new();
+            let _ = stream.read_to_end(&mut sink).await;
+            sink
+        });
+        let transport = transport();
+        transport.expect([(address, 7)]);
+        let error = transport
+            .call(address, clear(), ANSWER_TIMEOUT)
+            .await
+            .expect_err("withheld");
+        assert_eq!(error, TransportError::Unreachable(address));
+        drop(transport);
+        peer.abort();
     }
 }

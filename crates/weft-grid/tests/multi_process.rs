@@ -5,6 +5,10 @@
 //! the two survivors: once the cluster settles on two members, no acknowledged write is
 //! lost (an auditor of acknowledged writes: a write that failed may or may not have been
 //! applied, so a value must lie between the last acknowledged one and the last attempted).
+//! Writes to the killed member's keys wait for the survivors to settle rather than fail:
+//! only those it may have received before it died fail, as writes whose outcome is unknown.
+//! No running member is ever missing from what the survivors say the members are (no false
+//! suspicion under the load), and shorter failure-detection timings settle sooner.
 //!
 //! The test binary is its own member: the ignored test `member_process` starts a grid
 //! member when `WEFT_GRID_MEMBER` names it, prints its cluster address, then runs the line
@@ -15,7 +19,9 @@
 //!
 //! `cargo test -p weft-grid --test multi_process -- --nocapture` prints what the kill
 //! tests measured: per kind of operation, on the keys the dead member was the primary of
-//! and on the others, how many failed or stalled after the kill, and until when.
+//! and on the others, how many failed or stalled after the kill, and until when. With
+//! `WEFT_GRID_PROBE_PERIOD_MS`, `WEFT_GRID_PROBE_TIMEOUT_MS` or `WEFT_GRID_SUSPECT_TIMEOUT_MS`
+//! set, the members of the tests that keep the defaults use those timings instead.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -29,6 +35,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use weft_core::{CacheConfig, CacheMode, ManagerConfig, VersionedOutcome, WriteOptions};
+use weft_grid::config::FailureDetection;
 use weft_grid::routing::Route;
 use weft_grid::{Grid, GridCache, GridConfig};
 
@@ -40,6 +47,12 @@ const LISTEN_ENV: &str = "WEFT_GRID_LISTEN";
 const JOIN_ENV: &str = "WEFT_GRID_JOIN";
 /// The secret the members share.
 const SECRET_ENV: &str = "WEFT_GRID_SECRET";
+/// Failure detection's timings, in milliseconds (unset: the grid's defaults). Set in the
+/// test's own environment, they apply to the members of the tests that keep the defaults,
+/// so that the kill tests measure failover with other timings.
+const PROBE_PERIOD_ENV: &str = "WEFT_GRID_PROBE_PERIOD_MS";
+const PROBE_TIMEOUT_ENV: &str = "WEFT_GRID_PROBE_TIMEOUT_MS";
+const SUSPECT_TIMEOUT_ENV: &str = "WEFT_GRID_SUSPECT_TIMEOUT_MS";
 const SECRET: &str = "multi-process-test-secret";
 
 /// Starts every answer a member writes on stdout.
@@ -82,7 +95,8 @@ fn member_process() {
         .enable_all()
         .build()
         .expect("a runtime");
-    let config = GridConfig::new(name, listen, join).secret(secret);
+    let mut config = GridConfig::new(name, listen, join).secret(secret);
+    config.failure_detection = failure_detection_from_env();
     let grid = runtime
         .block_on(Grid::start(config, caches()))
         .expect("start the member");
@@ -107,6 +121,21 @@ fn member_process() {
         });
     }
     runtime.shutdown_timeout(Duration::from_secs(1));
+}
+
+/// Failure detection's timings as the environment sets them, the defaults otherwise.
+fn failure_detection_from_env() -> FailureDetection {
+    let ms = |name: &str, default: Duration| {
+        std::env::var(name).map_or(default, |ms| {
+            Duration::from_millis(ms.parse().unwrap_or_else(|_| panic!("{name}={ms}")))
+        })
+    };
+    let defaults = FailureDetection::default();
+    FailureDetection {
+        probe_period: ms(PROBE_PERIOD_ENV, defaults.probe_period),
+        probe_timeout: ms(PROBE_TIMEOUT_ENV, defaults.probe_timeout),
+        suspect_timeout: ms(SUSPECT_TIMEOUT_ENV, defaults.suspect_timeout),
+    }
 }
 
 /// Every member declares the same caches, as every server of a cluster reads one file.
@@ -236,8 +265,9 @@ struct Member {
 }
 
 impl Member {
-    /// Starts member `name` joining `join`, and waits for it to listen.
-    fn spawn(name: &str, join: &[SocketAddr]) -> Self {
+    /// Starts member `name` joining `join` with failure detection's timings `detection`,
+    /// and waits for it to listen.
+    fn spawn(name: &str, join: &[SocketAddr], detection: &FailureDetection) -> Self {
         let join = join
             .iter()
             .map(SocketAddr::to_string)
@@ -254,6 +284,18 @@ impl Member {
             .env(MEMBER_ENV, name)
             .env(JOIN_ENV, join)
             .env(SECRET_ENV, SECRET)
+            .env(
+                PROBE_PERIOD_ENV,
+                detection.probe_period.as_millis().to_string(),
+            )
+            .env(
+                PROBE_TIMEOUT_ENV,
+                detection.probe_timeout.as_millis().to_string(),
+            )
+            .env(
+                SUSPECT_TIMEOUT_ENV,
+                detection.suspect_timeout.as_millis().to_string(),
+            )
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -407,10 +449,14 @@ fn one_cluster_at_a_time() -> std::sync::MutexGuard<'static, ()> {
 }
 
 /// Three members, b and c joining a; returns once each sees a stable cluster of three.
-fn three_members() -> Vec<Member> {
-    let a = Member::spawn("a", &[]);
+fn three_members(detection: &FailureDetection) -> Vec<Member> {
+    let a = Member::spawn("a", &[], detection);
     let seed = [a.address];
-    let members = vec![a, Member::spawn("b", &seed), Member::spawn("c", &seed)];
+    let members = vec![
+        a,
+        Member::spawn("b", &seed, detection),
+        Member::spawn("c", &seed, detection),
+    ];
     for member in &members {
         member.ask_ok("wait-stable 3");
     }
@@ -442,7 +488,7 @@ const INCREMENTS: usize = 3 * INCREMENT_THREADS_PER_MEMBER * INCREMENTS_PER_THRE
 fn three_processes_share_a_distributed_cache() {
     let _alone = one_cluster_at_a_time();
     let started = Instant::now();
-    let members = three_members();
+    let members = three_members(&failure_detection_from_env());
     let names: Vec<String> = members.iter().map(|member| member.name.clone()).collect();
     for member in &members {
         assert_eq!(member.ask("members"), "members a,b,c", "at {}", member.name);
@@ -559,6 +605,12 @@ const KILL_SETTLE_TIMEOUT: Duration = Duration::from_secs(45);
 const SETTLED_ASKED_EVERY: Duration = Duration::from_millis(50);
 /// An operation slower than this after the kill counts as stalled in the report.
 const STALLED: Duration = Duration::from_millis(500);
+/// Pause between two questions which members there are.
+const MEMBERS_ASKED_EVERY: Duration = Duration::from_millis(100);
+/// How soon after the killed process is reaped (its sockets closed) the survivors have read
+/// the end of their connections to it; a write sent before may have been written to one of
+/// them, and fails as one whose outcome is unknown.
+const CONNECTION_CLOSED_NOTICED: Duration = Duration::from_millis(500);
 
 /// What was sent and acknowledged for one counter, by every writer.
 #[derive(Default)]
@@ -787,10 +839,12 @@ impl std::fmt::Display for Window {
     }
 }
 
-fn kill_under_load(victim: Victim) {
+/// Kills `victim` under load with failure detection's timings `detection`, checks what
+/// the load saw, and returns how long after the kill the survivors settled on two members.
+fn kill_under_load(victim: Victim, detection: &FailureDetection) -> Duration {
     let _alone = one_cluster_at_a_time();
     let started = Instant::now();
-    let mut members = three_members();
+    let mut members = three_members(detection);
     let coordinator = members[0].ask("coordinator");
     let coordinator = coordinator
         .strip_prefix("coordinator ")
@@ -863,6 +917,10 @@ fn kill_under_load(victim: Victim) {
     });
 
     let mut settled_each: [Option<Duration>; 2] = [None, None];
+    // What each survivor says the members are, asked all along the load: a member declared
+    // down while it runs (a false suspicion) shows as a list that lacks it.
+    let seen_members: Mutex<Vec<(Instant, String, String)>> = Mutex::new(Vec::new());
+    let mut dead: Option<Instant> = None;
     std::thread::scope(|scope| {
         let workers: Vec<_> = roles
             .iter()
@@ -871,10 +929,25 @@ fn kill_under_load(victim: Victim) {
                 scope.spawn(move || drive(member, role, audit, timeline))
             })
             .collect();
+        let (timeline, seen_members) = (&timeline, &seen_members);
+        scope.spawn(move || {
+            while !timeline.stop.load(Ordering::SeqCst) {
+                for survivor in survivors {
+                    let at = Instant::now();
+                    let answer = survivor.ask("members");
+                    seen_members
+                        .lock()
+                        .unwrap()
+                        .push((at, survivor.name.clone(), answer));
+                }
+                std::thread::sleep(MEMBERS_ASKED_EVERY);
+            }
+        });
         std::thread::sleep(LOAD_BEFORE_KILL);
         let killed = Instant::now();
         timeline.killed.set(killed).expect("killed once");
         doomed.kill();
+        dead = Some(Instant::now());
         // Bounded: the survivors settle in time or the test fails.
         while settled_each.iter().any(Option::is_none)
             && killed.elapsed() < KILL_SETTLE_TIMEOUT
@@ -909,6 +982,7 @@ fn kill_under_load(victim: Victim) {
         })
         .collect();
     let killed = *timeline.killed.get().expect("killed");
+    let dead = dead.expect("the victim was killed");
     let settled = killed + settled_each.iter().copied().max().expect("two survivors");
     let survivor_names: Vec<String> = survivors.iter().map(|member| member.name.clone()).collect();
     for member in survivors.iter() {
@@ -967,6 +1041,63 @@ fn kill_under_load(victim: Victim) {
     for (reason, count) in &reasons {
         println!("  {count} x {reason}");
     }
+    let is_write = |sent: &&Sent| !sent.what.starts_with("get ");
+    // A write the killed member may have run fails (its outcome is unknown): one in flight
+    // when its connection broke. Any other write waits for the survivors to settle.
+    let failed_writes: Vec<String> = sent
+        .iter()
+        .filter(|sent| !ended_before_kill(sent))
+        .filter(is_write)
+        .filter(troubled)
+        .map(|sent| {
+            format!(
+                "{} sent at {:+} ms -> {:?}",
+                sent.what,
+                signed_ms(sent.at, killed),
+                sent.failure
+            )
+        })
+        .collect();
+    if !failed_writes.is_empty() {
+        println!(
+            "  writes failed after the kill ({} was dead at +{} ms): {}",
+            doomed.name,
+            dead.duration_since(killed).as_millis(),
+            first_of(&failed_writes)
+        );
+    }
+    let all_members: Vec<String> = survivor_names
+        .iter()
+        .cloned()
+        .chain([doomed.name.clone()])
+        .collect();
+    let false_suspicions: Vec<String> = seen_members
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(at, _, answer)| {
+            let names: Vec<&str> = answer
+                .strip_prefix("members ")
+                .map_or_else(Vec::new, |names| names.split(',').collect());
+            let expected: &[String] = if *at < killed {
+                &all_members
+            } else if *at > settled {
+                &survivor_names
+            } else {
+                return !survivor_names
+                    .iter()
+                    .all(|name| names.contains(&name.as_str()));
+            };
+            names.len() != expected.len()
+                || !expected.iter().all(|name| names.contains(&name.as_str()))
+        })
+        .map(|(at, name, answer)| format!("{name} at {:+} ms: {answer}", signed_ms(*at, killed)))
+        .collect();
+    println!(
+        "  the members were asked {} times; {} answers lacked a running member",
+        seen_members.lock().unwrap().len(),
+        false_suspicions.len()
+    );
 
     assert!(
         violations.is_empty(),
@@ -994,6 +1125,26 @@ fn kill_under_load(victim: Victim) {
         failed_after_settling.is_empty(),
         "operations failed after the survivors settled: {}",
         first_of(&failed_after_settling)
+    );
+    assert!(
+        false_suspicions.is_empty(),
+        "a running member was declared down: {}",
+        first_of(&false_suspicions)
+    );
+    // Writes to the dead member's keys wait for the survivors to settle rather than fail:
+    // only a write sent before its connections closed (the process reaped), and read back
+    // by the survivors within a moment, may have reached it.
+    let failed_late: Vec<String> = sent
+        .iter()
+        .filter(|sent| sent.at > dead + CONNECTION_CLOSED_NOTICED)
+        .filter(is_write)
+        .filter(troubled)
+        .map(|sent| format!("{} -> {:?}", sent.what, sent.failure))
+        .collect();
+    assert!(
+        failed_late.is_empty(),
+        "writes sent after the killed member's connections closed failed instead of waiting: {}",
+        first_of(&failed_late)
     );
     drop(sent);
     drop(violations);
@@ -1047,17 +1198,45 @@ fn kill_under_load(victim: Victim) {
         "took {:?}",
         started.elapsed()
     );
+    settled - killed
+}
+
+/// `at` relative to `origin`, in milliseconds, negative before it.
+fn signed_ms(at: Instant, origin: Instant) -> i128 {
+    match at.checked_duration_since(origin) {
+        Some(after) => after.as_millis() as i128,
+        None => -(origin.duration_since(at).as_millis() as i128),
+    }
 }
 
 // Proves no acknowledged write is lost when the consensus leader is killed with SIGKILL
-// under load, and that the two survivors settle and serve every key again.
+// under load, that writes to its keys wait for the survivors to settle instead of failing,
+// and that the two survivors settle and serve every key again.
 #[test]
 fn acknowledged_writes_survive_the_coordinator_killed() {
-    kill_under_load(Victim::Coordinator);
+    kill_under_load(Victim::Coordinator, &failure_detection_from_env());
 }
 
 // Proves the same when a member that does not lead is killed.
 #[test]
 fn acknowledged_writes_survive_a_follower_killed() {
-    kill_under_load(Victim::Follower);
+    kill_under_load(Victim::Follower, &failure_detection_from_env());
+}
+
+// Proves the failure-detection timings reach the members: probing every 500 ms and
+// declaring a suspect down after 1 s, the survivors settle (and writes to the killed
+// member's keys complete) sooner than the default suspect timeout alone (5 s) would allow.
+#[test]
+fn a_shorter_suspect_timeout_fails_over_sooner() {
+    let fast = FailureDetection {
+        probe_period: Duration::from_millis(500),
+        probe_timeout: Duration::from_millis(200),
+        suspect_timeout: Duration::from_secs(1),
+    };
+    let settled = kill_under_load(Victim::Follower, &fast);
+    let default = FailureDetection::default().suspect_timeout;
+    assert!(
+        settled < default,
+        "settled {settled:?} after the kill, not sooner than the default suspect timeout {default:?}"
+    );
 }

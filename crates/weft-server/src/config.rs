@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::Context;
 use serde::Deserialize;
@@ -131,6 +132,17 @@ pub struct ServerSection {
     /// Most bytes per second this node fetches by state transfer (0 = unlimited), so that a
     /// rebalance leaves the network and the sending nodes room for client traffic.
     pub state_transfer_bytes_per_second: u64,
+    /// Milliseconds between two failure-detection probes of another node by this one.
+    #[serde(deserialize_with = "cluster_probe_period_ms")]
+    pub cluster_probe_period_ms: u64,
+    /// Milliseconds a probe waits for its direct answer before other nodes are asked to
+    /// probe indirectly; shorter than `cluster-probe-period-ms` (checked at start).
+    #[serde(deserialize_with = "cluster_probe_timeout_ms")]
+    pub cluster_probe_timeout_ms: u64,
+    /// Milliseconds a suspected node has to refute it before it is declared down (its keys
+    /// then move to the others); at least `cluster-probe-period-ms` (checked at start).
+    #[serde(deserialize_with = "cluster_suspect_timeout_ms")]
+    pub cluster_suspect_timeout_ms: u64,
 }
 
 /// The cluster port when `join` is given without `cluster-listen`.
@@ -162,6 +174,11 @@ impl ServerSection {
         };
         config.state_transfer_chunk_entries = self.state_transfer_chunk_entries;
         config.state_transfer_bytes_per_second = self.state_transfer_bytes_per_second;
+        config.failure_detection = weft_grid::config::FailureDetection {
+            probe_period: Duration::from_millis(self.cluster_probe_period_ms),
+            probe_timeout: Duration::from_millis(self.cluster_probe_timeout_ms),
+            suspect_timeout: Duration::from_millis(self.cluster_suspect_timeout_ms),
+        };
         Some(config)
     }
 
@@ -248,6 +265,9 @@ impl Default for ServerSection {
             state_transfer_chunk_entries: weft_grid::config::STATE_TRANSFER_CHUNK_ENTRIES_DEFAULT,
             state_transfer_bytes_per_second:
                 weft_grid::config::STATE_TRANSFER_BYTES_PER_SECOND_DEFAULT,
+            cluster_probe_period_ms: millis(weft_grid::config::PROBE_PERIOD_DEFAULT),
+            cluster_probe_timeout_ms: millis(weft_grid::config::PROBE_TIMEOUT_DEFAULT),
+            cluster_suspect_timeout_ms: millis(weft_grid::config::SUSPECT_TIMEOUT_DEFAULT),
         }
     }
 }
@@ -300,6 +320,60 @@ fn cluster_frame_bytes<'de, D: serde::Deserializer<'de>>(d: D) -> Result<usize, 
         )));
     }
     Ok(bytes)
+}
+
+/// Whole milliseconds of `duration` (the grid's limits are far below `u64::MAX` of them).
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Milliseconds named `name`, between `min` and `max`.
+fn millis_within<'de, D: serde::Deserializer<'de>>(
+    d: D,
+    name: &str,
+    min: Duration,
+    max: Duration,
+) -> Result<u64, D::Error> {
+    let ms = u64::deserialize(d)?;
+    if !(millis(min)..=millis(max)).contains(&ms) {
+        return Err(serde::de::Error::custom(format!(
+            "{name} must be between {} and {} milliseconds",
+            millis(min),
+            millis(max)
+        )));
+    }
+    Ok(ms)
+}
+
+fn cluster_probe_period_ms<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    use weft_grid::config::{PROBE_PERIOD_MAX, PROBE_PERIOD_MIN};
+    millis_within(
+        d,
+        "cluster-probe-period-ms",
+        PROBE_PERIOD_MIN,
+        PROBE_PERIOD_MAX,
+    )
+}
+
+fn cluster_probe_timeout_ms<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    use weft_grid::config::{PROBE_PERIOD_MAX, PROBE_TIMEOUT_MIN};
+    // Shorter than the probe period too, which `FailureDetection::check` sees at start.
+    millis_within(
+        d,
+        "cluster-probe-timeout-ms",
+        PROBE_TIMEOUT_MIN,
+        PROBE_PERIOD_MAX,
+    )
+}
+
+fn cluster_suspect_timeout_ms<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    use weft_grid::config::{SUSPECT_TIMEOUT_MAX, SUSPECT_TIMEOUT_MIN};
+    millis_within(
+        d,
+        "cluster-suspect-timeout-ms",
+        SUSPECT_TIMEOUT_MIN,
+        SUSPECT_TIMEOUT_MAX,
+    )
 }
 
 fn optional_socket_address<'de, D: serde::Deserializer<'de>>(
@@ -541,6 +615,60 @@ mod tests {
                 .is_some_and(|e| e.starts_with("weft.toml:2:")),
             "{error:?}"
         );
+    }
+
+    // Proves the failure-detection timings are read into the grid's settings, default to
+    // the grid's defaults, and are refused out of range with the line named.
+    #[test]
+    fn failure_detection_timings_are_read_and_checked() {
+        let defaults = ServerSection::default();
+        assert_eq!(
+            (
+                defaults.cluster_probe_period_ms,
+                defaults.cluster_probe_timeout_ms,
+                defaults.cluster_suspect_timeout_ms
+            ),
+            (1_000, 500, 5_000)
+        );
+        let text = "[server]\njoin = [\"127.0.0.1:7800\"]\ncluster-probe-period-ms = 500\ncluster-probe-timeout-ms = 200\ncluster-suspect-timeout-ms = 2000\n";
+        let grid = ServerConfig::parse("weft.toml", text)
+            .ok()
+            .and_then(|config| config.server.grid_config("a"));
+        assert_eq!(
+            grid.map(|grid| grid.failure_detection),
+            Some(weft_grid::config::FailureDetection {
+                probe_period: Duration::from_millis(500),
+                probe_timeout: Duration::from_millis(200),
+                suspect_timeout: Duration::from_secs(2),
+            })
+        );
+        assert_eq!(
+            defaults.grid_config("a").map(|grid| grid.failure_detection),
+            None,
+            "a node on its own has no grid settings"
+        );
+        for (line, name) in [
+            ("cluster-probe-period-ms = 10", "cluster-probe-period-ms"),
+            ("cluster-probe-timeout-ms = 0", "cluster-probe-timeout-ms"),
+            (
+                "cluster-suspect-timeout-ms = 50",
+                "cluster-suspect-timeout-ms",
+            ),
+            (
+                "cluster-suspect-timeout-ms = 3600000",
+                "cluster-suspect-timeout-ms",
+            ),
+        ] {
+            let error = ServerConfig::parse("weft.toml", &format!("[server]\n{line}\n"))
+                .err()
+                .map(|e| e.to_string());
+            assert!(
+                error
+                    .as_deref()
+                    .is_some_and(|e| e.starts_with("weft.toml:2:") && e.contains(name)),
+                "{line}: {error:?}"
+            );
+        }
     }
 
     // Proves the data directory is `data-dir` when set, `./weft-data` for a node on its own,
