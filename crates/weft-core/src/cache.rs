@@ -619,11 +619,12 @@ impl Cache {
     /// Before a write waited for on its own (not collected by a surrounding
     /// [`crate::persistence::collect_durability`]): the number its wait is checked against
     /// (see [`crate::persistence::next_epoch`]).
-    fn write_epoch(&self) -> u64 {
+    fn write_epoch(&self) -> (u64, Option<crate::persistence::BatchGuard>) {
         if self.inner.persistence.is_some() && !crate::persistence::collecting() {
-            crate::persistence::next_epoch()
+            let epoch = crate::persistence::next_epoch();
+            (epoch, Some(crate::persistence::enter_batch(epoch)))
         } else {
-            0
+            (0, None)
         }
     }
 
@@ -636,7 +637,7 @@ impl Cache {
         if crate::persistence::defer(persistence) {
             return Ok(());
         }
-        Ok(persistence.wait_since(epoch)?)
+        Ok(persistence.wait_batches(&[epoch], epoch)?)
     }
 
     /// After a read or a clear: as [`Cache::settle_write`], for changes recorded before now.
@@ -767,7 +768,7 @@ impl Cache {
         self.check_live()?;
         let (segment, hash) = self.inner.container.locate(key);
         self.admit_at(segment)?;
-        let epoch = self.write_epoch();
+        let (epoch, _batch) = self.write_epoch();
         self.record_access(hash);
         let mut failure = None;
         let (applied, ()) = self.inner.container.update(
@@ -813,18 +814,27 @@ impl Cache {
         self.record_access(hash);
         let entry = self.live_entry(segment, hash, key);
         self.inner.stats.read_done(timer, entry.is_some());
-        self.read_settle()?;
+        self.read_settle(segment)?;
         Ok(entry)
     }
 
     /// After a read of a cache whose persistence asks for it (see
     /// [`Persistence::read_barrier`]): waits, or leaves the wait to the surrounding
     /// [`crate::persistence::collect_durability`], as a write does.
-    fn read_settle(&self) -> Result<(), CacheError> {
-        match &self.inner.persistence {
-            Some(persistence) if persistence.read_barrier() => self.settle(),
-            _ => Ok(()),
+    fn read_settle(&self, segment: usize) -> Result<(), CacheError> {
+        let Some(persistence) = &self.inner.persistence else {
+            return Ok(());
+        };
+        if !persistence.read_barrier() {
+            return Ok(());
         }
+        let (epoch, _batch) = self.write_epoch();
+        persistence.note_read(u32::try_from(segment).unwrap_or(u32::MAX));
+        if crate::persistence::defer(persistence) {
+            return Ok(());
+        }
+        // A read fails for no write's sake (`u64::MAX`): it only waits.
+        Ok(persistence.wait_batches(&[epoch], u64::MAX)?)
     }
 
     /// The metadata of `key`'s entry.
@@ -844,7 +854,7 @@ impl Cache {
         self.admit_read()?;
         let (segment, hash) = self.inner.container.locate(key);
         let present = self.live_entry(segment, hash, key).is_some();
-        self.read_settle()?;
+        self.read_settle(segment)?;
         Ok(present)
     }
 
@@ -1103,7 +1113,7 @@ impl Cache {
         self.check_live()?;
         let (segment, hash) = self.inner.container.locate(key);
         self.admit_at(segment)?;
-        let epoch = self.write_epoch();
+        let (epoch, _batch) = self.write_epoch();
         let timer = self.inner.stats.start();
         self.record_access(hash);
         let mut size_error = None;

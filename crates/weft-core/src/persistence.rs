@@ -200,6 +200,33 @@ pub trait Persistence: Send + Sync + fmt::Debug + 'static {
         self.wait()
     }
 
+    /// A read of `segment` ran in this thread's [`batch`]: the batch's wait must also cover
+    /// the writes of the segment in flight, which the read may have seen. Nothing by default.
+    fn note_read(&self, segment: u32) {
+        let _ = segment;
+    }
+
+    /// [`Persistence::wait_async_since`] for the writes and reads of `batches` only (see
+    /// [`batch`]); `since` as there. By default the same as `wait_async_since(since)`: every
+    /// change recorded before the call.
+    fn wait_async_batches(
+        &self,
+        batches: &[u64],
+        since: u64,
+    ) -> BoxFuture<Result<(), PersistenceError>> {
+        let _ = batches;
+        self.wait_async_since(since)
+    }
+
+    /// [`Persistence::wait_async_batches`], blocking the thread.
+    ///
+    /// # Errors
+    /// As [`Persistence::wait`].
+    fn wait_batches(&self, batches: &[u64], since: u64) -> Result<(), PersistenceError> {
+        let _ = batches;
+        self.wait_since(since)
+    }
+
     /// [`Persistence::wait`] for async callers: covers the changes recorded before the call.
     fn wait_async(&self) -> BoxFuture<Result<(), PersistenceError>>;
 
@@ -266,6 +293,32 @@ type Waits = Vec<Arc<dyn Persistence>>;
 
 thread_local! {
     static COLLECTING: RefCell<Option<Waits>> = const { RefCell::new(None) };
+    static BATCH: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+}
+
+/// The batch of writes and reads running on this thread, by its epoch number (see
+/// [`next_epoch`]): a persistence that tells one write's wait from another's (a cluster's
+/// replication, which acknowledges each write when its own backups have it) files what a
+/// write or read must wait for under it, and [`Persistence::wait_async_batches`] waits for
+/// exactly that.
+#[must_use]
+pub fn batch() -> Option<u64> {
+    BATCH.with(std::cell::Cell::get)
+}
+
+/// Makes `epoch` this thread's batch until dropped (then the outer one again).
+#[derive(Debug)]
+pub(crate) struct BatchGuard(Option<u64>);
+
+/// Enters batch `epoch` on this thread.
+pub(crate) fn enter_batch(epoch: u64) -> BatchGuard {
+    BatchGuard(BATCH.with(|batch| batch.replace(Some(epoch))))
+}
+
+impl Drop for BatchGuard {
+    fn drop(&mut self) {
+        BATCH.with(|batch| batch.set(self.0));
+    }
 }
 
 /// Runs `f`, collecting the durability waits of the writes it makes on this thread instead of
@@ -273,14 +326,23 @@ thread_local! {
 pub fn collect_durability<R>(f: impl FnOnce() -> R) -> (R, Durability) {
     let epoch = next_epoch();
     let outer = COLLECTING.with(|cell| cell.borrow_mut().replace(Vec::new()));
+    let batch = enter_batch(epoch);
     let result = f();
+    drop(batch);
     let waits = COLLECTING.with(|cell| {
         let mut slot = cell.borrow_mut();
         let collected = slot.take().unwrap_or_default();
         *slot = outer;
         collected
     });
-    (result, Durability { waits, epoch })
+    (
+        result,
+        Durability {
+            waits,
+            epoch,
+            batches: vec![epoch],
+        },
+    )
 }
 
 /// Batches of writes started so far (each [`collect_durability`] and each write waited for
@@ -329,6 +391,8 @@ pub struct Durability {
     waits: Waits,
     /// When the first of its batches started (see [`next_epoch`]).
     epoch: u64,
+    /// Every batch it holds.
+    batches: Vec<u64>,
 }
 
 impl fmt::Debug for Durability {
@@ -350,8 +414,12 @@ impl Durability {
     pub fn merge(&mut self, other: Durability) {
         if self.waits.is_empty() {
             self.epoch = other.epoch;
+            self.batches.clear();
         } else if !other.waits.is_empty() {
             self.epoch = self.epoch.min(other.epoch);
+        }
+        if !other.waits.is_empty() {
+            self.batches.extend_from_slice(&other.batches);
         }
         for persistence in other.waits {
             if !self
@@ -370,7 +438,9 @@ impl Durability {
     /// The first store that failed to make its writes durable.
     pub async fn wait(self) -> Result<(), PersistenceError> {
         for persistence in self.waits {
-            persistence.wait_async_since(self.epoch).await?;
+            persistence
+                .wait_async_batches(&self.batches, self.epoch)
+                .await?;
         }
         Ok(())
     }
@@ -381,7 +451,7 @@ impl Durability {
     /// As [`Durability::wait`].
     pub fn wait_blocking(self) -> Result<(), PersistenceError> {
         for persistence in self.waits {
-            persistence.wait_since(self.epoch)?;
+            persistence.wait_batches(&self.batches, self.epoch)?;
         }
         Ok(())
     }

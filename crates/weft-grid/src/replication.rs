@@ -112,13 +112,21 @@ pub struct Stream {
 }
 
 impl Stream {
-    fn push(&self, replica: Replica) {
+    /// Queues `replica`; its sequence number in the stream.
+    fn push(&self, replica: Replica) -> u64 {
         let mut pending = self.pending.lock();
         pending.queued += 1;
         let sequence = pending.queued;
         pending.unsent.push_back((sequence, replica));
         drop(pending);
         self.wake.notify_one();
+        sequence
+    }
+
+    /// Whether the backup acknowledged change `sequence` (or nothing more is owed to it).
+    fn acknowledged(&self, sequence: u64) -> bool {
+        let progress = self.progress.borrow();
+        progress.acked >= sequence || progress.retired
     }
 
     fn queued(&self) -> u64 {
@@ -382,6 +390,102 @@ impl Replication {
     }
 }
 
+/// A change owed to a backup: its stream, and its number there.
+type Ticket = (Arc<Stream>, u64);
+
+/// Shards of the per-segment record of writes in flight (fewer locks to contend on).
+const SEGMENT_SHARDS: usize = 16;
+/// How many batches' tickets are kept before old ones (of waits that never came: a
+/// connection closed first) are pruned.
+const BATCHES_KEPT: usize = 4_096;
+/// Tickets older than this are pruned then.
+const BATCH_TICKETS_TTL: Duration = Duration::from_secs(120);
+
+/// What each write and read must wait for, so that a write waits only for its own
+/// backups and a read only for the writes in flight on its own segment.
+#[derive(Debug, Default)]
+struct Tickets {
+    /// Per batch of writes and reads (see `weft_core::persistence::batch`): the changes it
+    /// made or saw, not yet waited for.
+    by_batch: Mutex<HashMap<u64, (std::time::Instant, Vec<Ticket>)>>,
+    /// Per segment, the last change of a write to it queued to each backup.
+    by_segment: [Mutex<HashMap<u32, Vec<Ticket>>>; SEGMENT_SHARDS],
+}
+
+impl Tickets {
+    /// Files `tickets` under `batch`.
+    fn file(&self, batch: u64, tickets: impl IntoIterator<Item = Ticket>) {
+        let mut by_batch = self.by_batch.lock();
+        let filed = &mut by_batch
+            .entry(batch)
+            .or_insert_with(|| (std::time::Instant::now(), Vec::new()))
+            .1;
+        for (stream, sequence) in tickets {
+            match filed
+                .iter_mut()
+                .find(|(known, _)| Arc::ptr_eq(known, &stream))
+            {
+                Some((_, filed_sequence)) => *filed_sequence = (*filed_sequence).max(sequence),
+                None => filed.push((stream, sequence)),
+            }
+        }
+        if by_batch.len() > BATCHES_KEPT {
+            by_batch.retain(|_, (filed_at, _)| filed_at.elapsed() < BATCH_TICKETS_TTL);
+        }
+    }
+
+    /// Records that a write to `segment` queued `tickets`.
+    fn wrote(&self, segment: u32, tickets: &[Ticket]) {
+        let mut shard = self.by_segment[segment as usize % SEGMENT_SHARDS].lock();
+        let last = shard.entry(segment).or_default();
+        last.retain(|(stream, sequence)| !stream.acknowledged(*sequence));
+        for (stream, sequence) in tickets {
+            match last
+                .iter_mut()
+                .find(|(known, _)| Arc::ptr_eq(known, stream))
+            {
+                Some((_, last_sequence)) => *last_sequence = (*last_sequence).max(*sequence),
+                None => last.push((Arc::clone(stream), *sequence)),
+            }
+        }
+    }
+
+    /// The writes to `segment` in flight.
+    fn in_flight(&self, segment: u32) -> Vec<Ticket> {
+        let shard = self.by_segment[segment as usize % SEGMENT_SHARDS].lock();
+        shard
+            .get(&segment)
+            .map(|last| {
+                last.iter()
+                    .filter(|(stream, sequence)| !stream.acknowledged(*sequence))
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Takes what `batches` must wait for.
+    fn take(&self, batches: &[u64]) -> Vec<Ticket> {
+        let mut by_batch = self.by_batch.lock();
+        let mut owed: Vec<Ticket> = Vec::new();
+        for batch in batches {
+            let Some((_, tickets)) = by_batch.remove(batch) else {
+                continue;
+            };
+            for (stream, sequence) in tickets {
+                match owed
+                    .iter_mut()
+                    .find(|(known, _)| Arc::ptr_eq(known, &stream))
+                {
+                    Some((_, owed_sequence)) => *owed_sequence = (*owed_sequence).max(sequence),
+                    None => owed.push((stream, sequence)),
+                }
+            }
+        }
+        owed
+    }
+}
+
 /// A clustered cache's persistence: replication to backups, then its own stores.
 #[derive(Debug)]
 pub struct Replicator {
@@ -390,6 +494,7 @@ pub struct Replicator {
     when_split: weft_core::WhenSplit,
     replication: Arc<Replication>,
     inner: Option<Arc<dyn Persistence>>,
+    tickets: Tickets,
 }
 
 impl Replicator {
@@ -408,6 +513,7 @@ impl Replicator {
             when_split,
             replication,
             inner,
+            tickets: Tickets::default(),
         }
     }
 
@@ -423,6 +529,7 @@ impl Replicator {
         };
         let local = self.replication.routing.local();
         let mut image = None;
+        let mut queued: Vec<Ticket> = Vec::with_capacity(owners.write.len());
         for owner in owners.write.iter().filter(|owner| *owner != local) {
             let Some(stream) = self.replication.stream(owner) else {
                 continue;
@@ -430,12 +537,21 @@ impl Replicator {
             let entry = image
                 .get_or_insert_with(|| entry.map(EntryImage::of))
                 .clone();
-            stream.push(Replica {
+            let sequence = stream.push(Replica {
                 cache: self.cache.clone(),
                 segment,
                 key: key.to_vec(),
                 entry,
             });
+            queued.push((stream, sequence));
+        }
+        if !self.sync || queued.is_empty() {
+            return;
+        }
+        // Under the key's segment lock: a read that saw this write finds it in flight.
+        self.tickets.wrote(segment, &queued);
+        if let Some(batch) = weft_core::persistence::batch() {
+            self.tickets.file(batch, queued);
         }
     }
 
@@ -574,6 +690,66 @@ impl Persistence for Replicator {
 
     fn read_barrier(&self) -> bool {
         self.reads_wait()
+    }
+
+    fn note_read(&self, segment: u32) {
+        if let Some(batch) = weft_core::persistence::batch() {
+            let in_flight = self.tickets.in_flight(segment);
+            if !in_flight.is_empty() {
+                self.tickets.file(batch, in_flight);
+            }
+        }
+    }
+
+    fn wait_batches(&self, batches: &[u64], since: u64) -> Result<(), PersistenceError> {
+        if let Some(inner) = &self.inner {
+            inner.wait()?;
+        }
+        let owed = self.tickets.take(batches);
+        if !self.sync || self.diverging() || owed.is_empty() {
+            return Ok(());
+        }
+        // An embedded caller on a plain thread: wait on the runtime the streams run on.
+        let waiting = async move {
+            for (stream, sequence) in owed {
+                stream.reached(sequence, since).await?;
+            }
+            Ok::<(), String>(())
+        };
+        let outcome = match tokio::runtime::Handle::try_current() {
+            Ok(handle) => tokio::task::block_in_place(|| handle.block_on(waiting)),
+            Err(_) => Err("no runtime to wait for backups on".to_owned()),
+        };
+        outcome.map_err(|reason| self.failed(reason))
+    }
+
+    fn wait_async_batches(
+        &self,
+        batches: &[u64],
+        since: u64,
+    ) -> BoxFuture<Result<(), PersistenceError>> {
+        let stores = self.inner.as_ref().map(|inner| inner.wait_async());
+        let owed = self.tickets.take(batches);
+        let owed = if self.sync && !self.diverging() {
+            owed
+        } else {
+            Vec::new()
+        };
+        let cache = self.cache.clone();
+        Box::pin(async move {
+            if let Some(stores) = stores {
+                stores.await?;
+            }
+            for (stream, sequence) in owed {
+                stream.reached(sequence, since).await.map_err(|reason| {
+                    PersistenceError::Failed {
+                        cache: cache.clone(),
+                        reason,
+                    }
+                })?;
+            }
+            Ok(())
+        })
     }
 
     fn load(&self, segment: u32, key: &[u8]) -> Result<Option<CacheEntry>, PersistenceError> {
@@ -739,5 +915,53 @@ mod tests {
         assert!(stream.reached(10, after).await.is_ok());
         // Reads and clears wait with no epoch of their own: never failed by a drop.
         assert!(stream.reached(10, u64::MAX).await.is_ok());
+    }
+
+    // Proves a write waits only for its own backups and a read only for the writes in
+    // flight on its own segment: a backup that never answers holds up the writes and reads
+    // that involve it, and nothing else.
+    #[tokio::test]
+    async fn writes_and_reads_wait_only_for_what_they_involve() {
+        let tickets = Tickets::default();
+        let quick = Arc::new(stream());
+        let stalled = Arc::new(stream());
+        // Batch 1 wrote segment 3 (to the stalled backup); batch 2 wrote segment 7 (to the
+        // quick one).
+        let stuck = stalled.push(replica(3));
+        tickets.wrote(3, &[(Arc::clone(&stalled), stuck)]);
+        tickets.file(1, [(Arc::clone(&stalled), stuck)]);
+        let own = quick.push(replica(7));
+        tickets.wrote(7, &[(Arc::clone(&quick), own)]);
+        tickets.file(2, [(Arc::clone(&quick), own)]);
+        quick.progress.send_modify(|progress| progress.acked = own);
+        let waited = tokio::time::timeout(Duration::from_secs(1), async {
+            for (stream, sequence) in tickets.take(&[2]) {
+                stream.reached(sequence, u64::MAX).await?;
+            }
+            Ok::<(), String>(())
+        })
+        .await;
+        assert!(
+            matches!(waited, Ok(Ok(()))),
+            "batch 2 waited on another backup"
+        );
+        // A read of segment 7 has nothing in flight; one of segment 3 waits for the stalled
+        // backup's change.
+        assert!(tickets.in_flight(7).is_empty());
+        let in_flight = tickets.in_flight(3);
+        assert_eq!(in_flight.len(), 1);
+        assert!(Arc::ptr_eq(&in_flight[0].0, &stalled));
+        // Batch 1 is still owed; once taken it is not owed twice.
+        assert_eq!(tickets.take(&[1]).len(), 1);
+        assert!(tickets.take(&[1]).is_empty());
+    }
+
+    fn replica(segment: u32) -> Replica {
+        Replica {
+            cache: "c".into(),
+            segment,
+            key: b"k".to_vec(),
+            entry: None,
+        }
     }
 }

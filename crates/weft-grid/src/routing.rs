@@ -161,8 +161,22 @@ impl Routing {
     /// still applying a write answer with the value before it, after the primary answered
     /// with the new one.
     #[must_use]
+    ///
+    /// A replicated cache reads on any member that holds the segment (every member, once
+    /// it fetched it), as Infinispan's replicated caches do: adding members adds read
+    /// capacity. What that gives up: a read concurrent with a write may see the old value
+    /// on one member after another member answered with the new one. A write is still
+    /// acknowledged only once every member applied it (sync), so a read that starts after
+    /// a write's acknowledgement sees it wherever it runs.
     pub fn read_route(&self, cache: &str, segment: u32) -> Route {
-        self.route(cache, segment, |route| &route.write, false)
+        let replicated = self
+            .cache(cache)
+            .is_some_and(|route| route.topology.current().mode() == weft_cluster::Mode::Replicated);
+        if replicated {
+            self.route(cache, segment, |route| &route.read, true)
+        } else {
+            self.route(cache, segment, |route| &route.write, false)
+        }
     }
 
     /// Where a write of `segment` of `cache` runs: on the member that orders its writes.
