@@ -86,6 +86,9 @@ pub enum Request {
         cache: String,
         /// The operation.
         operation: weft_core::operation::Operation,
+        /// The sender could not reach the key's primary: a read is answered by any owner
+        /// of the key (every acknowledged write is on each of them).
+        owner_down: bool,
     },
     /// The caches whose listeners on the sender want the events of writes other members
     /// apply (all of them: it replaces what the sender said before). Answered by `Ok`.
@@ -467,6 +470,7 @@ mod tests {
                     value: b"v".to_vec(),
                     spec: weft_core::operation::WriteSpec::default(),
                 },
+                owner_down: false,
             },
         );
         let mut out = Vec::new();

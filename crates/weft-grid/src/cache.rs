@@ -82,18 +82,29 @@ impl GridCache {
         let cache = self.local.name();
         let segment = self.local.segment_of(operation.key());
         let deadline = tokio::time::Instant::now() + SETTLE_TIMEOUT;
+        // A read's owner that could not be reached: the read goes to another owner.
+        let mut down: Option<weft_cluster::MemberId> = None;
         loop {
-            let route = self.route(&operation);
+            let mut route = self.route(&operation);
+            let mut owner_down = false;
+            if let (Some(failed), Route::Remote(primary, _)) = (&down, &route)
+                && failed == primary
+                && let Some(backup) = self.backup_route(segment, failed)
+            {
+                route = backup;
+                owner_down = true;
+            }
             let unsettled: GridError = match route {
                 Route::Local => match self.run_here(&operation).await {
                     Ok(applied) => return Ok(Outcome::of(&applied)),
                     Err(error) if is_not_owner(&error) => error,
                     Err(error) => return Err(error),
                 },
-                Route::Remote(_, address) => {
+                Route::Remote(member, address) => {
                     let ask = Request::Execute {
                         cache: cache.to_owned(),
                         operation: operation.clone(),
+                        owner_down,
                     };
                     match self.node.transport().call(address, ask, CALL_TIMEOUT).await {
                         Ok(Response::Outcome(outcome)) => return Ok(outcome),
@@ -111,7 +122,12 @@ impl GridCache {
                         Err(error) if operation.is_write() && !error.not_sent() => {
                             return Err(error.into());
                         }
-                        Err(error) => error.into(),
+                        Err(error) => {
+                            if !operation.is_write() {
+                                down = Some(member);
+                            }
+                            error.into()
+                        }
                     }
                 }
             };
@@ -136,6 +152,20 @@ impl GridCache {
             }
         }
         Ok(self.execute(operation).await?.into_applied()?)
+    }
+
+    /// Where a read of `segment` runs when its primary `down` cannot be reached: at another
+    /// owner of the segment (this member first, when it is one), if any is left.
+    fn backup_route(&self, segment: u32, down: &weft_cluster::MemberId) -> Option<Route> {
+        let routing = self.node.routing();
+        let route = routing.cache(self.local.name())?;
+        let owners = &route.segment(segment)?.write;
+        if owners.contains(routing.local()) {
+            return Some(Route::Local);
+        }
+        let backup = owners.iter().find(|owner| *owner != down)?;
+        let record = routing.node(backup)?;
+        Some(Route::Remote(backup.clone(), record.cluster_addr))
     }
 
     /// Where `operation` runs now: here, or at the member that owns its key.

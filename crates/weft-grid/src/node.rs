@@ -1730,14 +1730,27 @@ impl Node {
     /// promises. A read of a segment this member does not read in its topology, and a write
     /// of one whose writes it does not order, are refused as `NotOwner`: the sender routed
     /// by a topology that changed since, and retries.
-    fn execute_now(&self, cache: &str, operation: &Operation) -> BoxFuture<Response> {
+    fn execute_now(
+        &self,
+        cache: &str,
+        operation: &Operation,
+        owner_down: bool,
+    ) -> BoxFuture<Response> {
         let ready = |response| -> BoxFuture<Response> { Box::pin(std::future::ready(response)) };
         let Some(local) = self.manager.cache(cache) else {
             return ready(Response::Error(format!("no cache `{cache}`")));
         };
         if !operation.is_write() {
             let segment = local.segment_of(operation.key());
-            if self.routing.read_route(cache, segment) != super::routing::Route::Local {
+            // A read whose sender could not reach the primary may be answered by any owner:
+            // a sync write is acknowledged only once every owner applied it.
+            let owns = owner_down
+                && self.routing.cache(cache).is_some_and(|route| {
+                    route
+                        .segment(segment)
+                        .is_some_and(|owners| owners.write.contains(self.routing.local()))
+                });
+            if !owns && self.routing.read_route(cache, segment) != super::routing::Route::Local {
                 return ready(Response::NotOwner { owner: None });
             }
         }
@@ -1819,7 +1832,11 @@ impl Handler for NodeHandler {
                 // reaches it was meant for its predecessor, or routed by a stale topology.
                 return Box::pin(std::future::ready(Response::NotOwner { owner: None }));
             }
-            Request::Execute { cache, operation } => return node.execute_now(&cache, &operation),
+            Request::Execute {
+                cache,
+                operation,
+                owner_down,
+            } => return node.execute_now(&cache, &operation, owner_down),
             // Delivered now, in arrival order: events and messages from one member reach the
             // listeners and handlers in the order it sent them.
             Request::Events { cache, events } => {

@@ -777,6 +777,9 @@ enum Victim {
     Follower,
 }
 
+/// The longest a read of a dead member's key may take: a backup answers it.
+const BACKUP_READ_MAX: Duration = Duration::from_secs(2);
+
 /// How the operations of one kind went after the kill.
 #[derive(Debug, Default)]
 struct Window {
@@ -1027,6 +1030,16 @@ fn kill_under_load(victim: Victim, detection: &FailureDetection) -> Duration {
                 "the other keys".to_owned()
             };
             println!("  after the kill, {kind} on {whose}: {window}");
+            // A read whose primary died is answered by a live backup at once, not after
+            // failover (every acknowledged write is on each owner).
+            if kind == "get" && on_victim {
+                assert!(
+                    window.slowest < BACKUP_READ_MAX,
+                    "a read of {}'s keys waited {} ms",
+                    doomed.name,
+                    window.slowest.as_millis()
+                );
+            }
         }
     }
     let mut reasons: BTreeMap<String, usize> = BTreeMap::new();

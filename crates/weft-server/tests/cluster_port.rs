@@ -205,6 +205,7 @@ fn a_peer_without_the_secret_gets_nothing_through() {
                     value: b"1".to_vec(),
                     spec: weft_core::operation::WriteSpec::default(),
                 },
+                owner_down: false,
             },
         ),
         &mut frame,
