@@ -241,6 +241,27 @@ impl Node {
         &self.functions
     }
 
+    /// The agreed members that failure detection does not see alive now (killed, cut off,
+    /// or not yet removed from the members), by name.
+    #[must_use]
+    pub fn unreachable_members(&self) -> Vec<String> {
+        let live: HashSet<String> = self
+            .view
+            .read()
+            .iter()
+            .map(|peer| peer.name.clone())
+            .collect();
+        let mut unreachable: Vec<String> = self
+            .state()
+            .nodes()
+            .keys()
+            .filter(|name| **name != self.me.name && !live.contains(*name))
+            .cloned()
+            .collect();
+        unreachable.sort();
+        unreachable
+    }
+
     /// Cluster-wide events.
     #[must_use]
     pub fn events(&self) -> &crate::events::Events {

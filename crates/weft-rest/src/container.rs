@@ -1,6 +1,7 @@
 //! The container (Infinispan's cache manager), its health and statistics, and the server:
 //! `/rest/v2/container…`, the deprecated `/rest/v2/cache-managers/default…` aliases, and
-//! `/rest/v2/server`. A single-node build is always one healthy node.
+//! `/rest/v2/server`. Health follows the cluster: a cache rebalancing or DEGRADED, a member
+//! failure detection no longer sees.
 
 use axum::extract::State;
 use axum::http::{StatusCode, header};
@@ -13,6 +14,44 @@ use crate::{CLUSTER_NAME, CONTAINER_NAME, ClientAddress, QueryParams, Shared, js
 
 /// Infinispan's health status of a cache or cluster that is fully available.
 const HEALTHY: &str = "HEALTHY";
+/// A cache whose segments are moving between members (one joined, left or died).
+const HEALTHY_REBALANCING: &str = "HEALTHY_REBALANCING";
+/// A cache cut off from the majority (partition handling), or a cluster missing a member
+/// failure detection no longer sees.
+const DEGRADED: &str = "DEGRADED";
+
+/// Each cache's health, and the cluster's (the worst of its caches', or DEGRADED while an
+/// agreed member is unreachable), as Infinispan reports them.
+fn healths(state: &Shared) -> (Vec<(String, &'static str)>, &'static str) {
+    let cluster = state.cluster_members();
+    let caches: Vec<(String, &'static str)> = state
+        .manager()
+        .cache_names()
+        .into_iter()
+        .map(|name| {
+            let status = match cluster.caches.iter().find(|view| view.cache == name) {
+                Some(view) if view.degraded => DEGRADED,
+                Some(view) if view.phase != "stable" => HEALTHY_REBALANCING,
+                _ => HEALTHY,
+            };
+            (name, status)
+        })
+        .collect();
+    let rank = |status: &str| match status {
+        DEGRADED => 2,
+        HEALTHY_REBALANCING => 1,
+        _ => 0,
+    };
+    let mut overall = caches
+        .iter()
+        .map(|(_, status)| *status)
+        .max_by_key(|status| rank(status))
+        .unwrap_or(HEALTHY);
+    if !cluster.unreachable.is_empty() {
+        overall = DEGRADED;
+    }
+    (caches, overall)
+}
 /// What a 401 to a lifecycle action asks for: HTTP Basic (curl's `-u`); a bearer token
 /// works too, but Basic is what browsers and most tools answer a challenge with.
 const LIFECYCLE_CHALLENGE: &str = "Basic realm=\"weft\", charset=\"UTF-8\"";
@@ -44,7 +83,7 @@ pub(crate) async fn info(State(state): State<Shared>) -> Response {
         "cluster_members": cluster.names,
         "cluster_members_physical_addresses": cluster.addresses,
         "coordinator_address": coordinator,
-        "health": HEALTHY,
+        "health": healths(&state).1,
         "defined_caches": defined,
         "cache_configuration_names": [],
         "rebalancing_enabled": false,
@@ -54,29 +93,29 @@ pub(crate) async fn info(State(state): State<Shared>) -> Response {
 
 /// `GET|HEAD /rest/v2/container/health`.
 pub(crate) async fn health(State(state): State<Shared>) -> Response {
-    let caches: Vec<Value> = state
-        .manager()
-        .cache_names()
+    let (caches, overall) = healths(&state);
+    let caches: Vec<Value> = caches
         .into_iter()
-        .map(|name| json!({ "status": HEALTHY, "cache_name": name }))
+        .map(|(name, status)| json!({ "status": status, "cache_name": name }))
         .collect();
     let cluster = state.cluster_members();
     json::respond(&json!({
         "cluster_health": {
             "cluster_name": CLUSTER_NAME,
-            "health_status": HEALTHY,
+            "health_status": overall,
             "number_of_nodes": cluster.names.len(),
             "node_names": cluster.names,
+            "unreachable_nodes": cluster.unreachable,
         },
         "cache_health": caches,
     }))
 }
 
 /// `GET /rest/v2/container/health/status`: the bare word, for load balancers and probes.
-pub(crate) async fn health_status() -> Response {
+pub(crate) async fn health_status(State(state): State<Shared>) -> Response {
     (
         [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-        HEALTHY,
+        healths(&state).1,
     )
         .into_response()
 }

@@ -159,6 +159,8 @@ pub struct ClusterMembers {
     pub caches: Vec<CacheTopologyView>,
     /// Requests this node sent on to the owner of their keys, per protocol.
     pub forwarded: Vec<(&'static str, u64)>,
+    /// Agreed members failure detection does not see alive now.
+    pub unreachable: Vec<String>,
     /// Bytes sent and received over cluster connections.
     pub bytes: (u64, u64),
 }

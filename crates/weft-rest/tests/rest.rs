@@ -1317,7 +1317,7 @@ async fn container_health_and_aliases() {
             json!({
                 "cluster_health": {
                     "cluster_name": "weft", "health_status": "HEALTHY",
-                    "number_of_nodes": 1, "node_names": ["node-a"],
+                    "number_of_nodes": 1, "node_names": ["node-a"], "unreachable_nodes": [],
                 },
                 "cache_health": [
                     {"status": "HEALTHY", "cache_name": "default"},
@@ -2018,4 +2018,87 @@ async fn protostream_cache_converts_media_types() {
     let mut keys: Vec<String> = serde_json::from_value(keys.json()).unwrap();
     keys.sort();
     assert_eq!(keys, ["k", "n"]);
+}
+
+// Proves container health follows the cluster, as Infinispan reports it: a cache whose
+// segments are moving is HEALTHY_REBALANCING, one cut off from the majority DEGRADED, the
+// cluster the worst of its caches — and DEGRADED while a member failure detection no longer
+// sees is still among the agreed members.
+#[tokio::test]
+async fn health_follows_rebalancing_partitions_and_missing_members() {
+    use std::sync::Mutex;
+    use weft_rest::{CacheTopologyView, ClusterMembers};
+    let mut caches = std::collections::BTreeMap::new();
+    for name in ["moving", "cut"] {
+        caches.insert(name.to_owned(), CacheConfig::default());
+    }
+    let manager = CacheManager::new(ManagerConfig { caches }).unwrap();
+    let view = Arc::new(Mutex::new(ClusterMembers {
+        names: vec!["a".into(), "b".into()],
+        ..ClusterMembers::default()
+    }));
+    let shared = Arc::clone(&view);
+    let app =
+        router(RestState::new(manager).with_cluster_view(move || shared.lock().unwrap().clone()));
+    let health = |app: Router| async move {
+        let response = app
+            .oneshot(
+                Request::get("/rest/v2/container/health")
+                    .body(Body::empty())
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        serde_json::from_slice::<Value>(&body).unwrap()
+    };
+    let status_of = |report: &Value, cache: &str| {
+        report["cache_health"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["cache_name"] == cache)
+            .map(|c| c["status"].as_str().unwrap().to_owned())
+    };
+    let report = health(app.clone()).await;
+    assert_eq!(report["cluster_health"]["health_status"], "HEALTHY");
+    let topology = |cache: &str, phase: &str, degraded: bool| CacheTopologyView {
+        cache: cache.into(),
+        phase: phase.into(),
+        degraded,
+        ..CacheTopologyView::default()
+    };
+    view.lock().unwrap().caches = vec![
+        topology("moving", "read-all-write-all", false),
+        topology("cut", "stable", false),
+    ];
+    let report = health(app.clone()).await;
+    assert_eq!(
+        status_of(&report, "moving").as_deref(),
+        Some("HEALTHY_REBALANCING")
+    );
+    assert_eq!(status_of(&report, "cut").as_deref(), Some("HEALTHY"));
+    assert_eq!(
+        report["cluster_health"]["health_status"],
+        "HEALTHY_REBALANCING"
+    );
+    view.lock().unwrap().caches[1].degraded = true;
+    let report = health(app.clone()).await;
+    assert_eq!(status_of(&report, "cut").as_deref(), Some("DEGRADED"));
+    assert_eq!(report["cluster_health"]["health_status"], "DEGRADED");
+    view.lock().unwrap().caches = vec![topology("moving", "stable", false)];
+    view.lock().unwrap().unreachable = vec!["b".into()];
+    let report = health(app.clone()).await;
+    assert_eq!(report["cluster_health"]["health_status"], "DEGRADED");
+    assert_eq!(report["cluster_health"]["unreachable_nodes"], json!(["b"]));
+    let response = app
+        .oneshot(
+            Request::get("/rest/v2/container/health/status")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(&body[..], b"DEGRADED");
 }

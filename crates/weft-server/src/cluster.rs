@@ -120,6 +120,7 @@ fn members(node: &Node, routed: &Routed) -> ClusterMembers {
         coordinator: node.coordinator(),
         caches,
         forwarded: routed.counts(),
+        unreachable: node.unreachable_members(),
         bytes: node.transport().bytes(),
     }
 }
