@@ -29,13 +29,16 @@ PY
   fi
 done
 
-# The official client against a three-node cluster: primary-owner routing, and a node killed
-# with SIGKILL mid-run (ClusterTest; skipped by the single-server runs above).
+# The official client against a three-node cluster (both classes are skipped by the
+# single-server runs above): near caches and client listeners on one node seeing the writes
+# made through another (ClusterNearCacheTest), then primary-owner routing and a node killed
+# with SIGKILL mid-run (ClusterTest). Two Maven runs on one cluster, so that the kill comes last.
 echo "=== Hot Rod Java interop against a 3-node cluster, profile client-15.2"
 status=0
+mvn_cluster="mvn -q -B -Dstyle.color=never -Pclient-15.2 -Dsurefire.failIfNoSpecifiedTests=false"
 python3 "$here/../with_weft_cluster.py" --nodes 3 --config "$here/cluster.toml" -- \
-  mvn -q -B -Dstyle.color=never -Pclient-15.2 -Dtest=ClusterTest -Dsurefire.failIfNoSpecifiedTests=false \
-  clean test 2>&1 | sed -u 's/\x1b\[[0-9;]*m//g' || status=$?
+  bash -c "$mvn_cluster -Dtest=ClusterNearCacheTest clean test && $mvn_cluster -Dtest=ClusterTest test" \
+  2>&1 | sed -u 's/\x1b\[[0-9;]*m//g' || status=$?
 if [ "$status" -ne 0 ]; then
   echo "Hot Rod Java cluster interop failed (exit $status)"
   exit "$status"
