@@ -201,6 +201,12 @@ fn topology(connection: &Connection, frame: &Frame, cache: &Cache) -> Option<(To
     if let Some(topology) = clustered_topology(connection, frame, cache) {
         return topology.map(|topology| (topology, intelligence));
     }
+    // A cache of this node alone on a clustered server: no topology, as Infinispan sends
+    // none for a local cache. Each node's own single-server list would contradict the
+    // others', and a client would drop the connections it shares with clustered caches.
+    if connection.context.cluster.is_some() {
+        return None;
+    }
     let segments = cache.segment_count();
     let (host, port) = &connection.advertised;
     let id = topology_id(host, *port, segments);

@@ -137,7 +137,12 @@ pub fn hello(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
     reply.bulk(b"id");
     reply.integer(i64::try_from(session.client_id).unwrap_or(i64::MAX));
     reply.bulk(b"mode");
-    reply.bulk(b"standalone");
+    // As Redis Cluster answers: the node is one of several.
+    reply.bulk(if session.context.cluster.is_some() {
+        b"cluster"
+    } else {
+        b"standalone"
+    });
     reply.bulk(b"role");
     reply.bulk(b"master");
     reply.bulk(b"modules");
