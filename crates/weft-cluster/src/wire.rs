@@ -76,7 +76,7 @@ pub enum Request {
         /// This batch starts a resend of everything not acknowledged.
         restart: bool,
         /// The changes and their sequence numbers, increasing.
-        replicas: Vec<(u64, Replica)>,
+        replicas: Vec<(u64, std::sync::Arc<Replica>)>,
     },
     /// A keyed operation for this node to run as the key's owner (its primary for a
     /// write). Answered by `Outcome`, or `NotOwner` when this member does not own the key

@@ -2015,7 +2015,7 @@ impl Handler for NodeHandler {
         from: &Identity,
         stream: u64,
         restart: bool,
-        replicas: Vec<(u64, Replica)>,
+        replicas: Vec<(u64, Arc<Replica>)>,
     ) -> Response {
         match self.node.get() {
             Some(node) => apply(node, from, stream, restart, replicas),
@@ -2023,6 +2023,13 @@ impl Handler for NodeHandler {
         }
     }
 }
+
+/// The cache a replicated change names, and its route, as looked up for the change before.
+type LookedUp = (
+    Arc<Replica>,
+    Option<weft_core::Cache>,
+    Option<Arc<CacheRoute>>,
+);
 
 /// Where a sender's replication stream to this node is: the last change applied, and the
 /// change refused (later batches are refused too until the sender starts again from there).
@@ -2049,7 +2056,7 @@ fn apply(
     from: &Identity,
     stream: u64,
     restart: bool,
-    replicas: Vec<(u64, Replica)>,
+    replicas: Vec<(u64, Arc<Replica>)>,
 ) -> Response {
     let key = (from.name.clone(), from.incarnation, stream);
     let now = Instant::now();
@@ -2086,7 +2093,7 @@ fn apply_in_order(
     node: &Node,
     from: &Identity,
     state: &mut InboundStream,
-    replicas: Vec<(u64, Replica)>,
+    replicas: Vec<(u64, Arc<Replica>)>,
 ) -> Response {
     let first = replicas
         .iter()
@@ -2111,6 +2118,8 @@ fn apply_in_order(
         state.refused_at = Some(first);
         return Response::NotOwner { owner: None };
     }
+    // A batch's changes are mostly of one cache: it and its route are looked up once.
+    let mut looked_up: Option<LookedUp> = None;
     for (sequence, replica) in replicas {
         if sequence <= state.last_applied {
             continue;
@@ -2119,11 +2128,24 @@ fn apply_in_order(
             state.refused_at = Some(sequence);
             response
         };
-        let Some(cache) = node.manager.cache(&replica.cache) else {
+        if looked_up
+            .as_ref()
+            .is_none_or(|(last, _, _)| last.cache != replica.cache)
+        {
+            looked_up = Some((
+                Arc::clone(&replica),
+                node.manager.cache(&replica.cache),
+                node.routing.cache(&replica.cache),
+            ));
+        }
+        let Some((_, cache, route)) = &looked_up else {
+            continue;
+        };
+        let Some(cache) = cache else {
             state.last_applied = sequence;
             continue;
         };
-        let Some(route) = node.routing.cache(&replica.cache) else {
+        let Some(route) = route else {
             return refuse(state, Response::NotOwner { owner: None });
         };
         let primary = route
@@ -2139,7 +2161,7 @@ fn apply_in_order(
                 keys.insert(replica.key.clone());
             }
         }
-        let change = match replica.entry {
+        let change = match &replica.entry {
             Some(image) => match image.to_entry() {
                 Ok(entry) => RemoteChange::Put(entry),
                 Err(error) => return refuse(state, Response::Error(error.to_string())),

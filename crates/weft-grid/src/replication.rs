@@ -82,8 +82,8 @@ const DROPS_KEPT: Duration = Duration::from_secs(60);
 struct Pending {
     /// Sequence number of the last change queued.
     queued: u64,
-    unsent: std::collections::VecDeque<(u64, Replica)>,
-    inflight: std::collections::VecDeque<(u64, Replica)>,
+    unsent: std::collections::VecDeque<(u64, Arc<Replica>)>,
+    inflight: std::collections::VecDeque<(u64, Arc<Replica>)>,
     /// A batch failed: what is in flight goes again on a new connection.
     broken: bool,
     /// The next batch starts a resend (see `Request::Replicate`).
@@ -114,6 +114,7 @@ pub struct Stream {
 impl Stream {
     /// Queues `replica`; its sequence number in the stream.
     fn push(&self, replica: Replica) -> u64 {
+        let replica = Arc::new(replica);
         let mut pending = self.pending.lock();
         pending.queued += 1;
         let sequence = pending.queued;
@@ -202,7 +203,7 @@ impl Stream {
                     pending.broken = false;
                     pending.restart = true;
                     let acked = self.progress.borrow().acked;
-                    let mut again: std::collections::VecDeque<(u64, Replica)> =
+                    let mut again: std::collections::VecDeque<(u64, Arc<Replica>)> =
                         std::mem::take(&mut pending.inflight)
                             .into_iter()
                             .filter(|(sequence, _)| *sequence > acked)
@@ -243,7 +244,7 @@ impl Stream {
                         .map_or(64, weft_cluster::wire::image_bytes);
                     take += 1;
                 }
-                let batch: Vec<(u64, Replica)> = pending.unsent.drain(..take).collect();
+                let batch: Vec<(u64, Arc<Replica>)> = pending.unsent.drain(..take).collect();
                 let last = batch.last().map_or(0, |(sequence, _)| *sequence);
                 pending.inflight.extend(batch.iter().cloned());
                 let restart = !batch.is_empty() && std::mem::take(&mut pending.restart);

@@ -3,6 +3,9 @@
 //! clustered cache; replaced whole when the cluster metadata changes.
 
 use std::collections::HashMap;
+
+/// The routing table's maps: looked up on every request, keyed by short names.
+type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -77,10 +80,10 @@ pub enum Route {
 #[derive(Debug)]
 pub struct Routing {
     local: MemberId,
-    caches: RwLock<HashMap<String, Arc<CacheRoute>>>,
-    nodes: RwLock<HashMap<MemberId, NodeRecord>>,
+    caches: RwLock<Map<String, Arc<CacheRoute>>>,
+    nodes: RwLock<Map<MemberId, NodeRecord>>,
     /// Caches this node sees DEGRADED, and why.
-    degraded: RwLock<HashMap<String, String>>,
+    degraded: RwLock<Map<String, String>>,
 }
 
 impl Routing {
@@ -89,9 +92,9 @@ impl Routing {
     pub fn new(local: &str) -> Self {
         Self {
             local: MemberId(local.to_owned()),
-            caches: RwLock::new(HashMap::new()),
-            nodes: RwLock::new(HashMap::new()),
-            degraded: RwLock::new(HashMap::new()),
+            caches: RwLock::new(Map::default()),
+            nodes: RwLock::new(Map::default()),
+            degraded: RwLock::new(Map::default()),
         }
     }
 

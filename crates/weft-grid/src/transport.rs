@@ -139,7 +139,7 @@ pub trait Handler: Send + Sync + 'static {
         from: &Identity,
         stream: u64,
         restart: bool,
-        replicas: Vec<(u64, wire::Replica)>,
+        replicas: Vec<(u64, std::sync::Arc<wire::Replica>)>,
     ) -> Response;
 }
 

@@ -254,12 +254,12 @@ fn replicas_from_a_non_member_are_refused() {
             restart: true,
             replicas: vec![(
                 1,
-                Replica {
+                std::sync::Arc::new(Replica {
                     cache: "default".into(),
                     segment: 0,
                     key: b"ready".to_vec(),
                     entry: Some(image),
-                },
+                }),
             )],
         },
     );
