@@ -57,4 +57,4 @@ pub use persistence::{
 };
 pub use stats::CacheStatistics;
 pub use structure::{Structure, StructureCell, StructureKind};
-pub use typed::{Codec, CodecError, Json, TypedCache, TypedError};
+pub use typed::{Codec, CodecError, Json, KeyValue, TypedCache, TypedError};

@@ -8,7 +8,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::cache::{Cache, WriteOptions};
-use crate::entry::EntryMetadata;
+use crate::entry::{CacheEntry, EntryMetadata};
 use crate::error::CacheError;
 
 /// Why a value could not be encoded or decoded.
@@ -90,13 +90,129 @@ impl<T: Serialize + DeserializeOwned> Codec for Json<T> {
     }
 }
 
-/// A cache seen through codecs for its keys and values.
-pub struct TypedCache<K, V> {
-    cache: Cache,
+/// What a typed view needs of the cache underneath: the byte-level operations, each run
+/// where the cache runs them. A local [`Cache`] is one; a grid member's clustered cache, seen
+/// through `weft_grid::BlockingGridCache`, is another (each operation at its key's owner),
+/// so a [`TypedCache`] works on either unchanged.
+pub trait KeyValue: Clone {
+    /// The cache's name.
+    fn name(&self) -> &str;
+
+    /// The entry of `key`.
+    ///
+    /// # Errors
+    /// What the cache refused.
+    fn get_entry(&self, key: &[u8]) -> Result<Option<CacheEntry>, CacheError>;
+
+    /// Stores `value` at `key`; the previous entry.
+    ///
+    /// # Errors
+    /// What the cache refused.
+    fn put(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        options: &WriteOptions,
+    ) -> Result<Option<CacheEntry>, CacheError>;
+
+    /// Stores `value` unless `key` holds one; the entry found.
+    ///
+    /// # Errors
+    /// What the cache refused.
+    fn put_if_absent(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        options: &WriteOptions,
+    ) -> Result<Option<CacheEntry>, CacheError>;
+
+    /// Stores `value` only if `key` holds one; the entry replaced.
+    ///
+    /// # Errors
+    /// What the cache refused.
+    fn replace(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        options: &WriteOptions,
+    ) -> Result<Option<CacheEntry>, CacheError>;
+
+    /// Removes `key`; the entry removed.
+    ///
+    /// # Errors
+    /// What the cache refused.
+    fn remove(&self, key: &[u8], options: &WriteOptions) -> Result<Option<CacheEntry>, CacheError>;
+
+    /// How many entries the cache holds.
+    ///
+    /// # Errors
+    /// What the cache refused (a clustered cache: a member that did not answer).
+    fn count(&self) -> Result<usize, CacheError>;
+
+    /// Every live entry.
+    ///
+    /// # Errors
+    /// What the cache refused.
+    fn entries(&self) -> Result<Vec<CacheEntry>, CacheError>;
+}
+
+impl KeyValue for Cache {
+    fn name(&self) -> &str {
+        Cache::name(self)
+    }
+
+    fn get_entry(&self, key: &[u8]) -> Result<Option<CacheEntry>, CacheError> {
+        Cache::get_entry(self, key)
+    }
+
+    fn put(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        options: &WriteOptions,
+    ) -> Result<Option<CacheEntry>, CacheError> {
+        Cache::put(self, key, value, options)
+    }
+
+    fn put_if_absent(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        options: &WriteOptions,
+    ) -> Result<Option<CacheEntry>, CacheError> {
+        Cache::put_if_absent(self, key, value, options)
+    }
+
+    fn replace(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        options: &WriteOptions,
+    ) -> Result<Option<CacheEntry>, CacheError> {
+        Cache::replace(self, key, value, options)
+    }
+
+    fn remove(&self, key: &[u8], options: &WriteOptions) -> Result<Option<CacheEntry>, CacheError> {
+        Cache::remove(self, key, options)
+    }
+
+    fn count(&self) -> Result<usize, CacheError> {
+        Ok(Cache::size(self))
+    }
+
+    fn entries(&self) -> Result<Vec<CacheEntry>, CacheError> {
+        Ok(self.iter().collect())
+    }
+}
+
+/// A cache seen through codecs for its keys and values: a local [`Cache`] by default, or any
+/// [`KeyValue`] (a clustered cache).
+pub struct TypedCache<K, V, C = Cache> {
+    cache: C,
     types: PhantomData<fn(K, V)>,
 }
 
-impl<K, V> Clone for TypedCache<K, V> {
+impl<K, V, C: Clone> Clone for TypedCache<K, V, C> {
     fn clone(&self) -> Self {
         Self {
             cache: self.cache.clone(),
@@ -105,7 +221,7 @@ impl<K, V> Clone for TypedCache<K, V> {
     }
 }
 
-impl<K, V> fmt::Debug for TypedCache<K, V> {
+impl<K, V, C: KeyValue> fmt::Debug for TypedCache<K, V, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TypedCache")
             .field("cache", &self.cache.name())
@@ -113,10 +229,10 @@ impl<K, V> fmt::Debug for TypedCache<K, V> {
     }
 }
 
-impl<K: Codec, V: Codec> TypedCache<K, V> {
+impl<K: Codec, V: Codec, C: KeyValue> TypedCache<K, V, C> {
     /// A typed view of `cache`.
     #[must_use]
-    pub fn new(cache: Cache) -> Self {
+    pub fn new(cache: C) -> Self {
         Self {
             cache,
             types: PhantomData,
@@ -125,7 +241,7 @@ impl<K: Codec, V: Codec> TypedCache<K, V> {
 
     /// The byte-level cache underneath.
     #[must_use]
-    pub fn raw(&self) -> &Cache {
+    pub fn raw(&self) -> &C {
         &self.cache
     }
 
@@ -214,21 +330,24 @@ impl<K: Codec, V: Codec> TypedCache<K, V> {
     /// # Errors
     /// If the cache refuses or the key fails to encode.
     pub fn contains(&self, key: &K) -> Result<bool, TypedError> {
-        Ok(self.cache.contains(&key.encode()?)?)
+        Ok(self.cache.get_entry(&key.encode()?)?.is_some())
     }
 
     /// Entries held.
-    #[must_use]
-    pub fn size(&self) -> usize {
-        self.cache.size()
+    ///
+    /// # Errors
+    /// If the cache refuses (a clustered cache: a member did not answer).
+    pub fn size(&self) -> Result<usize, TypedError> {
+        Ok(self.cache.count()?)
     }
 
     /// Every live entry, decoded.
     ///
     /// # Errors
-    /// If a stored key or value does not decode.
+    /// If the cache refuses, or a stored key or value does not decode.
     pub fn entries(&self) -> Result<Vec<(K, V)>, TypedError> {
         self.cache
+            .entries()?
             .iter()
             .map(|entry| Ok((K::decode(entry.key())?, V::decode(entry.value())?)))
             .collect()

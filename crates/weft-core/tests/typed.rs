@@ -75,7 +75,7 @@ fn typed_operations() {
         typed.replace(&bob, &account("bob", 2)).unwrap(),
         Some(account("bob", 1))
     );
-    assert_eq!(typed.size(), 2);
+    assert_eq!(typed.size().unwrap(), 2);
     let mut entries = typed.entries().unwrap();
     entries.sort_by(|a, b| a.0.cmp(&b.0));
     assert_eq!(

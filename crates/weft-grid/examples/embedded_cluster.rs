@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use weft_core::{CacheConfig, CacheMode, ManagerConfig, WriteOptions};
+use weft_core::{CacheConfig, CacheMode, ManagerConfig, TypedCache, WriteOptions};
 use weft_grid::{Grid, GridConfig, GridError};
 
 const KEYS: u32 = 1_000;
@@ -118,6 +118,29 @@ async fn main() -> Result<(), GridError> {
         through_b.size().await? == u64::from(KEYS),
     )?;
 
+    // The same cache, typed and blocking (as synchronous application code uses it): a
+    // `TypedCache` over a clustered cache works as over a local one.
+    let typed_b = b
+        .blocking_cache("orders")
+        .ok_or_else(|| GridError::Cluster("no cache `orders`".into()))?;
+    let typed_c = c
+        .blocking_cache("orders")
+        .ok_or_else(|| GridError::Cluster("no cache `orders`".into()))?;
+    let typed_ok = tokio::task::spawn_blocking(move || {
+        let through_b: TypedCache<String, String, _> = TypedCache::new(typed_b);
+        let through_c: TypedCache<String, String, _> = TypedCache::new(typed_c);
+        through_b.put(&"customer-7".to_owned(), &"Ada".to_owned())?;
+        let read = through_c.get(&"customer-7".to_owned())?;
+        Ok::<_, weft_core::TypedError>(read.as_deref() == Some("Ada"))
+    })
+    .await
+    .map_err(|error| GridError::Cluster(error.to_string()))?
+    .map_err(|error| GridError::Cluster(error.to_string()))?;
+    check(
+        "a TypedCache over the clustered cache: written through b, read through c",
+        typed_ok,
+    )?;
+
     println!("member c leaves");
     c.leave().await;
     a.wait_stable(2, SETTLE).await?;
@@ -141,9 +164,10 @@ async fn main() -> Result<(), GridError> {
                 .map_or(0, |cache| cache.size())
         })
         .sum();
+    // Every order and the typed entry, on both members left.
     check(
         &format!("{held} copies held by the two members left (every key on both)"),
-        held == 2 * KEYS as usize,
+        held == 2 * (KEYS as usize + 1),
     )?;
     b.leave().await;
     a.leave().await;

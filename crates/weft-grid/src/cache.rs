@@ -435,3 +435,106 @@ fn versioned_of(applied: Applied) -> Result<VersionedOutcome, GridError> {
         _ => Err(GridError::Cluster("unexpected outcome".to_owned())),
     }
 }
+
+/// A clustered cache with the local [`Cache`]'s blocking API — what a
+/// [`weft_core::TypedCache`] and other synchronous code use ([`weft_core::KeyValue`]). Each
+/// call runs the operation at its key's owner and blocks the calling thread until it is
+/// answered.
+///
+/// Call it from a thread of your own, or from a worker of a multi-threaded tokio runtime (the
+/// worker is handed over while it blocks); never from a current-thread runtime, whose only
+/// thread would wait for itself.
+#[derive(Clone, Debug)]
+pub struct BlockingGridCache {
+    cache: GridCache,
+    runtime: tokio::runtime::Handle,
+}
+
+impl BlockingGridCache {
+    /// `cache`, its calls run on `runtime` (the grid's).
+    #[must_use]
+    pub fn new(cache: GridCache, runtime: tokio::runtime::Handle) -> Self {
+        Self { cache, runtime }
+    }
+
+    /// The asynchronous cache underneath.
+    #[must_use]
+    pub fn grid_cache(&self) -> &GridCache {
+        &self.cache
+    }
+
+    fn block<T>(
+        &self,
+        work: impl std::future::Future<Output = Result<T, GridError>>,
+    ) -> Result<T, CacheError> {
+        let outcome = match tokio::runtime::Handle::try_current() {
+            Ok(current)
+                if current.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread =>
+            {
+                tokio::task::block_in_place(|| self.runtime.block_on(work))
+            }
+            Ok(_) => Err(GridError::Cluster(
+                "a blocking grid cache was called on a current-thread runtime".to_owned(),
+            )),
+            Err(_) => self.runtime.block_on(work),
+        };
+        outcome.map_err(|error| match error {
+            GridError::Cache(error) => error,
+            other => weft_core::PersistenceError::Unavailable {
+                cache: self.cache.name().to_owned(),
+                reason: other.to_string(),
+            }
+            .into(),
+        })
+    }
+}
+
+impl weft_core::KeyValue for BlockingGridCache {
+    fn name(&self) -> &str {
+        self.cache.name()
+    }
+
+    fn get_entry(&self, key: &[u8]) -> Result<Option<CacheEntry>, CacheError> {
+        self.block(self.cache.get_entry(key))
+    }
+
+    fn put(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        options: &WriteOptions,
+    ) -> Result<Option<CacheEntry>, CacheError> {
+        self.block(self.cache.put(key, value, options))
+    }
+
+    fn put_if_absent(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        options: &WriteOptions,
+    ) -> Result<Option<CacheEntry>, CacheError> {
+        self.block(self.cache.put_if_absent(key, value, options))
+    }
+
+    fn replace(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        options: &WriteOptions,
+    ) -> Result<Option<CacheEntry>, CacheError> {
+        self.block(self.cache.replace(key, value, options))
+    }
+
+    fn remove(&self, key: &[u8], options: &WriteOptions) -> Result<Option<CacheEntry>, CacheError> {
+        self.block(self.cache.remove(key, options))
+    }
+
+    fn count(&self) -> Result<usize, CacheError> {
+        self.block(self.cache.size())
+            .map(|size| usize::try_from(size).unwrap_or(usize::MAX))
+    }
+
+    fn entries(&self) -> Result<Vec<CacheEntry>, CacheError> {
+        self.block(self.cache.entries())
+    }
+}

@@ -29,7 +29,7 @@ use weft_cluster::handshake::Secret;
 use weft_cluster::state::NodeRecord;
 use weft_core::{CacheConfig, CacheManager, Persistence, PersistenceFactory};
 
-pub use cache::GridCache;
+pub use cache::{BlockingGridCache, GridCache};
 pub use config::GridConfig;
 pub use error::{GridError, Result};
 use membership::MembershipService;
@@ -65,6 +65,7 @@ pub struct Grid {
     manager: CacheManager,
     cluster: Cluster,
     shutdown: watch::Sender<bool>,
+    runtime: tokio::runtime::Handle,
 }
 
 /// How long [`Grid::define_cache`] waits for this member to create a cache the cluster
@@ -110,6 +111,7 @@ impl Grid {
             manager,
             cluster,
             shutdown,
+            runtime: tokio::runtime::Handle::current(),
         })
     }
 
@@ -149,6 +151,16 @@ impl Grid {
     pub fn cache(&self, name: &str) -> Option<GridCache> {
         let local = self.manager.cache(name)?;
         Some(GridCache::new(Arc::clone(self.cluster.node()), local))
+    }
+
+    /// The clustered cache `name` with the local cache's blocking API, for synchronous code
+    /// and [`weft_core::TypedCache`] (see [`BlockingGridCache`]).
+    #[must_use]
+    pub fn blocking_cache(&self, name: &str) -> Option<BlockingGridCache> {
+        Some(BlockingGridCache::new(
+            self.cache(name)?,
+            self.runtime.clone(),
+        ))
     }
 
     /// Defines cache `name` on every member (agreed through consensus, so members that join
