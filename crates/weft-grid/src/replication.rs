@@ -556,6 +556,33 @@ impl Replicator {
         }
     }
 
+    /// Waits for the stores, then — in a sync cache not diverging — for each backup to
+    /// acknowledge its change in `owed`; a write whose batch started at `since` fails if one
+    /// of them was dropped meanwhile.
+    fn wait_for(&self, owed: Vec<Ticket>, since: u64) -> BoxFuture<Result<(), PersistenceError>> {
+        let stores = self.inner.as_ref().map(|inner| inner.wait_async());
+        let owed = if self.sync && !self.diverging() {
+            owed
+        } else {
+            Vec::new()
+        };
+        let cache = self.cache.clone();
+        Box::pin(async move {
+            if let Some(stores) = stores {
+                stores.await?;
+            }
+            for (stream, sequence) in owed {
+                stream.reached(sequence, since).await.map_err(|reason| {
+                    PersistenceError::Failed {
+                        cache: cache.clone(),
+                        reason,
+                    }
+                })?;
+            }
+            Ok(())
+        })
+    }
+
     fn failed(&self, reason: String) -> PersistenceError {
         PersistenceError::Failed {
             cache: self.cache.clone(),
@@ -729,28 +756,8 @@ impl Persistence for Replicator {
         batches: &[u64],
         since: u64,
     ) -> BoxFuture<Result<(), PersistenceError>> {
-        let stores = self.inner.as_ref().map(|inner| inner.wait_async());
         let owed = self.tickets.take(batches);
-        let owed = if self.sync && !self.diverging() {
-            owed
-        } else {
-            Vec::new()
-        };
-        let cache = self.cache.clone();
-        Box::pin(async move {
-            if let Some(stores) = stores {
-                stores.await?;
-            }
-            for (stream, sequence) in owed {
-                stream.reached(sequence, since).await.map_err(|reason| {
-                    PersistenceError::Failed {
-                        cache: cache.clone(),
-                        reason,
-                    }
-                })?;
-            }
-            Ok(())
-        })
+        self.wait_for(owed, since)
     }
 
     fn load(&self, segment: u32, key: &[u8]) -> Result<Option<CacheEntry>, PersistenceError> {
@@ -801,27 +808,7 @@ impl Persistence for Replicator {
     }
 
     fn wait_async_since(&self, epoch: u64) -> BoxFuture<Result<(), PersistenceError>> {
-        let stores = self.inner.as_ref().map(|inner| inner.wait_async());
-        let pending = if self.sync && !self.diverging() {
-            self.replication.snapshot()
-        } else {
-            Vec::new()
-        };
-        let cache = self.cache.clone();
-        Box::pin(async move {
-            if let Some(stores) = stores {
-                stores.await?;
-            }
-            for (stream, sequence) in pending {
-                stream.reached(sequence, epoch).await.map_err(|reason| {
-                    PersistenceError::Failed {
-                        cache: cache.clone(),
-                        reason,
-                    }
-                })?;
-            }
-            Ok(())
-        })
+        self.wait_for(self.replication.snapshot(), epoch)
     }
 
     fn clear(&self) -> Result<(), PersistenceError> {
