@@ -468,6 +468,14 @@ impl Transport {
     ) {
         let connected = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(to)).await;
         let mut stream = match connected {
+            Ok(Ok(stream)) if is_self_connected(&stream) => {
+                // Connecting to a port nobody listens on, from the same port: TCP's
+                // simultaneous open joined the socket to itself. Dropped at once, or it
+                // would hold the port that the member meant to listen there (restarting)
+                // cannot bind.
+                tracing::debug!(%to, "cluster connection joined itself; nobody listens there");
+                return;
+            }
             Ok(Ok(stream)) => stream,
             Ok(Err(error)) => {
                 tracing::debug!(%to, %error, "cluster connection failed");
@@ -617,6 +625,15 @@ fn fenced(request: &Request) -> bool {
     )
 }
 
+/// Whether `stream`'s two ends are one address: a connection to a port nobody listens on
+/// that the kernel happened to make from that same port (TCP simultaneous open).
+fn is_self_connected(stream: &TcpStream) -> bool {
+    matches!(
+        (stream.local_addr(), stream.peer_addr()),
+        (Ok(local), Ok(peer)) if local == peer
+    )
+}
+
 /// The acceptor's side of the handshake: challenge, check the answer, reply.
 async fn accept_handshake(
     stream: &mut TcpStream,
@@ -699,6 +716,32 @@ async fn read_frame(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // Proves a connection the kernel joined to itself (a connect to a port nobody listens
+    // on, made from that same port) is recognised, so the transport drops it at once instead
+    // of holding the port a restarting member must bind.
+    #[tokio::test]
+    async fn a_connection_joined_to_itself_is_recognised() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .map(|address| address.port())
+            .unwrap_or_else(|error| panic!("{error}"));
+        let address = SocketAddr::from(([127, 0, 0, 1], port));
+        let socket = tokio::net::TcpSocket::new_v4().unwrap_or_else(|error| panic!("{error}"));
+        socket
+            .bind(address)
+            .unwrap_or_else(|error| panic!("{error}"));
+        let stream = socket
+            .connect(address)
+            .await
+            .unwrap_or_else(|error| panic!("{error}"));
+        assert!(is_self_connected(&stream));
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+        let other = TcpStream::connect(listener.local_addr().unwrap_or_else(|e| panic!("{e}")))
+            .await
+            .unwrap_or_else(|error| panic!("{error}"));
+        assert!(!is_self_connected(&other));
+    }
 
     const SECRET: &[u8] = b"transport-test-secret";
     /// Long enough for loopback on a loaded machine; the tests end well before it unless
