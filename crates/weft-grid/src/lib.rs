@@ -361,12 +361,7 @@ impl Cluster {
             routing,
             replication,
         } = prepared;
-        let listener = TcpListener::bind(settings.listen)
-            .await
-            .map_err(GridError::io(format!(
-                "listen on {} (cluster-listen, TCP)",
-                settings.listen
-            )))?;
+        let listener = bind_cluster_port(settings.listen).await?;
         let address = listener
             .local_addr()
             .map_err(GridError::io("read the cluster address"))?;
@@ -446,6 +441,33 @@ impl Cluster {
         self.node.stop().await;
         self.membership.stopped().await;
         let _ = tokio::time::timeout(Duration::from_secs(1), self.serving).await;
+    }
+}
+
+/// How long a member starting on its cluster port waits for it to be free: a process
+/// restarted at once after a crash (as a supervisor does) may find the port held for a
+/// moment by a connection the machine opened from it while the port was unbound.
+const BIND_RETRY_FOR: Duration = Duration::from_secs(5);
+
+/// Binds the cluster port, retrying while it is in use for up to [`BIND_RETRY_FOR`].
+async fn bind_cluster_port(address: SocketAddr) -> Result<TcpListener> {
+    let deadline = tokio::time::Instant::now() + BIND_RETRY_FOR;
+    loop {
+        match TcpListener::bind(address).await {
+            Ok(listener) => return Ok(listener),
+            Err(error)
+                if error.kind() == std::io::ErrorKind::AddrInUse
+                    && tokio::time::Instant::now() < deadline =>
+            {
+                tracing::debug!(%address, "cluster port in use; trying again");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(error) => {
+                return Err(GridError::io(format!(
+                    "listen on {address} (cluster-listen, TCP)"
+                ))(error));
+            }
+        }
     }
 }
 
