@@ -17,6 +17,9 @@
 //!
 //! * [`state`]: the cluster metadata (members, caches, topologies) as a deterministic state
 //!   machine over commands, which the server orders through Raft;
+//! * [`engine`]: a member's decisions about each agreed state (fencing, admission, topology
+//!   phases, state transfers, merges) as a state machine that returns effects, which the
+//!   server's node and the simulator both carry out;
 //! * [`handshake`]: how two nodes prove, when a connection opens, that they know the
 //!   cluster secret and which process (incarnation) each is;
 //! * [`operation`]: keyed operations as values, run at the key's owner;
@@ -24,6 +27,7 @@
 //!   transfer) and their framing.
 
 mod consistent_hash;
+pub mod engine;
 pub mod handshake;
 mod member;
 pub mod membership;

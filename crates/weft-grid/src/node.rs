@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use openraft::{BasicNode, ChangeMembers, ServerState};
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::{Notify, watch};
+use weft_cluster::engine::{self, Effect, Engine, Merge};
 use weft_cluster::handshake::Identity;
 use weft_cluster::membership::NodeIdentity;
 use weft_cluster::operation::Refusal;
@@ -38,14 +39,6 @@ const TICK_TIMEOUT: Duration = Duration::from_secs(10);
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// Consensus voters wanted (the others are learners).
 const VOTERS: usize = 3;
-/// What [`Node::start_reconcile`] merges into the cluster.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Merge {
-    /// Everything this node stored (a cluster formed anew).
-    All,
-    /// The segments this node no longer owns (back from a partition).
-    Unowned,
-}
 
 /// How long a forming cluster waits for the nodes in sight to be members before it defines
 /// its caches over those that are.
@@ -107,30 +100,15 @@ pub struct Node {
     /// Keys changed by replication while their segment is being fetched: the fetched copy
     /// of such a key is older and must not overwrite (or resurrect) it.
     touched: Mutex<HashMap<(String, u32), TouchedKeys>>,
-    /// Phases this node proposed to confirm, and when: (cache, rebalance id, phase).
-    confirmed: Mutex<HashMap<(String, u32, Phase), Instant>>,
-    /// Transfers under way and finished: (cache, rebalance id).
-    transfers_running: Mutex<HashSet<(String, u32)>>,
-    transfers_done: Mutex<HashSet<(String, u32)>>,
+    /// This node's decisions about each agreed state (shared with the simulator).
+    engine: Mutex<Engine>,
     progress: Mutex<BTreeMap<String, TransferProgress>>,
     /// Nodes that left gracefully: not added back while failure detection still lists them.
     departed: Mutex<HashSet<NodeId>>,
-    /// When this node last joined the agreed members (see `ClusterState::joined`).
-    joined: Mutex<Option<u64>>,
-    /// Whether this process was admitted yet: before, it takes no writes from primaries and
-    /// owns nothing (the agreed topologies may still name its predecessor by the same name).
+    /// Whether this process was admitted yet (the engine decides; read on every request):
+    /// before, it takes no writes from primaries and owns nothing (the agreed topologies
+    /// may still name its predecessor by the same name).
     admitted: std::sync::atomic::AtomicBool,
-    /// Whether this process was the first by its name the cluster admitted: what it stored
-    /// is merged into the cluster (newest version wins) rather than discarded.
-    first_of_name: std::sync::atomic::AtomicBool,
-    /// Caches whose stored entries this process merges into the cluster once their topology
-    /// is stable, and those it decided about already.
-    reconcile: Mutex<HashSet<String>>,
-    reconcile_checked: Mutex<HashSet<String>>,
-    /// Caches whose entries in segments this node no longer owns are merged into the
-    /// cluster by their merge policy once their topology is stable (after this node was cut
-    /// off and re-admitted: the segments it fetched were merged as they came).
-    merge_pending: Mutex<HashSet<String>>,
     /// Entries per fetch request, and the fetch rate limit (bytes per second, 0 = none).
     chunk_entries: u32,
     fetch_rate: u64,
@@ -178,6 +156,7 @@ impl Node {
         )
         .await?;
         Ok(Arc::new(Self {
+            engine: Mutex::new(Engine::new(MemberId(me.name.clone()), me.raft_id)),
             me,
             raft,
             state,
@@ -192,17 +171,9 @@ impl Node {
             hellos: Mutex::new(HashMap::new()),
             inbound: Mutex::new(HashMap::new()),
             touched: Mutex::new(HashMap::new()),
-            confirmed: Mutex::new(HashMap::new()),
-            transfers_running: Mutex::new(HashSet::new()),
-            transfers_done: Mutex::new(HashSet::new()),
             progress: Mutex::new(BTreeMap::new()),
             departed: Mutex::new(HashSet::new()),
-            joined: Mutex::new(None),
             admitted: std::sync::atomic::AtomicBool::new(false),
-            first_of_name: std::sync::atomic::AtomicBool::new(false),
-            reconcile: Mutex::new(HashSet::new()),
-            reconcile_checked: Mutex::new(HashSet::new()),
-            merge_pending: Mutex::new(HashSet::new()),
             chunk_entries: transfer.0.max(1),
             fetch_rate: transfer.1,
             fetched: Mutex::new(HashMap::new()),
@@ -622,21 +593,11 @@ impl Node {
             let Some(route) = self.routing.cache(name) else {
                 continue;
             };
-            let members = route.topology.members();
-            let reachable = members.iter().filter(|m| live.contains(&m.0)).count();
-            let mut reason = None;
-            if members.len() > 1 && reachable * 2 <= members.len() {
-                reason = Some(format!(
-                    "this node reaches {reachable} of the {} members of its topology",
-                    members.len()
-                ));
-            } else if let Some(segment) = route
-                .segments
-                .iter()
-                .position(|owners| !owners.read.iter().any(|o| live.contains(&o.0)))
-            {
-                reason = Some(format!("no owner of segment {segment} is reachable"));
-            }
+            let reason = engine::degraded_reason(
+                &route.topology.members(),
+                route.segments.iter().map(|owners| owners.read.as_slice()),
+                &|member| live.contains(&member.0),
+            );
             let was = self.routing.degraded(name);
             if reason.is_none() && was.is_some() {
                 // Back in touch: current only if a member of the majority has the same
@@ -971,10 +932,9 @@ impl Node {
 
     async fn react(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
         let mut state = self.state.clone();
-        let mut installed: HashMap<String, (u32, Phase, bool)> = HashMap::new();
         loop {
             let current = Arc::clone(&state.borrow_and_update());
-            self.install(&current, &mut installed);
+            self.install(&current);
             tokio::select! {
                 changed = state.changed() => if changed.is_err() { return },
                 _ = shutdown.changed() => return,
@@ -982,156 +942,21 @@ impl Node {
         }
     }
 
-    fn install(
-        self: &Arc<Self>,
-        state: &ClusterState,
-        installed: &mut HashMap<String, (u32, Phase, bool)>,
-    ) {
-        // Dropped from the members (and perhaps re-admitted) since the last state seen:
-        // writes waiting for backups were never acknowledged by the cluster.
-        let joined = state
-            .node(&self.me.name)
-            .filter(|record| record.raft_id == self.me.raft_id)
-            .and_then(|_| state.joined(&self.me.name));
-        let mut last = self.joined.lock();
-        if last.is_some() && *last != joined {
-            tracing::warn!("this node was dropped from the cluster; writes in flight fail");
-            self.replication.fence();
-        }
-        let readmitted = joined.is_some()
-            && *last != joined
-            && self.admitted.load(std::sync::atomic::Ordering::SeqCst);
-        *last = joined;
-        drop(last);
-        if readmitted {
-            // Back from a partition: what this node held of segments it will not own goes
-            // through the merge policy too, once the topology is stable. And the majority
-            // re-admitted it in the state it now has: its topologies are the agreed ones,
-            // so its caches are no longer DEGRADED (the merge needs their real owners).
-            // (A cache that took no writes while cut off only fills in what the cluster
-            // lacks: see `Node::merge_policy`.)
-            self.merge_pending
-                .lock()
-                .extend(state.caches().keys().cloned());
-            for name in state.caches().keys() {
-                if self.routing.set_degraded(name, None) {
-                    tracing::info!(cache = %name, "cache available again: re-admitted to the cluster");
-                }
-            }
-        }
-        let admitted = joined.is_some();
-        let first_admission = admitted
-            && !self
-                .admitted
-                .swap(true, std::sync::atomic::Ordering::SeqCst);
-        // The cluster had a process by this name before, and went on without it: what this
-        // process stored is older than what the cluster holds (keys removed since would come
-        // back). It starts empty and fetches what it owns.
-        let discard = first_admission && state.incarnation(&self.me.name) > 1;
-        if first_admission {
-            if discard {
-                tracing::info!("this node rejoins: what it stored is discarded");
-            } else {
-                // A cluster (re)formed with this node: what it stored is as good as anyone's.
-                self.first_of_name
-                    .store(true, std::sync::atomic::Ordering::SeqCst);
-            }
-        }
-        self.routing.set_nodes(state.nodes().values().cloned());
-        // Requests about the data go to the processes the agreed members name, and to no
-        // other process listening at their addresses.
-        self.transport.expect(
-            state
-                .nodes()
-                .values()
-                .filter(|node| node.name != self.me.name)
-                .map(|node| (node.cluster_addr, node.raft_id)),
-        );
-        let names: Vec<MemberId> = state
-            .nodes()
-            .keys()
-            .map(|name| MemberId(name.clone()))
-            .collect();
-        self.replication.members_changed(&names);
-        let me = MemberId(self.me.name.clone());
-        for (name, record) in state.caches() {
-            if self.manager.cache(name).is_none() {
-                match CacheConfig::from_json(name, &record.config)
-                    .map_err(|e| e.to_string())
-                    .and_then(|config| {
-                        self.manager
-                            .create_cache(name, config)
-                            .map_err(|e| e.to_string())
-                    }) {
-                    Ok(_) => tracing::info!(cache = %name, "created clustered cache"),
-                    Err(error) => {
-                        tracing::warn!(cache = %name, %error, "cannot create clustered cache");
-                        continue;
-                    }
-                }
-            }
-            if discard {
-                self.discard_stored(name);
-            }
-            let topology = &record.topology;
-            let key = (topology.id(), topology.phase(), admitted);
-            if installed.get(name) == Some(&key) {
-                continue;
-            }
-            let previous = installed.insert(name.clone(), key);
-            let mut route = CacheRoute::new(topology.clone());
-            if !admitted {
-                // The topology may name this node's predecessor; this process owns nothing
-                // until it is admitted.
-                route.exclude(&me);
-            }
-            let route = Arc::new(route);
-            // A fetched segment stays good only while this node keeps receiving its writes;
-            // once the move ends, nothing is pending.
-            {
-                let mut fetched = self.fetched.lock();
-                if let Some(done) = fetched.get_mut(name) {
-                    if topology.phase() == Phase::Stable {
-                        done.clear();
-                    } else {
-                        done.retain(|&segment| {
-                            route
-                                .segment(segment)
-                                .is_some_and(|owners| owners.write.contains(&me))
-                        });
-                    }
-                }
-            }
-            self.routing.install(name, route);
-            tracing::info!(cache = %name, topology = topology.id(), phase = ?topology.phase(), "installed topology");
-            if !admitted || !topology.members().contains(&me) {
-                continue;
-            }
-            if self.first_of_name.load(std::sync::atomic::Ordering::SeqCst)
-                && self.reconcile_checked.lock().insert(name.clone())
-                && self
-                    .manager
-                    .cache(name)
-                    .is_some_and(|local| local.size() > 0)
-            {
-                self.reconcile.lock().insert(name.clone());
-            }
-            match topology.phase() {
-                Phase::Stable => {
-                    if self.reconcile.lock().remove(name) {
-                        self.start_reconcile(name, Merge::All);
-                    } else if self.merge_pending.lock().remove(name) {
-                        self.start_reconcile(name, Merge::Unowned);
-                    } else if previous.is_some() {
-                        self.drop_unowned(name, topology.current());
-                    }
-                }
-                Phase::ReadOldWriteAll => self.start_transfer(name, topology),
-                Phase::ReadAllWriteAll | Phase::ReadNewWriteAll => {
-                    self.confirm(name, topology.rebalance_id(), topology.phase());
-                }
-            }
-        }
+    /// Milliseconds since this node started: the engine's clock.
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Carries out what the engine decides about a newly agreed `state`.
+    fn install(self: &Arc<Self>, state: &ClusterState) {
+        let effects = {
+            let mut engine = self.engine.lock();
+            let effects = engine.on_state(state, self.now_ms(), &Held(&self.manager));
+            self.admitted
+                .store(engine.admitted(), std::sync::atomic::Ordering::SeqCst);
+            effects
+        };
+        self.carry_out(state, effects);
         // Seen defined in an agreed state (every state passes here, the reconciliation ticks
         // see only some): if it is removed later, this node must not define it again.
         self.configured_done.lock().extend(
@@ -1140,97 +965,144 @@ impl Node {
                 .filter(|(name, _)| state.cache(name).is_some())
                 .map(|(name, _)| name.clone()),
         );
-        // A cache the cluster removed goes from this node too, with its data and everything
-        // this node remembers of its rebalances: a cache defined again by the same name
-        // starts empty and moves every segment afresh.
-        let removed: Vec<String> = installed
-            .keys()
-            .filter(|name| state.cache(name).is_none())
-            .cloned()
-            .collect();
-        for name in removed {
-            installed.remove(&name);
-            self.routing.uninstall(&name);
-            self.routing.set_degraded(&name, None);
-            self.fetched.lock().remove(&name);
-            self.progress.lock().remove(&name);
-            self.transfers_done
-                .lock()
-                .retain(|(cache, _)| *cache != name);
-            self.confirmed
-                .lock()
-                .retain(|(cache, _, _), _| *cache != name);
-            self.reconcile.lock().remove(&name);
-            self.reconcile_checked.lock().remove(&name);
-            self.merge_pending.lock().remove(&name);
-            if self.manager.remove_cache(&name) {
-                tracing::info!(cache = %name, "removed clustered cache");
-            }
-        }
     }
 
-    /// Proposes that this node finished `phase` of rebalance `rebalance_id` — again if a
-    /// second passed since the last proposal (one may have been lost with a leader).
-    fn confirm(self: &Arc<Self>, cache: &str, rebalance_id: u32, phase: Phase) {
-        {
-            let mut confirmed = self.confirmed.lock();
-            let key = (cache.to_owned(), rebalance_id, phase);
-            if confirmed
-                .get(&key)
-                .is_some_and(|at| at.elapsed() < Duration::from_secs(1))
-            {
-                return;
-            }
-            confirmed.insert(key, Instant::now());
-            confirmed.retain(|(_, rebalance, _), _| *rebalance + 8 > rebalance_id);
-        }
-        let node = Arc::clone(self);
-        let command = Command::Confirm {
-            cache: cache.to_owned(),
-            member: MemberId(self.me.name.clone()),
-            rebalance_id,
-            phase,
-        };
-        tokio::spawn(async move {
-            if let Err(error) = node.propose(command).await {
-                tracing::warn!(%error, "could not confirm a rebalance phase");
-            }
-        });
-    }
-
-    /// Starts fetching what `topology` hands this node, unless a transfer for its rebalance
-    /// runs or finished.
-    fn start_transfer(
-        self: &Arc<Self>,
-        cache: &str,
-        topology: &weft_cluster::topology::CacheTopology,
-    ) {
-        let key = (cache.to_owned(), topology.rebalance_id());
-        if self.transfers_done.lock().contains(&key) {
-            self.confirm(cache, topology.rebalance_id(), Phase::ReadOldWriteAll);
-            return;
-        }
-        if !self.transfers_running.lock().insert(key.clone()) {
-            return;
-        }
+    /// Does what the engine decided, in order. A cache that could not be created is left
+    /// alone for the rest of the batch (the engine tries again with the next state).
+    fn carry_out(self: &Arc<Self>, state: &ClusterState, effects: Vec<Effect>) {
         let me = MemberId(self.me.name.clone());
-        let segments = topology.to_fetch(&me);
-        let node = Arc::clone(self);
-        let cache = cache.to_owned();
-        let rebalance = topology.rebalance_id();
-        let sources = topology.clone();
-        tokio::spawn(async move {
-            let done = node.transfer(&cache, rebalance, &sources, segments).await;
-            node.transfers_running
-                .lock()
-                .remove(&(cache.clone(), rebalance));
-            if done {
-                let mut finished = node.transfers_done.lock();
-                finished.retain(|(_, r)| *r + 8 > rebalance);
-                finished.insert((cache.clone(), rebalance));
-                drop(finished);
-                node.confirm(&cache, rebalance, Phase::ReadOldWriteAll);
+        let mut failed: HashSet<String> = HashSet::new();
+        for effect in effects {
+            match effect {
+                Effect::Fence => {
+                    tracing::warn!("this node was dropped from the cluster; writes in flight fail");
+                    self.replication.fence();
+                }
+                Effect::Members => {
+                    self.routing.set_nodes(state.nodes().values().cloned());
+                    // Requests about the data go to the processes the agreed members name,
+                    // and to no other process listening at their addresses.
+                    self.transport.expect(
+                        state
+                            .nodes()
+                            .values()
+                            .filter(|node| node.name != self.me.name)
+                            .map(|node| (node.cluster_addr, node.raft_id)),
+                    );
+                    let names: Vec<MemberId> = state
+                        .nodes()
+                        .keys()
+                        .map(|name| MemberId(name.clone()))
+                        .collect();
+                    self.replication.members_changed(&names);
+                }
+                Effect::Available { cache } => {
+                    if self.routing.set_degraded(&cache, None) {
+                        tracing::info!(cache = %cache, "cache available again: re-admitted to the cluster");
+                    }
+                }
+                Effect::Create { cache } => {
+                    let created = state
+                        .cache(&cache)
+                        .ok_or_else(|| "no longer defined".to_owned())
+                        .and_then(|record| {
+                            CacheConfig::from_json(&cache, &record.config)
+                                .map_err(|e| e.to_string())
+                        })
+                        .and_then(|config| {
+                            self.manager
+                                .create_cache(&cache, config)
+                                .map_err(|e| e.to_string())
+                        });
+                    match created {
+                        Ok(_) => tracing::info!(cache = %cache, "created clustered cache"),
+                        Err(error) => {
+                            tracing::warn!(cache = %cache, %error, "cannot create clustered cache");
+                            self.engine.lock().not_created(&cache);
+                            failed.insert(cache);
+                        }
+                    }
+                }
+                Effect::Discard { cache } if !failed.contains(&cache) => {
+                    self.discard_stored(&cache);
+                }
+                Effect::Route {
+                    cache,
+                    topology,
+                    exclude_me,
+                } if !failed.contains(&cache) => {
+                    let mut route = CacheRoute::new(topology.clone());
+                    if exclude_me {
+                        route.exclude(&me);
+                    }
+                    let route = Arc::new(route);
+                    // A fetched segment stays good only while this node keeps receiving its
+                    // writes; once the move ends, nothing is pending.
+                    if let Some(done) = self.fetched.lock().get_mut(&cache) {
+                        if topology.phase() == Phase::Stable {
+                            done.clear();
+                        } else {
+                            done.retain(|&segment| {
+                                route
+                                    .segment(segment)
+                                    .is_some_and(|owners| owners.write.contains(&me))
+                            });
+                        }
+                    }
+                    self.routing.install(&cache, route);
+                    tracing::info!(cache = %cache, topology = topology.id(), phase = ?topology.phase(), "installed topology");
+                }
+                Effect::Transfer {
+                    cache,
+                    rebalance,
+                    segments,
+                } if !failed.contains(&cache) => self.start_transfer(cache, rebalance, segments),
+                Effect::Propose(command) => {
+                    let node = Arc::clone(self);
+                    tokio::spawn(async move {
+                        if let Err(error) = node.propose(command).await {
+                            tracing::warn!(%error, "could not confirm a rebalance phase");
+                        }
+                    });
+                }
+                Effect::Merge { cache, merge, hash } if !failed.contains(&cache) => {
+                    self.start_reconcile(cache, merge, hash);
+                }
+                Effect::DropUnowned { cache, hash } if !failed.contains(&cache) => {
+                    self.drop_unowned(&cache, &hash);
+                }
+                Effect::Remove { cache } => {
+                    // Removed with its data and everything this node remembers of its
+                    // rebalances: a cache defined again by the same name starts empty.
+                    self.routing.uninstall(&cache);
+                    self.routing.set_degraded(&cache, None);
+                    self.fetched.lock().remove(&cache);
+                    self.progress.lock().remove(&cache);
+                    if self.manager.remove_cache(&cache) {
+                        tracing::info!(cache = %cache, "removed clustered cache");
+                    }
+                }
+                Effect::Discard { .. }
+                | Effect::Route { .. }
+                | Effect::Transfer { .. }
+                | Effect::Merge { .. }
+                | Effect::DropUnowned { .. } => {}
             }
+        }
+    }
+
+    /// Fetches `segments` of `cache` in a task of its own, then tells the engine how it
+    /// ended.
+    fn start_transfer(self: &Arc<Self>, cache: String, rebalance: u32, segments: engine::Sources) {
+        let node = Arc::clone(self);
+        tokio::spawn(async move {
+            let complete = node.transfer(&cache, rebalance, segments).await;
+            let state = node.state();
+            let effects =
+                node.engine
+                    .lock()
+                    .transfer_finished(&cache, rebalance, complete, node.now_ms());
+            node.carry_out(&state, effects);
         });
     }
 
@@ -1238,24 +1110,8 @@ impl Node {
     /// if it failed), its confirmation reaches the leader (again, if lost).
     fn retry_rebalances(self: &Arc<Self>) {
         let state = self.state();
-        let me = MemberId(self.me.name.clone());
-        for (name, record) in state.caches() {
-            let topology = &record.topology;
-            if topology.phase() == Phase::Stable
-                || !topology.members().contains(&me)
-                || topology.has_confirmed(&me)
-                || self
-                    .routing
-                    .cache(name)
-                    .is_none_or(|route| route.topology.id() != topology.id())
-            {
-                continue;
-            }
-            match topology.phase() {
-                Phase::ReadOldWriteAll => self.start_transfer(name, topology),
-                phase => self.confirm(name, topology.rebalance_id(), phase),
-            }
-        }
+        let effects = self.engine.lock().on_tick(&state, self.now_ms());
+        self.carry_out(&state, effects);
     }
 
     /// Merges what this node holds of `cache` into the cluster, then drops the segments it
@@ -1266,18 +1122,18 @@ impl Node {
     /// the entries of segments this node no longer owns go by the cache's merge policy —
     /// `NONE` as above, `PREFERRED_NON_NULL` only where the key holds nothing;
     /// `PREFERRED_ALWAYS` and `REMOVE_ALL` keep the other side's, so nothing is sent.
-    fn start_reconcile(self: &Arc<Self>, cache: &str, merge: Merge) {
+    fn start_reconcile(
+        self: &Arc<Self>,
+        cache: String,
+        merge: Merge,
+        hash: weft_cluster::ConsistentHash,
+    ) {
         let node = Arc::clone(self);
-        let cache = cache.to_owned();
         tokio::spawn(async move {
             let Some(local) = node.manager.cache(&cache) else {
                 return;
             };
-            let Some(route) = node.routing.cache(&cache) else {
-                return;
-            };
             let me = MemberId(node.me.name.clone());
-            let hash = route.topology.current().clone();
             let how = match (merge, node.merge_policy(&local)) {
                 (Merge::All, _) | (Merge::Unowned, weft_core::MergePolicy::None) => {
                     MergeHow::Newest
@@ -1387,13 +1243,11 @@ impl Node {
         self: &Arc<Self>,
         cache: &str,
         rebalance_id: u32,
-        topology: &weft_cluster::topology::CacheTopology,
-        segments: Vec<usize>,
+        segments: engine::Sources,
     ) -> bool {
         let Some(local) = self.manager.cache(cache) else {
             return false;
         };
-        let me = MemberId(self.me.name.clone());
         self.progress.lock().insert(
             cache.to_owned(),
             TransferProgress {
@@ -1404,10 +1258,7 @@ impl Node {
         if !segments.is_empty() {
             tracing::info!(cache, segments = segments.len(), "state transfer starting");
         }
-        for segment in segments {
-            let Ok(segment) = u32::try_from(segment) else {
-                continue;
-            };
+        for (segment, sources) in segments {
             let already = self
                 .fetched
                 .lock()
@@ -1423,13 +1274,6 @@ impl Node {
             self.touched
                 .lock()
                 .insert((cache.to_owned(), segment), HashSet::new());
-            let sources: Vec<MemberId> = topology
-                .current()
-                .owner_ids(segment as usize)
-                .into_iter()
-                .filter(|id| **id != me)
-                .cloned()
-                .collect();
             if sources.is_empty() {
                 // Every copy left with its owners: the segment starts empty here.
                 tracing::error!(
@@ -1809,6 +1653,19 @@ where
         }
     }
     outputs
+}
+
+/// What the engine asks of this node's own data.
+struct Held<'a>(&'a CacheManager);
+
+impl engine::Local for Held<'_> {
+    fn has_cache(&self, cache: &str) -> bool {
+        self.0.cache(cache).is_some()
+    }
+
+    fn holds_entries(&self, cache: &str) -> bool {
+        self.0.cache(cache).is_some_and(|local| local.size() > 0)
+    }
 }
 
 fn basic(node: &NodeRecord) -> BasicNode {
