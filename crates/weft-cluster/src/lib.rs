@@ -22,6 +22,8 @@
 //!   server's node and the simulator both carry out;
 //! * [`handshake`]: how two nodes prove, when a connection opens, that they know the
 //!   cluster secret and which process (incarnation) each is;
+//! * [`placement`]: each segment's owners as a member installed them, and where a keyed
+//!   request runs;
 //! * [`operation`]: keyed operations as values, run at the key's owner;
 //! * [`wire`]: the messages nodes exchange (consensus, replication, forwarding, state
 //!   transfer) and their framing.
@@ -33,6 +35,7 @@ mod member;
 pub mod membership;
 pub mod operation;
 mod partitioner;
+pub mod placement;
 pub mod state;
 pub mod topology;
 pub mod wire;

@@ -11,61 +11,8 @@ use std::sync::Arc;
 
 use parking_lot::RwLock;
 use weft_cluster::MemberId;
+pub use weft_cluster::placement::{CacheRoute, SegmentRoute};
 use weft_cluster::state::NodeRecord;
-use weft_cluster::topology::{CacheTopology, Phase};
-
-/// One segment's owners in the installed topology.
-#[derive(Debug, Clone, Default)]
-pub struct SegmentRoute {
-    /// Members reads may go to, primary first.
-    pub read: Vec<MemberId>,
-    /// Members every write must reach; the first orders them.
-    pub write: Vec<MemberId>,
-}
-
-/// A clustered cache's installed topology.
-#[derive(Debug)]
-pub struct CacheRoute {
-    /// The topology.
-    pub topology: CacheTopology,
-    /// Per segment.
-    pub segments: Vec<SegmentRoute>,
-}
-
-impl CacheRoute {
-    /// Precomputes the owners of every segment of `topology`.
-    #[must_use]
-    pub fn new(topology: CacheTopology) -> Self {
-        let count = topology.current().segment_count();
-        let segments = (0..count)
-            .map(|segment| SegmentRoute {
-                read: topology.read_owners(segment),
-                write: topology.write_owners(segment),
-            })
-            .collect();
-        Self { topology, segments }
-    }
-
-    /// Leaves `member` out of every segment's owners.
-    pub fn exclude(&mut self, member: &MemberId) {
-        for segment in &mut self.segments {
-            segment.read.retain(|m| m != member);
-            segment.write.retain(|m| m != member);
-        }
-    }
-
-    /// The route of `segment`.
-    #[must_use]
-    pub fn segment(&self, segment: u32) -> Option<&SegmentRoute> {
-        self.segments.get(segment as usize)
-    }
-
-    /// Whether a rebalance is under way.
-    #[must_use]
-    pub fn is_stable(&self) -> bool {
-        self.topology.phase() == Phase::Stable
-    }
-}
 
 /// Where to run a keyed request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -157,44 +104,20 @@ impl Routing {
         nodes
     }
 
-    /// Where a read of `segment` of `cache` runs: on the member that orders its writes,
-    /// like a write. That member answers a read only once the writes it may have seen are
-    /// on every owner (the read barrier of a synchronous cache), so no later read sees an
-    /// older value — reads are linearizable. Reading any owner instead would let a backup
-    /// still applying a write answer with the value before it, after the primary answered
-    /// with the new one.
+    /// Where a read of `segment` of `cache` runs: see [`weft_cluster::placement::place`]
+    /// (the primary of a distributed cache, any holder of a replicated one).
     #[must_use]
-    ///
-    /// A replicated cache reads on any member that holds the segment (every member, once
-    /// it fetched it), as Infinispan's replicated caches do: adding members adds read
-    /// capacity. What that gives up: a read concurrent with a write may see the old value
-    /// on one member after another member answered with the new one. A write is still
-    /// acknowledged only once every member applied it (sync), so a read that starts after
-    /// a write's acknowledgement sees it wherever it runs.
     pub fn read_route(&self, cache: &str, segment: u32) -> Route {
-        let replicated = self
-            .cache(cache)
-            .is_some_and(|route| route.topology.current().mode() == weft_cluster::Mode::Replicated);
-        if replicated {
-            self.route(cache, segment, |route| &route.read, true)
-        } else {
-            self.route(cache, segment, |route| &route.write, false)
-        }
+        self.route(cache, segment, true)
     }
 
     /// Where a write of `segment` of `cache` runs: on the member that orders its writes.
     #[must_use]
     pub fn write_route(&self, cache: &str, segment: u32) -> Route {
-        self.route(cache, segment, |route| &route.write, false)
+        self.route(cache, segment, false)
     }
 
-    fn route(
-        &self,
-        cache: &str,
-        segment: u32,
-        owners: impl Fn(&SegmentRoute) -> &Vec<MemberId>,
-        any_owner: bool,
-    ) -> Route {
+    fn route(&self, cache: &str, segment: u32, read: bool) -> Route {
         let Some(route) = self.cache(cache) else {
             return Route::Local;
         };
@@ -203,18 +126,11 @@ impl Routing {
             // policy forbids is refused here, with the cache's DEGRADED error.
             return Route::Local;
         }
-        let Some(segment) = route.segment(segment) else {
-            return Route::Local;
-        };
-        let owners = owners(segment);
-        if any_owner && owners.contains(&self.local) {
-            return Route::Local;
-        }
-        match owners.first() {
+        match weft_cluster::placement::place(&route, &self.local, segment, read) {
             None => Route::Local,
-            Some(first) if *first == self.local => Route::Local,
-            Some(first) => match self.node(first) {
-                Some(node) => Route::Remote(first.clone(), node.cluster_addr),
+            Some(member) if *member == self.local => Route::Local,
+            Some(member) => match self.node(member) {
+                Some(node) => Route::Remote(member.clone(), node.cluster_addr),
                 None => Route::Local,
             },
         }

@@ -1,27 +1,37 @@
 //! A deterministic simulator of a Weft cluster.
 //!
-//! One seed fixes everything: message delays, which node a client talks to, what it writes,
-//! when nodes crash, restart and are cut off. The same seed replays the same run, so a
-//! failing seed is a reproducible bug.
+//! One seed fixes everything: message delays, which node a client talks to, what it writes
+//! and reads, when nodes crash, restart and are cut off. The same seed replays the same run,
+//! so a failing seed is a reproducible bug.
 //!
-//! What is real and what is modelled:
-//! * **Real**: the cluster metadata state machine (`weft_cluster::state::ClusterState`: members,
-//!   cache definitions, topologies and their phases, consistent hashes), and each node's data
-//!   (`weft_core::Cache`, with versions kept by `apply_remote`, the persistence seam through
-//!   which a primary's changes are captured in the order applied).
+//! What is production code and what is modelled:
+//! * **Production**: every decision a node makes about the agreed cluster state — fencing
+//!   when dropped from the members, admission, which topology phase to route by, which
+//!   segments to fetch and from whom, when to confirm a phase (and again, when a proposal is
+//!   lost), what to drop or merge once stable, whether a cache is DEGRADED — is
+//!   `weft_cluster::engine`, the code the server's nodes run; where a request runs is
+//!   `weft_cluster::placement`; the cluster metadata is `weft_cluster::state::ClusterState`
+//!   (members, cache definitions, topologies and their phases, consistent hashes); each
+//!   node's data is a `weft_core::Cache`, with versions kept by `apply_remote` and the
+//!   persistence seam through which a primary's changes are captured in the order applied.
 //! * **Modelled**: the network (per-link FIFO delivery, like one TCP connection, with random
 //!   delays; nothing crosses a cut or reaches a crashed node; a crash loses what was in
-//!   flight), failure detection (a node sees the nodes it can reach after a detection delay),
-//!   and consensus (a leader that reaches a majority of the members commits commands in one
-//!   total order and ships the log to the others; a minority commits nothing) — the server
-//!   uses foca and openraft for these, tested on their own.
+//!   flight), the clock, failure detection (a node sees the nodes it can reach after a
+//!   detection delay), consensus (a leader that reaches a majority of the members commits
+//!   commands in one total order and ships the log to the others; a minority commits
+//!   nothing) — the server uses foca and openraft for these, tested on their own — and the
+//!   IO that carries out the engine's effects: a transfer's fetches, a primary's replication
+//!   to its backups and its acknowledgements, and the read barrier (a primary answers a read
+//!   once the writes in flight on its segment when it ran are on every owner).
 //!
 //! A run has a **safety phase** (client writes and reads while faults happen: at most
 //! `owners − 1` nodes crashed or cut off at a time, the next fault only once the topology is
 //! stable again) and a **liveness phase** (every fault healed). Afterwards the checkers
 //! require that every live node installed the same stable topology, every segment has its
-//! full owner count, and every acknowledged write is what each owner of its key holds, or a
-//! write issued after it whose answer never came.
+//! full owner count, every acknowledged write is what each owner of its key holds (or a
+//! write issued after it whose answer never came), and every key's history of writes and
+//! reads is linearizable ([`linearizable`]), as a synchronous cache that denies reads and
+//! writes while DEGRADED promises.
 
 use std::cell::Cell;
 use std::cmp::Reverse;
@@ -30,15 +40,19 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
+use weft_cluster::engine::{self, Effect, Engine};
+use weft_cluster::placement::{self, CacheRoute};
 use weft_cluster::state::{ClusterState, Command, NodeRecord};
 use weft_cluster::topology::Phase;
 use weft_cluster::wire::EntryImage;
-use weft_cluster::{Location, MemberId, Mode};
+use weft_cluster::{ConsistentHash, Location, MemberId, Mode};
 use weft_core::persistence::BoxFuture;
+
+pub mod linearizable;
 use weft_core::{
-    Cache, CacheConfig, CacheEntry, CacheManager, CacheMode, ManagerConfig, ManualClock,
-    Persistence, PersistenceError, PersistenceFactory, PersistenceStats, RemoteChange, StoreChange,
-    WriteOptions,
+    Cache, CacheConfig, CacheEntry, CacheManager, CacheMode, ListenerOptions, ManagerConfig,
+    ManualClock, Persistence, PersistenceError, PersistenceFactory, PersistenceStats, RemoteChange,
+    StoreChange, WriteOptions,
 };
 
 /// The one clustered cache every run uses.
@@ -88,6 +102,8 @@ pub struct Stats {
     pub unanswered: u64,
     /// Reads answered.
     pub reads: u64,
+    /// Reads whose answer never came (refused, or lost with a node).
+    pub unanswered_reads: u64,
     /// Crashes injected.
     pub crashes: u64,
     /// Of those, processes restarted at once (well within failure detection).
@@ -209,6 +225,14 @@ enum Msg {
     Ack { op: u64 },
     /// A write's outcome for the client's node.
     Done { op: u64 },
+    /// A client read sent to the member its node routes it to.
+    Read {
+        op: u64,
+        key: Vec<u8>,
+        client: usize,
+    },
+    /// A read's answer: the value the key held (`None`: nothing).
+    ReadDone { op: u64, value: Option<u64> },
     /// A segment, for state transfer.
     Fetch { segment: u32, rebalance: u32 },
     /// The segment's entries.
@@ -242,21 +266,57 @@ struct Node {
     /// The metadata log applied so far.
     log_len: usize,
     state: ClusterState,
+    /// The production decisions about each agreed state (`weft_cluster::engine`).
+    engine: Engine,
+    /// The route the engine last installed, and its topology's id and phase.
+    route: Option<CacheRoute>,
     installed: Option<(u32, Phase)>,
     /// Segments being fetched → keys replication changed meanwhile.
     touched: HashMap<u32, HashSet<Vec<u8>>>,
-    fetching: BTreeSet<u32>,
-    fetch_rebalance: u32,
-    confirmed: HashSet<(u32, Phase)>,
-    /// Writes this node ordered as primary: op → backups still to acknowledge.
-    waiting: HashMap<u64, (usize, BTreeSet<usize>)>,
+    /// Segments being fetched → the members that hold them, and fetches sent so far.
+    fetching: BTreeMap<u32, (Vec<MemberId>, usize)>,
+    fetch_rebalance: Option<u32>,
+    /// Writes this node ordered as primary: op → who is waiting, the segment, and the
+    /// backups still to acknowledge.
+    waiting: HashMap<u64, Waiting>,
+    /// Reads that saw writes still in flight: answered once those are on every owner.
+    parked: Vec<ParkedRead>,
     /// Nodes this node's failure detector considers up, and since when it changed.
     view: BTreeSet<usize>,
     /// DEGRADED: cut off from the majority of its topology (refuses reads and writes, as
     /// the server's DENY_READ_WRITES does), until a majority member confirms its topology.
     degraded: bool,
-    /// When this node last joined the agreed members, as it knows.
-    joined: Option<u64>,
+}
+
+/// A write a primary applied, waiting for its backups.
+#[derive(Debug, Clone)]
+struct Waiting {
+    client: usize,
+    segment: u32,
+    backups: BTreeSet<usize>,
+}
+
+/// A read a primary answered from its memory, held until the writes in flight on its
+/// segment when it ran are on every owner (the server's read barrier).
+#[derive(Debug, Clone)]
+struct ParkedRead {
+    op: u64,
+    client: usize,
+    value: Option<u64>,
+    owed: BTreeSet<u64>,
+}
+
+/// What the engine may ask of a simulated node: its one cache always exists, and a node
+/// starts empty (no stores), so it never holds entries when it is first admitted.
+struct SimLocal;
+
+impl engine::Local for SimLocal {
+    fn has_cache(&self, cache: &str) -> bool {
+        cache == CACHE
+    }
+    fn holds_entries(&self, _: &str) -> bool {
+        false
+    }
 }
 
 impl Node {
@@ -278,6 +338,20 @@ struct Pending {
     key: Vec<u8>,
     value: u64,
     issued_ms: u64,
+    /// When it was issued, in history steps.
+    invoked: u64,
+}
+
+/// An event a node's listener saw: the node, its incarnation, the key, the entry's version
+/// and value.
+type Raised = (usize, u64, Vec<u8>, u64, Option<u64>);
+
+/// A read a client is waiting for.
+#[derive(Debug, Clone)]
+struct PendingRead {
+    key: Vec<u8>,
+    issued_ms: u64,
+    invoked: u64,
 }
 
 /// What the auditor knows about one key.
@@ -306,7 +380,14 @@ pub struct Sim {
     log: Vec<Command>,
     committed: ClusterState,
     pending: HashMap<u64, Pending>,
+    reads: HashMap<u64, PendingRead>,
     histories: BTreeMap<Vec<u8>, History>,
+    /// Every client operation per key, for the linearizability checker; timestamps are
+    /// history steps (one per invocation or answer), so no two events tie.
+    ops: BTreeMap<Vec<u8>, Vec<linearizable::Op>>,
+    steps: u64,
+    /// What every node's listener saw, in the order raised.
+    raised: Arc<Mutex<Vec<Raised>>>,
     next_op: u64,
     next_value: u64,
     stats: Stats,
@@ -377,7 +458,11 @@ impl Sim {
             log: Vec::new(),
             committed: ClusterState::default(),
             pending: HashMap::new(),
+            reads: HashMap::new(),
             histories: BTreeMap::new(),
+            ops: BTreeMap::new(),
+            steps: 0,
+            raised: Arc::default(),
             next_op: 1,
             next_value: 1,
             stats: Stats::default(),
@@ -414,6 +499,28 @@ impl Sim {
             })),
         )
         .unwrap_or_else(|error| panic!("simulated caches: {error}"));
+        // A listener on every node, as an application registers one: it sees the events of
+        // the writes this node applies as primary (backups and transfers raise none).
+        let raised = Arc::clone(&self.raised);
+        if let Some(cache) = manager.cache(CACHE) {
+            cache.add_listener(
+                ListenerOptions {
+                    local_only: true,
+                    ..ListenerOptions::default()
+                },
+                move |event| {
+                    let value = event.new_entry().and_then(|entry| {
+                        std::str::from_utf8(entry.value())
+                            .ok()
+                            .and_then(|t| t.parse::<u64>().ok())
+                    });
+                    let version = event.new_entry().map_or(0, CacheEntry::version);
+                    raised
+                        .lock()
+                        .push((i, incarnation, event.key().to_vec(), version, value));
+                },
+            );
+        }
         Node {
             name: format!("n{i}"),
             incarnation,
@@ -423,15 +530,16 @@ impl Sim {
             outbox,
             log_len: 0,
             state: ClusterState::default(),
+            engine: Engine::new(MemberId(format!("n{i}")), (i as u64) << 32 | incarnation),
+            route: None,
             installed: None,
             touched: HashMap::new(),
-            fetching: BTreeSet::new(),
-            fetch_rebalance: 0,
-            confirmed: HashSet::new(),
+            fetching: BTreeMap::new(),
+            fetch_rebalance: None,
             waiting: HashMap::new(),
+            parked: Vec::new(),
             view: BTreeSet::new(),
             degraded: false,
-            joined: None,
         }
     }
 
@@ -618,182 +726,189 @@ impl Sim {
         self.install(i);
     }
 
+    /// Carries out what the production engine decides about node `i`'s newly agreed state.
     fn install(&mut self, i: usize) {
-        // Dropped from the members since the last state seen: writes waiting for backups
-        // fail (as the server's replication is fenced).
-        let name = self.nodes[i].name.clone();
-        let joined = self.nodes[i]
-            .state
-            .node(&name)
-            .filter(|record| record.raft_id == self.nodes[i].raft_id)
-            .and_then(|_| self.nodes[i].state.joined(&name));
-        if self.nodes[i].joined.is_some() && self.nodes[i].joined != joined {
-            let dropped = self.nodes[i].waiting.len();
-            self.nodes[i].waiting.clear();
-            self.note(format!(
-                "n{i} was dropped from the members; {dropped} writes in flight fail"
-            ));
-        }
-        self.nodes[i].joined = joined;
+        let state = self.nodes[i].state.clone();
+        let now = self.now;
+        let effects = self.nodes[i].engine.on_state(&state, now, &SimLocal);
+        self.carry_out(i, effects);
+        // Backups that left the agreed members no longer hold writes back.
         let waiting: Vec<u64> = self.nodes[i].waiting.keys().copied().collect();
         for op in waiting {
             self.settle(i, op);
         }
+    }
+
+    /// Does what node `i`'s engine decided, as the server's node does it.
+    fn carry_out(&mut self, i: usize, effects: Vec<Effect>) {
         let me = MemberId(self.nodes[i].name.clone());
-        let Some(record) = self.nodes[i].state.cache(CACHE).cloned() else {
-            return;
-        };
-        let topology = record.topology;
-        let key = (topology.id(), topology.phase());
-        if self.nodes[i].installed == Some(key) {
-            return;
-        }
-        let previous = self.nodes[i].installed.replace(key);
-        if !topology.members().contains(&me)
-            || self.nodes[i].state.node(&me.0).map(|r| r.raft_id) != Some(self.nodes[i].raft_id)
-        {
-            return;
-        }
-        match topology.phase() {
-            Phase::Stable => {
-                if previous.is_some() {
-                    let hash = topology.current();
-                    let unowned: Vec<u32> = (0..hash.segment_count())
-                        .filter(|&s| !hash.owner_ids(s).contains(&&me))
-                        .filter_map(|s| u32::try_from(s).ok())
-                        .collect();
-                    self.nodes[i].cache().drop_segments(&unowned);
+        for effect in effects {
+            match effect {
+                Effect::Fence => {
+                    let dropped = self.nodes[i].waiting.len();
+                    self.nodes[i].waiting.clear();
+                    self.nodes[i].parked.clear();
                     self.note(format!(
-                        "n{i} drops {} segments at topology {}",
-                        unowned.len(),
-                        topology.id()
+                        "n{i} was dropped from the members; {dropped} writes in flight fail"
                     ));
                 }
-            }
-            Phase::ReadOldWriteAll => {
-                let rebalance = topology.rebalance_id();
-                let segments = topology.to_fetch(&me);
-                self.nodes[i].fetch_rebalance = rebalance;
-                self.nodes[i].fetching.clear();
-                self.nodes[i].touched.clear();
-                for segment in segments {
-                    let Ok(segment) = u32::try_from(segment) else {
-                        continue;
-                    };
-                    let source = topology
-                        .current()
-                        .owner_ids(segment as usize)
-                        .into_iter()
-                        .find(|id| **id != me)
-                        .and_then(|id| self.index_of(&id.0));
-                    // Without a source every copy is gone: the segment starts empty.
-                    if let Some(source) = source {
-                        self.nodes[i].fetching.insert(segment);
-                        self.nodes[i].touched.insert(segment, HashSet::new());
-                        self.send(i, source, Msg::Fetch { segment, rebalance });
+                // The simulator's links name nodes by index, and its one cache exists on
+                // every node from the start.
+                Effect::Members | Effect::Create { .. } | Effect::Remove { .. } => {}
+                Effect::Available { .. } => self.nodes[i].degraded = false,
+                Effect::Discard { .. } => {
+                    let all: Vec<u32> = (0..self.options.segments).collect();
+                    self.nodes[i].cache().drop_segments(&all);
+                }
+                Effect::Route {
+                    topology,
+                    exclude_me,
+                    ..
+                } => {
+                    self.nodes[i].installed = Some((topology.id(), topology.phase()));
+                    let mut route = CacheRoute::new(topology);
+                    if exclude_me {
+                        route.exclude(&me);
                     }
+                    self.nodes[i].route = Some(route);
                 }
-                if self.nodes[i].fetching.is_empty() {
-                    self.confirm(i, rebalance, Phase::ReadOldWriteAll);
+                Effect::Transfer {
+                    rebalance,
+                    segments,
+                    ..
+                } => self.start_transfer(i, rebalance, segments),
+                Effect::Propose(command) => self.propose(i, command),
+                // The simulated caches deny reads and writes while DEGRADED, so the side that
+                // was cut off took no writes of its own: merging by policy keeps the other
+                // side's entries, and what remains is dropping the segments not owned.
+                Effect::Merge { hash, .. } | Effect::DropUnowned { hash, .. } => {
+                    self.drop_unowned(i, &hash);
                 }
             }
-            phase => self.confirm(i, topology.rebalance_id(), phase),
         }
+    }
+
+    fn drop_unowned(&mut self, i: usize, hash: &ConsistentHash) {
+        let me = MemberId(self.nodes[i].name.clone());
+        let unowned: Vec<u32> = (0..hash.segment_count())
+            .filter(|&s| !hash.owner_ids(s).contains(&&me))
+            .filter_map(|s| u32::try_from(s).ok())
+            .collect();
+        self.nodes[i].cache().drop_segments(&unowned);
+        let installed = self.nodes[i].installed;
+        self.note(format!(
+            "n{i} drops {} segments at {installed:?}",
+            unowned.len()
+        ));
+    }
+
+    /// Starts fetching what a rebalance hands node `i` (a transfer of an older rebalance
+    /// ends unfinished, as the server's does when its routing moves on).
+    fn start_transfer(&mut self, i: usize, rebalance: u32, segments: engine::Sources) {
+        if let Some(old) = self.nodes[i].fetch_rebalance.take()
+            && old != rebalance
+        {
+            let now = self.now;
+            let _ = self.nodes[i]
+                .engine
+                .transfer_finished(CACHE, old, false, now);
+        }
+        self.nodes[i].fetch_rebalance = Some(rebalance);
+        self.nodes[i].fetching.clear();
+        self.nodes[i].touched.clear();
+        for (segment, sources) in segments {
+            // Without a source every copy is gone: the segment starts empty.
+            if sources.is_empty() {
+                continue;
+            }
+            self.nodes[i].fetching.insert(segment, (sources, 0));
+            self.nodes[i].touched.insert(segment, HashSet::new());
+        }
+        self.fetch_missing(i);
+        self.transfer_progress(i);
+    }
+
+    /// Asks for each segment still missing, from its next source in turn (the server tries
+    /// the owners one after the other).
+    fn fetch_missing(&mut self, i: usize) {
+        let Some(rebalance) = self.nodes[i].fetch_rebalance else {
+            return;
+        };
+        let asks: Vec<(u32, MemberId)> = self.nodes[i]
+            .fetching
+            .iter_mut()
+            .filter_map(|(&segment, (sources, sent))| {
+                let source = sources.get(*sent % sources.len().max(1))?.clone();
+                *sent += 1;
+                Some((segment, source))
+            })
+            .collect();
+        for (segment, source) in asks {
+            if let Some(source) = self.index_of(&source.0) {
+                self.send(i, source, Msg::Fetch { segment, rebalance });
+            }
+        }
+    }
+
+    /// Tells node `i`'s engine once its transfer has every segment.
+    fn transfer_progress(&mut self, i: usize) {
+        let Some(rebalance) = self.nodes[i].fetch_rebalance else {
+            return;
+        };
+        if !self.nodes[i].fetching.is_empty() {
+            return;
+        }
+        self.nodes[i].fetch_rebalance = None;
+        let now = self.now;
+        let effects = self.nodes[i]
+            .engine
+            .transfer_finished(CACHE, rebalance, true, now);
+        self.carry_out(i, effects);
     }
 
     fn index_of(&self, name: &str) -> Option<usize> {
         self.nodes.iter().position(|node| node.name == name)
     }
 
-    fn confirm(&mut self, i: usize, rebalance: u32, phase: Phase) {
-        self.nodes[i].confirmed.insert((rebalance, phase));
-        let command = Command::Confirm {
-            cache: CACHE.to_owned(),
-            member: MemberId(self.nodes[i].name.clone()),
-            rebalance_id: rebalance,
-            phase,
-        };
-        self.propose(i, command);
-    }
-
-    /// As the server's coordination tick: a rebalance a node takes part in moves on — its
-    /// missing segments are asked for again, its confirmation proposed again.
+    /// As the server's coordination tick: the engine keeps the rebalances node `i` takes
+    /// part in moving, and segments whose fetch was lost are asked for again.
     fn retry(&mut self, i: usize) {
-        let me = MemberId(self.nodes[i].name.clone());
-        let Some(record) = self.nodes[i].state.cache(CACHE).cloned() else {
-            return;
-        };
-        let topology = record.topology;
-        if topology.phase() == Phase::Stable
-            || !topology.members().contains(&me)
-            || topology.has_confirmed(&me)
-            || self.nodes[i].installed != Some((topology.id(), topology.phase()))
-        {
-            return;
-        }
-        let rebalance = topology.rebalance_id();
-        if topology.phase() != Phase::ReadOldWriteAll {
-            self.confirm(i, rebalance, topology.phase());
-            return;
-        }
-        if self.nodes[i].fetch_rebalance == rebalance && self.nodes[i].fetching.is_empty() {
-            self.confirm(i, rebalance, Phase::ReadOldWriteAll);
-            return;
-        }
-        let missing: Vec<u32> = self.nodes[i].fetching.iter().copied().collect();
-        for segment in missing {
-            let source = topology
-                .current()
-                .owner_ids(segment as usize)
-                .into_iter()
-                .find(|id| **id != me)
-                .and_then(|id| self.index_of(&id.0));
-            if let Some(source) = source {
-                self.send(i, source, Msg::Fetch { segment, rebalance });
-            }
-        }
+        let state = self.nodes[i].state.clone();
+        let now = self.now;
+        let effects = self.nodes[i].engine.on_tick(&state, now);
+        self.carry_out(i, effects);
+        self.fetch_missing(i);
     }
 
     fn propose(&mut self, i: usize, command: Command) {
+        // Without a reachable leader the proposal is lost; the engine proposes again.
         match self.leader() {
             Some(leader) if leader == i => self.commit(command),
             Some(leader) => self.send(i, leader, Msg::Propose(command)),
-            None => {
-                // No leader reachable: the confirmation is retried on the next install.
-                if let Command::Confirm { rebalance_id, .. } = command {
-                    let phases: Vec<(u32, Phase)> = self.nodes[i]
-                        .confirmed
-                        .iter()
-                        .copied()
-                        .filter(|(r, _)| *r == rebalance_id)
-                        .collect();
-                    for key in phases {
-                        self.nodes[i].confirmed.remove(&key);
-                    }
-                    self.nodes[i].installed = None;
-                }
-            }
+            None => {}
         }
     }
 
     // ---- the data path -----------------------------------------------------------------
 
+    /// Where node `i` runs a request on `key`, by the server's placement over the route
+    /// its engine installed; `None` when it refuses (DEGRADED, or no route yet).
     fn route(&self, i: usize, key: &[u8], write: bool) -> Option<usize> {
         if self.nodes[i].degraded {
             return None;
         }
-        let topology = self.nodes[i].state.cache(CACHE)?.topology.clone();
-        let segment = self.nodes[i].cache().segment_of(key) as usize;
-        let owners = if write {
-            topology.write_owners(segment)
-        } else {
-            topology.read_owners(segment)
-        };
+        let route = self.nodes[i].route.as_ref()?;
+        let segment = self.nodes[i].cache().segment_of(key);
         let me = MemberId(self.nodes[i].name.clone());
-        if !write && owners.contains(&me) {
-            return Some(i);
+        match placement::place(route, &me, segment, !write) {
+            Some(member) => self.index_of(&member.0),
+            None => Some(i),
         }
-        owners.first().and_then(|id| self.index_of(&id.0))
+    }
+
+    fn step_now(&mut self) -> u64 {
+        self.steps += 1;
+        self.steps
     }
 
     fn client_op(&mut self) {
@@ -805,28 +920,38 @@ impl Sim {
         }
         let client = live[self.random(live.len() as u64) as usize];
         let key = format!("k{}", self.random(u64::from(self.options.keys))).into_bytes();
+        let op = self.next_op;
+        self.next_op += 1;
+        let invoked = self.step_now();
         if self.random(3) == 0 {
-            // A read through the node's routing; it must not go back in time (checked at the
-            // end, against acknowledged writes).
-            if let Some(owner) = self.route(client, &key, false)
-                && self.reachable(client, owner)
-                && self.nodes[owner].up
-            {
-                let _ = self.nodes[owner].cache().get(&key);
-                self.stats.reads += 1;
+            self.reads.insert(
+                op,
+                PendingRead {
+                    key: key.clone(),
+                    issued_ms: self.now,
+                    invoked,
+                },
+            );
+            let Some(owner) = self.route(client, &key, false) else {
+                return;
+            };
+            let msg = Msg::Read { op, key, client };
+            if owner == client {
+                self.on_read(client, msg);
+            } else {
+                self.send(client, owner, msg);
             }
             return;
         }
         let value = self.next_value;
         self.next_value += 1;
-        let op = self.next_op;
-        self.next_op += 1;
         self.pending.insert(
             op,
             Pending {
                 key: key.clone(),
                 value,
                 issued_ms: self.now,
+                invoked,
             },
         );
         self.histories.entry(key.clone()).or_default();
@@ -844,6 +969,73 @@ impl Sim {
         } else {
             self.send(client, primary, msg);
         }
+    }
+
+    /// A read at the member node `i` routed it to: answered from memory if this node runs
+    /// it (else dropped: the client times out), once the writes in flight on its segment
+    /// are on every owner.
+    fn on_read(&mut self, i: usize, msg: Msg) {
+        let Msg::Read { op, key, client } = msg else {
+            return;
+        };
+        if self.route(i, &key, false) != Some(i) {
+            return;
+        }
+        let cache = self.nodes[i].cache();
+        let value = cache.get(&key).ok().flatten().and_then(|v| {
+            std::str::from_utf8(&v)
+                .ok()
+                .and_then(|t| t.parse::<u64>().ok())
+        });
+        let segment = cache.segment_of(&key);
+        let owed: BTreeSet<u64> = self.nodes[i]
+            .waiting
+            .iter()
+            .filter(|(_, w)| w.segment == segment)
+            .map(|(op, _)| *op)
+            .collect();
+        self.note_key(&key, || {
+            format!("n{i} reads {value:?} op{op}, owed {owed:?}")
+        });
+        let read = ParkedRead {
+            op,
+            client,
+            value,
+            owed,
+        };
+        if read.owed.is_empty() {
+            self.answer_read(i, &read);
+        } else {
+            self.nodes[i].parked.push(read);
+        }
+    }
+
+    fn answer_read(&mut self, i: usize, read: &ParkedRead) {
+        let msg = Msg::ReadDone {
+            op: read.op,
+            value: read.value,
+        };
+        if read.client == i {
+            self.on_read_done(read.op, read.value);
+        } else {
+            self.send(i, read.client, msg);
+        }
+    }
+
+    fn on_read_done(&mut self, op: u64, value: Option<u64>) {
+        let Some(read) = self.reads.remove(&op) else {
+            return;
+        };
+        let completed = self.step_now();
+        self.ops
+            .entry(read.key)
+            .or_default()
+            .push(linearizable::Op {
+                invoked: read.invoked,
+                completed: Some(completed),
+                kind: linearizable::Kind::Read(value),
+            });
+        self.stats.reads += 1;
     }
 
     fn on_write(&mut self, i: usize, msg: Msg) {
@@ -866,7 +1058,7 @@ impl Sim {
             return;
         }
         let changes: Vec<_> = std::mem::take(&mut *self.nodes[i].outbox.lock());
-        let segment = cache.segment_of(&key) as usize;
+        let segment = cache.segment_of(&key);
         let version = changes.last().and_then(|c| c.2.as_ref()).map(|e| e.version);
         let installed = self.nodes[i].installed;
         self.note_key(&key, || {
@@ -875,13 +1067,13 @@ impl Sim {
                 String::from_utf8_lossy(&value)
             )
         });
-        let topology = match self.nodes[i].state.cache(CACHE) {
-            Some(record) => record.topology.clone(),
-            None => return,
-        };
         let me = MemberId(self.nodes[i].name.clone());
-        let backups: BTreeSet<usize> = topology
-            .write_owners(segment)
+        let backups: BTreeSet<usize> = self.nodes[i]
+            .route
+            .as_ref()
+            .and_then(|route| route.segment(segment))
+            .map(|owners| owners.write.clone())
+            .unwrap_or_default()
             .into_iter()
             .filter(|id| *id != me)
             .filter_map(|id| self.index_of(&id.0))
@@ -896,15 +1088,23 @@ impl Sim {
                 },
             );
         }
-        self.nodes[i].waiting.insert(op, (client, backups));
+        self.nodes[i].waiting.insert(
+            op,
+            Waiting {
+                client,
+                segment,
+                backups,
+            },
+        );
         self.settle(i, op);
     }
 
     /// Answers a write once every backup acknowledged it or left the agreed members (as the
     /// server's replication streams are retired only by an agreed topology, never by a
-    /// node's own failure detector: a minority cannot acknowledge alone).
+    /// node's own failure detector: a minority cannot acknowledge alone). Reads that waited
+    /// for it are answered once nothing else they saw is in flight.
     fn settle(&mut self, i: usize, op: u64) {
-        let Some((client, backups)) = self.nodes[i].waiting.get(&op).cloned() else {
+        let Some(waiting) = self.nodes[i].waiting.get(&op).cloned() else {
             return;
         };
         let agreed = |b: &usize| {
@@ -913,13 +1113,27 @@ impl Sim {
                 .node(&self.nodes[*b].name)
                 .is_some_and(|record| record.raft_id == self.nodes[*b].raft_id)
         };
-        if !backups.iter().any(agreed) {
-            self.nodes[i].waiting.remove(&op);
-            if client == i {
-                self.on_done(op);
+        if waiting.backups.iter().any(agreed) {
+            return;
+        }
+        self.nodes[i].waiting.remove(&op);
+        if waiting.client == i {
+            self.on_done(op);
+        } else {
+            self.send(i, waiting.client, Msg::Done { op });
+        }
+        let mut ready = Vec::new();
+        self.nodes[i].parked.retain_mut(|read| {
+            read.owed.remove(&op);
+            if read.owed.is_empty() {
+                ready.push(read.clone());
+                false
             } else {
-                self.send(i, client, Msg::Done { op });
+                true
             }
+        });
+        for read in ready {
+            self.answer_read(i, &read);
         }
     }
 
@@ -929,6 +1143,15 @@ impl Sim {
         };
         let (key, value) = (pending.key.clone(), pending.value);
         self.note_key(&key, || format!("ack op{op} value {value}"));
+        let completed = self.step_now();
+        self.ops
+            .entry(key.clone())
+            .or_default()
+            .push(linearizable::Op {
+                invoked: pending.invoked,
+                completed: Some(completed),
+                kind: linearizable::Kind::Write(value),
+            });
         let history = self.histories.entry(pending.key).or_default();
         // Writes to one key from the simulator's clients are answered in the order the
         // primary applied them (one primary, FIFO links), so the last answered is the newest.
@@ -967,8 +1190,8 @@ impl Sim {
     }
 
     fn on_ack(&mut self, i: usize, from: usize, op: u64) {
-        if let Some((_, backups)) = self.nodes[i].waiting.get_mut(&op) {
-            backups.remove(&from);
+        if let Some(waiting) = self.nodes[i].waiting.get_mut(&op) {
+            waiting.backups.remove(&from);
         }
         self.settle(i, op);
     }
@@ -991,7 +1214,9 @@ impl Sim {
     }
 
     fn on_entries(&mut self, i: usize, segment: u32, rebalance: u32, entries: Vec<EntryImage>) {
-        if rebalance != self.nodes[i].fetch_rebalance || !self.nodes[i].fetching.remove(&segment) {
+        if self.nodes[i].fetch_rebalance != Some(rebalance)
+            || self.nodes[i].fetching.remove(&segment).is_none()
+        {
             return;
         }
         let cache = self.nodes[i].cache();
@@ -1014,9 +1239,7 @@ impl Sim {
                 });
             }
         }
-        if self.nodes[i].fetching.is_empty() {
-            self.confirm(i, rebalance, Phase::ReadOldWriteAll);
-        }
+        self.transfer_progress(i);
     }
 
     // ---- failure detection (modelled) and faults ---------------------------------------
@@ -1033,18 +1256,17 @@ impl Sim {
             let view: BTreeSet<usize> = (0..self.nodes.len())
                 .filter(|&j| self.reachable(i, j))
                 .collect();
-            // DEGRADED as the server decides it: no more than half of the topology's members
-            // in view; back only once its topology is the agreed one.
-            if let Some(record) = self.nodes[i].state.cache(CACHE) {
-                let members = record.topology.members();
-                let seen = members
-                    .iter()
-                    .filter(|m| self.index_of(&m.0).is_some_and(|j| view.contains(&j)))
-                    .count();
-                let minority = members.len() > 1 && seen * 2 <= members.len();
+            // DEGRADED as the server decides it (`engine::degraded_reason` over the
+            // installed route); back only once its topology is the agreed one.
+            if let Some(route) = &self.nodes[i].route {
+                let reason = engine::degraded_reason(
+                    &route.topology.members(),
+                    route.segments.iter().map(|owners| owners.read.as_slice()),
+                    &|member| self.index_of(&member.0).is_some_and(|j| view.contains(&j)),
+                );
                 let current = self.committed.cache(CACHE).map(|c| c.topology.id())
-                    == Some(record.topology.id());
-                if minority {
+                    == Some(route.topology.id());
+                if reason.is_some() {
                     self.nodes[i].degraded = true;
                 } else if self.nodes[i].degraded && current {
                     self.nodes[i].degraded = false;
@@ -1205,6 +1427,8 @@ impl Sim {
             Msg::Replicate { op, changes } => self.on_replicate(to, from, op, changes),
             Msg::Ack { op } => self.on_ack(to, from, op),
             Msg::Done { op } => self.on_done(op),
+            read @ Msg::Read { .. } => self.on_read(to, read),
+            Msg::ReadDone { op, value } => self.on_read_done(op, value),
             Msg::Fetch { segment, rebalance } => self.on_fetch(to, from, segment, rebalance),
             Msg::Entries {
                 segment,
@@ -1216,6 +1440,10 @@ impl Sim {
 
     fn expire_clients(&mut self) {
         let now = self.now;
+        let before = self.reads.len();
+        self.reads
+            .retain(|_, read| now - read.issued_ms <= CLIENT_TIMEOUT_MS);
+        self.stats.unanswered_reads += (before - self.reads.len()) as u64;
         let expired: Vec<u64> = self
             .pending
             .iter()
@@ -1225,6 +1453,14 @@ impl Sim {
         for op in expired {
             if let Some(pending) = self.pending.remove(&op) {
                 self.stats.unanswered += 1;
+                self.ops
+                    .entry(pending.key.clone())
+                    .or_default()
+                    .push(linearizable::Op {
+                        invoked: pending.invoked,
+                        completed: None,
+                        kind: linearizable::Kind::Write(pending.value),
+                    });
                 let history = self.histories.entry(pending.key).or_default();
                 if history.acked.is_none_or(|acked| acked < pending.value) {
                     history.unknown.insert(pending.value);
@@ -1330,8 +1566,60 @@ impl Sim {
                 }
             }
         }
+        // Single-key histories are linearizable: the cache denies reads and writes while
+        // DEGRADED, and reads run at the primary behind the read barrier.
+        for (key, ops) in &self.ops {
+            linearizable::check(ops).map_err(|violation| {
+                format!(
+                    "not linearizable (times are history steps): key {}: {violation}",
+                    String::from_utf8_lossy(key)
+                )
+            })?;
+        }
+        self.check_listeners()?;
         if self.stats.acknowledged == 0 {
             return Err("no write was acknowledged".to_owned());
+        }
+        if self.stats.reads == 0 {
+            return Err("no read was answered".to_owned());
+        }
+        Ok(())
+    }
+}
+
+impl Sim {
+    /// Listeners see each write once, in order: per node and key, versions only grow; no
+    /// value is raised twice anywhere in the cluster (not by a backup's copy, nor by a
+    /// transfer); every acknowledged write was raised.
+    fn check_listeners(&self) -> Result<(), String> {
+        let raised = self.raised.lock();
+        let mut last: HashMap<(usize, u64, &[u8]), u64> = HashMap::new();
+        let mut seen: HashSet<u64> = HashSet::new();
+        for (i, incarnation, key, version, value) in raised.iter() {
+            let previous = last.insert((*i, *incarnation, key.as_slice()), *version);
+            if previous.is_some_and(|previous| previous >= *version) {
+                return Err(format!(
+                    "listener on n{i} saw {} at version {version} after version {previous:?}",
+                    String::from_utf8_lossy(key)
+                ));
+            }
+            if let Some(value) = value
+                && !seen.insert(*value)
+            {
+                return Err(format!(
+                    "listeners saw the write of {value} to {} twice",
+                    String::from_utf8_lossy(key)
+                ));
+            }
+        }
+        for ops in self.ops.values() {
+            for op in ops {
+                if let (Some(_), linearizable::Kind::Write(value)) = (op.completed, &op.kind)
+                    && !seen.contains(value)
+                {
+                    return Err(format!("no listener saw the acknowledged write of {value}"));
+                }
+            }
         }
         Ok(())
     }

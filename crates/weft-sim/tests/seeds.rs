@@ -4,7 +4,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 // Proves every seed passes the checkers: no acknowledged write lost, one agreed stable
-// topology with full owner counts once faults heal.
+// topology with full owner counts once faults heal, every key's history linearizable, and
+// listeners that saw each acknowledged write once, in order.
 #[test]
 fn hundreds_of_seeds_pass_the_checkers() {
     let seeds: Vec<u64> = match std::env::var("WEFT_SIM_SEED") {
@@ -23,6 +24,8 @@ fn hundreds_of_seeds_pass_the_checkers() {
             Ok(stats) => {
                 total.acknowledged += stats.acknowledged;
                 total.unanswered += stats.unanswered;
+                total.reads += stats.reads;
+                total.unanswered_reads += stats.unanswered_reads;
                 total.crashes += stats.crashes;
                 total.quick_restarts += stats.quick_restarts;
                 total.partitions += stats.partitions;
@@ -31,14 +34,17 @@ fn hundreds_of_seeds_pass_the_checkers() {
         }
     }
     eprintln!(
-        "{} seeds: {} writes acknowledged, {} unanswered, {} crashes ({} restarted at once), {} partitions",
+        "{} seeds: {} writes acknowledged, {} unanswered; {} reads answered, {} unanswered; {} crashes ({} restarted at once), {} partitions",
         seeds.len(),
         total.acknowledged,
         total.unanswered,
+        total.reads,
+        total.unanswered_reads,
         total.crashes,
         total.quick_restarts,
         total.partitions
     );
+    assert!(total.reads > 0, "no read was answered");
     assert!(
         total.crashes > 0 && total.quick_restarts > 0 && total.partitions > 0,
         "no faults were injected"

@@ -1,0 +1,164 @@
+//! Where a keyed request runs: each segment's owners in the topology a member installed,
+//! and the one placement function every path (the grid's routing, the simulator) uses.
+
+use crate::MemberId;
+use crate::topology::{CacheTopology, Phase};
+
+/// One segment's owners in the installed topology.
+#[derive(Debug, Clone, Default)]
+pub struct SegmentRoute {
+    /// Members reads may go to, primary first.
+    pub read: Vec<MemberId>,
+    /// Members every write must reach; the first orders them.
+    pub write: Vec<MemberId>,
+}
+
+/// A clustered cache's installed topology.
+#[derive(Debug)]
+pub struct CacheRoute {
+    /// The topology.
+    pub topology: CacheTopology,
+    /// Per segment.
+    pub segments: Vec<SegmentRoute>,
+    /// Whether a read runs on the member it arrives at when that member holds the key:
+    /// always for a replicated cache, for a distributed one when it opts in (its `reads`
+    /// setting).
+    pub reads_any_owner: bool,
+}
+
+impl CacheRoute {
+    /// Precomputes the owners of every segment of `topology`.
+    #[must_use]
+    pub fn new(topology: CacheTopology) -> Self {
+        let count = topology.current().segment_count();
+        let segments = (0..count)
+            .map(|segment| SegmentRoute {
+                read: topology.read_owners(segment),
+                write: topology.write_owners(segment),
+            })
+            .collect();
+        let reads_any_owner = topology.current().mode() == crate::Mode::Replicated;
+        Self {
+            topology,
+            segments,
+            reads_any_owner,
+        }
+    }
+
+    /// Leaves `member` out of every segment's owners.
+    pub fn exclude(&mut self, member: &MemberId) {
+        for segment in &mut self.segments {
+            segment.read.retain(|m| m != member);
+            segment.write.retain(|m| m != member);
+        }
+    }
+
+    /// The route of `segment`.
+    #[must_use]
+    pub fn segment(&self, segment: u32) -> Option<&SegmentRoute> {
+        self.segments.get(segment as usize)
+    }
+
+    /// Whether a rebalance is under way.
+    #[must_use]
+    pub fn is_stable(&self) -> bool {
+        self.topology.phase() == Phase::Stable
+    }
+}
+
+/// The member that runs a request on `segment`, as `local` sees `route` (`None`: nobody is
+/// known, so it runs on `local` and fails there if it must).
+///
+/// A write runs on the member that orders the segment's writes (its first write owner). So
+/// does a read of a distributed cache: that member answers a read only once the writes it
+/// may have seen are on every owner (the read barrier of a synchronous cache), so no later
+/// read sees an older value — reads are linearizable. Reading any owner instead would let a
+/// backup still applying a write answer with the value before it, after the primary
+/// answered with the new one.
+///
+/// A read of a replicated cache — or of a distributed cache that opted in
+/// ([`CacheRoute::reads_any_owner`]) — runs on `local` if it holds the segment (a replicated
+/// cache's every member, once it fetched it), as Infinispan's replicated caches do: adding
+/// members adds read capacity. What that gives up: a read concurrent with a write may see
+/// the old value on one member after another member answered with the new one. A write is
+/// still acknowledged only once every owner applied it (sync), so a read that starts after
+/// a write's acknowledgement sees it wherever it runs.
+#[must_use]
+pub fn place<'a>(
+    route: &'a CacheRoute,
+    local: &'a MemberId,
+    segment: u32,
+    read: bool,
+) -> Option<&'a MemberId> {
+    let owners = route.segment(segment)?;
+    if read && route.reads_any_owner {
+        if owners.read.contains(local) {
+            return Some(local);
+        }
+        return owners.read.first();
+    }
+    owners.write.first()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ConsistentHash, Member, Mode};
+
+    fn route(mode: Mode) -> CacheRoute {
+        let members: Vec<Member> = ["a", "b", "c"]
+            .iter()
+            .map(|name| Member {
+                id: MemberId((*name).to_owned()),
+                location: crate::Location::default(),
+            })
+            .collect();
+        let hash = ConsistentHash::new(members, 6, mode);
+        let Ok(hash) = hash else {
+            panic!("a hash of three members")
+        };
+        CacheRoute::new(CacheTopology::new(hash))
+    }
+
+    // Proves writes and distributed reads run at the primary; replicated reads, and
+    // distributed reads that opted in, run on an owner they arrive at, else the primary.
+    #[test]
+    fn reads_run_at_the_primary_unless_any_owner_may_answer() {
+        let mut distributed = route(Mode::Distributed { owners: 2 });
+        for segment in 0..6 {
+            let owners = distributed.segments[segment as usize].write.clone();
+            let backup = &owners[1];
+            let primary = &owners[0];
+            assert_eq!(place(&distributed, backup, segment, false), Some(primary));
+            assert_eq!(place(&distributed, backup, segment, true), Some(primary));
+        }
+        distributed.reads_any_owner = true;
+        for segment in 0..6 {
+            let owners = distributed.segments[segment as usize].write.clone();
+            assert_eq!(
+                place(&distributed, &owners[1], segment, true),
+                Some(&owners[1])
+            );
+            assert_eq!(
+                place(&distributed, &owners[1], segment, false),
+                Some(&owners[0])
+            );
+            let outsider = ["a", "b", "c"]
+                .iter()
+                .map(|name| MemberId((*name).to_owned()))
+                .find(|member| !owners.contains(member));
+            if let Some(outsider) = outsider {
+                assert_eq!(
+                    place(&distributed, &outsider, segment, true),
+                    Some(&owners[0])
+                );
+            }
+        }
+        let replicated = route(Mode::Replicated);
+        assert!(replicated.reads_any_owner);
+        let c = MemberId("c".to_owned());
+        for segment in 0..6 {
+            assert_eq!(place(&replicated, &c, segment, true), Some(&c));
+        }
+    }
+}
