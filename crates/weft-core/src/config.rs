@@ -162,6 +162,41 @@ impl<'de> Deserialize<'de> for Replication {
     }
 }
 
+/// Which member answers a read of a distributed cache's key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Reads {
+    /// The key's primary owner, once the writes it may have seen are on every owner: reads
+    /// are linearizable.
+    #[default]
+    Primary,
+    /// The member the read arrives at, if it owns the key (primary or backup); otherwise
+    /// the primary. Reads through every owner add read capacity; what they give up: while
+    /// a write is in flight, a read at its primary may see the new value and a later read
+    /// at a backup the old one. A read that starts after a synchronous write was
+    /// acknowledged sees it on any owner (every owner applied it first).
+    AnyOwner,
+}
+
+impl<'de> Deserialize<'de> for Reads {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        match text.to_ascii_lowercase().as_str() {
+            "primary" => Ok(Self::Primary),
+            "any-owner" => Ok(Self::AnyOwner),
+            _ => Err(de::Error::custom(format!(
+                "unknown reads `{text}`, expected `primary` or `any-owner`"
+            ))),
+        }
+    }
+}
+
+impl Reads {
+    fn is_primary(&self) -> bool {
+        *self == Self::Primary
+    }
+}
+
 /// What a clustered cache allows while it is DEGRADED (it lost the majority of its members,
 /// or every owner of some segment).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
@@ -388,6 +423,10 @@ pub struct CacheConfig {
     pub owners: u32,
     /// When a clustered cache's writes are acknowledged.
     pub replication: Replication,
+    /// Which member answers a distributed cache's reads (a replicated cache's are answered
+    /// by any member holding the key).
+    #[serde(skip_serializing_if = "Reads::is_primary")]
+    pub reads: Reads,
     /// Behaviour in a network partition.
     pub partition_handling: PartitionHandling,
     /// How keys map to segments.
@@ -627,6 +666,7 @@ impl Default for CacheConfig {
             mode: CacheMode::Local,
             owners: OWNERS_DEFAULT,
             replication: Replication::Sync,
+            reads: Reads::Primary,
             partition_handling: PartitionHandling::default(),
             key_partitioner: KeyPartitioner::HotRod,
             segments: SEGMENT_COUNT_DEFAULT,

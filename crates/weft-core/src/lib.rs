@@ -43,7 +43,8 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{
     CacheConfig, CacheMode, ConfigError, DurabilityMode, EncodingConfig, ExpirationConfig,
     KeyPartitioner, MediaTypeConfig, MemoryConfig, MergePolicy, OWNERS_DEFAULT, PartitionHandling,
-    PersistenceConfig, Replication, StoreConfig, StoreKind, WhenFull, WhenSplit, WriteBehindConfig,
+    PersistenceConfig, Reads, Replication, StoreConfig, StoreKind, WhenFull, WhenSplit,
+    WriteBehindConfig,
 };
 pub use container::{TABLE_SLOT_BYTES, entry_charge};
 pub use entry::{CacheEntry, EntryMetadata, Payload};

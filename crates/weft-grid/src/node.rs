@@ -1035,6 +1035,10 @@ impl Node {
                     if exclude_me {
                         route.exclude(&me);
                     }
+                    route.reads_any_owner |= self
+                        .manager
+                        .cache(&cache)
+                        .is_some_and(|local| local.config().reads == weft_core::Reads::AnyOwner);
                     let route = Arc::new(route);
                     // A fetched segment stays good only while this node keeps receiving its
                     // writes; once the move ends, nothing is pending.
