@@ -952,3 +952,60 @@ fn transactions_on_hash_tagged_keys_run_at_their_owner() {
         "{refused:?}"
     );
 }
+
+// Proves a Hot Rod listener registered with include-current-state on one node of three
+// receives a created event for every entry of the distributed cache — those other nodes
+// own included — carrying the request's message id, before the response; and then the
+// events of writes applied on other nodes.
+#[test]
+fn include_current_state_lists_the_whole_cluster() {
+    let servers = cluster();
+    let keys: Vec<String> = (0..100).map(|i| format!("state-{i}")).collect();
+    let mut writer = HotRod::connect(servers[0].addr, 40);
+    for key in &keys {
+        assert_eq!(writer.call(put(key, "v")).status(), Status::Success);
+    }
+    let event_key = |event: &common::hotrod::Response| {
+        let mut reader = event.reader();
+        let _listener = reader.array().unwrap();
+        let _custom = reader.u8().unwrap();
+        let _retried = reader.u8().unwrap();
+        String::from_utf8(reader.array().unwrap().to_vec()).unwrap()
+    };
+    let mut listening = HotRod::connect(servers[1].addr, 40);
+    let header = listening.header();
+    let id = listening.send(
+        &header,
+        &Request::AddClientListener {
+            listener_id: b([0x42; 16]),
+            include_current_state: true,
+            filter: None,
+            converter: None,
+            raw_data: false,
+            interests: 0,
+        },
+    );
+    let mut state = std::collections::BTreeSet::new();
+    loop {
+        let frame = listening.read();
+        if frame.header.opcode == weft_hotrod::opcode::EVENT_CREATED {
+            assert_eq!(frame.header.message_id, id);
+            assert!(state.insert(event_key(&frame)), "an entry listed twice");
+            continue;
+        }
+        assert_eq!(
+            (frame.header.message_id, frame.shape()),
+            (id, (Status::Success, vec![]))
+        );
+        break;
+    }
+    let expected: std::collections::BTreeSet<String> = keys.iter().cloned().collect();
+    assert_eq!(state, expected);
+
+    // Writes through the other nodes reach it afterwards.
+    let mut other = HotRod::connect(servers[2].addr, 40);
+    assert_eq!(other.call(put("state-0", "w")).status(), Status::Success);
+    let event = listening.next_event();
+    assert_eq!(event.header.opcode, weft_hotrod::opcode::EVENT_MODIFIED);
+    assert_eq!(event_key(&event), "state-0");
+}

@@ -14,6 +14,10 @@ use weft_core::{
 use weft_hotrod::Frame;
 use weft_hotrod::response::{EventKind, write_event};
 
+use weft_grid::iteration::{PAGE_MAX, SegmentCursor};
+use weft_grid::node::Node;
+use weft_hotrod::status::Status;
+
 use super::Connection;
 use super::ops::{Failure, Target};
 
@@ -186,6 +190,94 @@ pub(super) fn add(
         }
     }
     Ok(())
+}
+
+/// Serves ADD_CLIENT_LISTENER with include-current-state on a clustered cache: the listener
+/// is registered at once (it sees every write from then on, wherever applied), then the
+/// current state is read from the members that read each segment — off the connection's
+/// reading loop — and its created events and the response go through the outbound queue.
+/// False for any other request (served as usual).
+pub(super) fn add_with_cluster_state(connection: &Arc<Connection>, frame: &Frame) -> bool {
+    let weft_hotrod::Request::AddClientListener {
+        listener_id,
+        include_current_state: true,
+        filter: None,
+        converter: None,
+        interests,
+        ..
+    } = &frame.request
+    else {
+        return false;
+    };
+    let Some(node) = connection.context.cluster.clone() else {
+        return false;
+    };
+    let Some(cache) = super::ops::lookup(connection, frame.cache_name()) else {
+        return false;
+    };
+    if !cache.config().mode.is_clustered() {
+        return false;
+    }
+    let target = Target::new(cache.clone(), frame);
+    let connection = Arc::clone(connection);
+    let (listener_id, interests) = (*listener_id, *interests);
+    let frame = frame.clone();
+    tokio::spawn(async move {
+        let listener_id = frame.slice(listener_id);
+        let mut out = BytesMut::new();
+        let mut response = add(
+            &connection,
+            &frame,
+            &target,
+            listener_id,
+            false,
+            interests,
+            &mut out,
+        );
+        if response.is_ok() && kinds_of(interests).contains(CoreKind::Created) {
+            response = current_state(&node, &frame, &target, listener_id, &mut out).await;
+        }
+        let response = response.map(|()| {
+            super::ops::header(&mut out, &connection, &frame, &cache, Status::Success);
+            out
+        });
+        super::ops::send_later(&connection, &frame, response).await;
+    });
+    true
+}
+
+/// Appends a created event, carrying the request's message id, for every entry of the
+/// clustered cache, each segment read from the member that reads it now.
+async fn current_state(
+    node: &Node,
+    frame: &Frame,
+    target: &Target,
+    listener_id: &[u8],
+    out: &mut BytesMut,
+) -> Result<(), Failure> {
+    let cache = &target.cache;
+    let mut cursor = SegmentCursor::new(cache.clone(), 0..cache.segment_count());
+    loop {
+        let (entries, finished) = cursor
+            .next_batch(node, PAGE_MAX, |_| true)
+            .await
+            .map_err(|error| Failure::server(format!("{error:#}")))?;
+        if entries.is_empty() && finished.is_empty() {
+            return Ok(());
+        }
+        for entry in entries {
+            let key = target.key_out(entry.key())?;
+            write_event(
+                out,
+                frame.header.message_id,
+                EventKind::Created,
+                listener_id,
+                &key,
+                entry.version(),
+                false,
+            );
+        }
+    }
 }
 
 #[cfg(test)]

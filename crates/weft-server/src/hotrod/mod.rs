@@ -125,6 +125,7 @@ pub async fn serve(
                     if context.cluster.is_some()
                         && (ops::cluster_wide(&connection, &frame)
                             || iteration::next_clustered(&connection, &frame)
+                            || listeners::add_with_cluster_state(&connection, &frame)
                             || ops::multi_key_clustered(&connection, &frame)) =>
                 {
                     context.total_commands.fetch_add(1, Ordering::Relaxed);

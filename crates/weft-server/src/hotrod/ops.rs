@@ -534,7 +534,7 @@ pub(super) fn plain_header(out: &mut BytesMut, frame: &Frame, status: Status) {
     write_header(out, frame.header.message_id, response_opcode, status, None);
 }
 
-fn header(
+pub(super) fn header(
     out: &mut BytesMut,
     connection: &Connection,
     frame: &Frame,
