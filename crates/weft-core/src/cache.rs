@@ -611,7 +611,11 @@ impl Cache {
     /// refuses it where this node does not order the segment's writes.
     fn admit_at(&self, segment: usize) -> Result<(), CacheError> {
         match &self.inner.persistence {
-            Some(persistence) => Ok(persistence.admit_write_at(segment as u32)?),
+            Some(persistence) => {
+                let admitted = persistence.admit_write_at(segment as u32);
+                crate::persistence::note_admission(&admitted);
+                Ok(admitted?)
+            }
             None => Ok(()),
         }
     }

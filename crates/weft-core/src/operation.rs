@@ -216,7 +216,19 @@ impl Operation {
                 let Some(function) = functions.get(function) else {
                     return Err(Failure::NoFunction(function.clone()));
                 };
-                Applied::Bytes(function.apply(cache, key, argument)?)
+                // A function that turned a refusal to write here into an answer of its own
+                // (a protocol's error reply) changed nothing: it runs again at the owner.
+                let (answer, seen) =
+                    crate::persistence::watch_admissions(|| function.apply(cache, key, argument));
+                if seen.refused_untouched() {
+                    return Err(Failure::Cache(CacheError::Persistence(
+                        crate::persistence::PersistenceError::NotOwner {
+                            cache: cache.name().to_owned(),
+                            segment: cache.segment_of(key),
+                        },
+                    )));
+                }
+                Applied::Bytes(answer?)
             }
             Self::Get { key } => Applied::Entry(cache.get_entry(key)?),
             Self::Put { key, value, spec } => {

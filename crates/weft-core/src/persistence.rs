@@ -294,6 +294,58 @@ type Waits = Vec<Arc<dyn Persistence>>;
 thread_local! {
     static COLLECTING: RefCell<Option<Waits>> = const { RefCell::new(None) };
     static BATCH: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+    static ADMISSIONS: std::cell::Cell<Option<Admissions>> = const { std::cell::Cell::new(None) };
+}
+
+/// What the writes of a [`watch_admissions`] scope met when they asked to be admitted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Admissions {
+    /// Writes admitted.
+    pub admitted: u32,
+    /// Whether a write was refused because this member does not order its segment's
+    /// writes ([`PersistenceError::NotOwner`]).
+    pub not_owner: bool,
+}
+
+impl Admissions {
+    /// Whether the scope was refused as not the owner before it changed anything: it may
+    /// run again at the owner, as a whole.
+    #[must_use]
+    pub fn refused_untouched(&self) -> bool {
+        self.not_owner && self.admitted == 0
+    }
+}
+
+/// Runs `f`, noting what its writes on this thread met when they asked to be admitted. Code
+/// that turns a refusal into an answer of its own (a protocol's error reply) hides it from
+/// its caller; this tells the caller, so that it can send the whole of `f` to the owner.
+pub fn watch_admissions<R>(f: impl FnOnce() -> R) -> (R, Admissions) {
+    let outer = ADMISSIONS.with(|cell| cell.replace(Some(Admissions::default())));
+    let result = f();
+    let seen = ADMISSIONS
+        .with(|cell| cell.replace(outer))
+        .unwrap_or_default();
+    if let Some(mut outer) = outer {
+        outer.admitted += seen.admitted;
+        outer.not_owner |= seen.not_owner;
+        ADMISSIONS.with(|cell| cell.set(Some(outer)));
+    }
+    (result, seen)
+}
+
+/// Notes a write's admission, or its refusal, in the [`watch_admissions`] scope running on
+/// this thread, if any.
+pub(crate) fn note_admission(outcome: &Result<(), PersistenceError>) {
+    ADMISSIONS.with(|cell| {
+        if let Some(mut seen) = cell.get() {
+            match outcome {
+                Ok(()) => seen.admitted += 1,
+                Err(PersistenceError::NotOwner { .. }) => seen.not_owner = true,
+                Err(_) => {}
+            }
+            cell.set(Some(seen));
+        }
+    });
 }
 
 /// The batch of writes and reads running on this thread, by its epoch number (see

@@ -32,6 +32,25 @@ async fn member(name: &str, join: Vec<String>) -> Grid {
     Grid::start(config, caches()).await.unwrap()
 }
 
+/// Waits until `grid` routes both caches by a stable topology of `members` (agreement on
+/// the topology comes first; each member installs it a moment later).
+async fn wait_routed(grid: &Grid, members: usize) {
+    grid.wait_stable(members, SETTLE).await.unwrap();
+    let deadline = tokio::time::Instant::now() + SETTLE;
+    loop {
+        let routed = ["primary", "any"].iter().all(|cache| {
+            grid.node().routing().cache(cache).is_some_and(|route| {
+                route.is_stable() && route.topology.members().len() == members
+            })
+        });
+        if routed {
+            return;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no stable route");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// Where `grid` runs a read of `key` of `cache`, and whether it owns the key as a backup.
 fn read_route(grid: &Grid, cache: &str, key: &[u8]) -> (Route, bool) {
     let local = grid.manager().cache(cache).unwrap();
@@ -55,7 +74,7 @@ async fn any_owner_reads_are_answered_by_backups() {
     let b = member("b", seed.clone()).await;
     let c = member("c", seed).await;
     for grid in [&a, &b, &c] {
-        grid.wait_stable(3, SETTLE).await.unwrap();
+        wait_routed(grid, 3).await;
     }
     let options = WriteOptions::default();
     for cache in ["primary", "any"] {
@@ -99,6 +118,82 @@ async fn any_owner_reads_are_answered_by_backups() {
     }
     assert!(backup_reads > 0, "some reads arrived at backups");
     for grid in [c, b, a] {
+        grid.leave().await;
+    }
+}
+
+/// A function that answers a refused write with a reply of its own, as protocol adapters
+/// answer errors in their dialect.
+#[derive(Debug)]
+struct Answering;
+
+impl weft_core::operation::Function for Answering {
+    fn apply(
+        &self,
+        cache: &weft_core::Cache,
+        key: &[u8],
+        argument: &[u8],
+    ) -> Result<Vec<u8>, weft_core::CacheError> {
+        match cache.put(key, argument, &WriteOptions::default()) {
+            Ok(_) => Ok(b"OK".to_vec()),
+            Err(error) => Ok(format!("ERR {error}").into_bytes()),
+        }
+    }
+}
+
+// Proves a function that turns a refusal to write on a member that does not order the
+// key's writes into an answer of its own is refused as not the owner — so the grid runs it
+// again at the owner — instead of answering that error; and through the grid it runs at
+// the owner and writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn functions_refused_as_not_the_owner_run_again_at_the_owner() {
+    use weft_core::operation::{Failure, Operation};
+    let a = member("fa", Vec::new()).await;
+    let seed = vec![a.address().to_string()];
+    let b = member("fb", seed.clone()).await;
+    for grid in [&a, &b] {
+        wait_routed(grid, 2).await;
+        grid.functions()
+            .register("answering", std::sync::Arc::new(Answering));
+    }
+    // A key a orders, run directly on b's copy (b is its backup).
+    let key = (0..1_000)
+        .map(|i| format!("f{i}"))
+        .find(|key| read_route(&a, "primary", key.as_bytes()).0 == Route::Local)
+        .unwrap();
+    let invoke = Operation::Invoke {
+        function: "answering".to_owned(),
+        key: key.clone().into_bytes(),
+        argument: b"value".to_vec(),
+        write: true,
+    };
+    let on_b = b.manager().cache("primary").unwrap();
+    let refused = invoke.apply(&on_b, b.functions());
+    assert!(
+        matches!(
+            refused,
+            Err(Failure::Cache(weft_core::CacheError::Persistence(
+                weft_core::PersistenceError::NotOwner { .. }
+            )))
+        ),
+        "{refused:?}"
+    );
+    // Through the grid, from b: it runs at a.
+    let answer = b
+        .cache("primary")
+        .unwrap()
+        .invoke("answering", key.as_bytes(), b"value".to_vec(), true)
+        .await
+        .unwrap();
+    assert_eq!(answer, b"OK");
+    let value = a
+        .cache("primary")
+        .unwrap()
+        .get(key.as_bytes())
+        .await
+        .unwrap();
+    assert_eq!(value.as_deref(), Some(&b"value"[..]));
+    for grid in [b, a] {
         grid.leave().await;
     }
 }
