@@ -7,6 +7,7 @@
 //! container knows nothing of events or statistics; it applies one change under a segment's
 //! lock and reports what it replaced, and the cache turns that into events.
 
+use std::alloc::System;
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 
@@ -61,7 +62,9 @@ pub(crate) struct Applied {
 
 #[repr(align(64))]
 struct Segment {
-    table: RwLock<HashTable<CacheEntry>>,
+    /// From the system allocator, as the entries are (see `CacheEntry`): a size-class
+    /// allocator would keep every table a segment outgrew.
+    table: RwLock<HashTable<CacheEntry, System>>,
     len: AtomicUsize,
     bytes: AtomicUsize,
     mortal: AtomicUsize,
@@ -70,7 +73,7 @@ struct Segment {
 impl Segment {
     fn new() -> Self {
         Self {
-            table: RwLock::new(HashTable::new()),
+            table: RwLock::new(HashTable::new_in(System)),
             len: AtomicUsize::new(0),
             bytes: AtomicUsize::new(0),
             mortal: AtomicUsize::new(0),

@@ -39,9 +39,10 @@ async fn wait_routed(grid: &Grid, members: usize) {
     let deadline = tokio::time::Instant::now() + SETTLE;
     loop {
         let routed = ["primary", "any"].iter().all(|cache| {
-            grid.node().routing().cache(cache).is_some_and(|route| {
-                route.is_stable() && route.topology.members().len() == members
-            })
+            grid.node()
+                .routing()
+                .cache(cache)
+                .is_some_and(|route| route.is_stable() && route.topology.members().len() == members)
         });
         if routed {
             return;

@@ -11,6 +11,12 @@ use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 use weft_server::config::ServerConfig;
 
+/// The server's allocator: mimalloc (measured in `docs/benchmarks.md`: glibc's malloc was a
+/// sixth of a cluster's CPU, contended between worker threads). Applications embedding the
+/// crates choose their own.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Weft: a distributed in-memory data grid speaking RESP and Infinispan's REST API.
 #[derive(Debug, Parser)]
 #[command(name = "weft", version, about)]
