@@ -2017,8 +2017,11 @@ fn apply_in_order(
             return refuse(state, Response::NotOwner { owner });
         }
         {
+            // Empty but while segments move: no lookup key is built for it otherwise.
             let mut touched = node.touched.lock();
-            if let Some(keys) = touched.get_mut(&(replica.cache.clone(), replica.segment)) {
+            if !touched.is_empty()
+                && let Some(keys) = touched.get_mut(&(replica.cache.clone(), replica.segment))
+            {
                 keys.insert(replica.key.clone());
             }
         }
