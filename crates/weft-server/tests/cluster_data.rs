@@ -16,31 +16,12 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-fn free_port() -> u16 {
-    // A port free for both UDP (membership) and TCP (the transport).
-    for _ in 0..100 {
-        let udp = UdpSocket::bind("127.0.0.1:0").expect("a free port");
-        let port = udp.local_addr().expect("address").port();
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
-    panic!("no port free for both UDP and TCP");
-}
-
-fn free_tcp_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|addr| addr.port())
-        .expect("a free port")
-}
 
 struct Node {
     name: String,
@@ -239,10 +220,10 @@ fn acknowledged_writes_survive_kills_and_restarts() {
     )
     .unwrap();
     let clients: Vec<SocketAddr> = (0..3)
-        .map(|_| SocketAddr::from(([127, 0, 0, 1], free_tcp_port())))
+        .map(|_| SocketAddr::from(([127, 0, 0, 1], common::cluster::free_tcp_port())))
         .collect();
     let clusters: Vec<SocketAddr> = (0..3)
-        .map(|_| SocketAddr::from(([127, 0, 0, 1], free_port())))
+        .map(|_| SocketAddr::from(([127, 0, 0, 1], common::cluster::free_udp_and_tcp_port())))
         .collect();
     let names = ["node-a", "node-b", "node-c"];
     let mut nodes: Vec<Option<Node>> = (0..3)
@@ -994,10 +975,10 @@ fn quick_restart_scenario(mode: &str, cache_config: &str) {
     let config = dir.path().join("weft.toml");
     std::fs::write(&config, cache_config).unwrap();
     let clients: Vec<SocketAddr> = (0..3)
-        .map(|_| SocketAddr::from(([127, 0, 0, 1], free_tcp_port())))
+        .map(|_| SocketAddr::from(([127, 0, 0, 1], common::cluster::free_tcp_port())))
         .collect();
     let clusters: Vec<SocketAddr> = (0..3)
-        .map(|_| SocketAddr::from(([127, 0, 0, 1], free_port())))
+        .map(|_| SocketAddr::from(([127, 0, 0, 1], common::cluster::free_udp_and_tcp_port())))
         .collect();
     let names = ["node-a", "node-b", "node-c"];
     let mut nodes: Vec<Option<Node>> = (0..3)

@@ -8,7 +8,7 @@
 mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -28,25 +28,6 @@ const REPLY_TIMEOUT: Duration = Duration::from_secs(20);
 /// At most this many operations per client, whatever the speed.
 const MAX_OPS_PER_CLIENT: usize = 20_000;
 const SEGMENTS: u32 = 64;
-
-fn free_port() -> u16 {
-    // A port free for both UDP (membership) and TCP (the transport).
-    for _ in 0..100 {
-        let udp = UdpSocket::bind("127.0.0.1:0").expect("a free port");
-        let port = udp.local_addr().expect("address").port();
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
-    panic!("no port free for both UDP and TCP");
-}
-
-fn free_tcp_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|addr| addr.port())
-        .expect("a free port")
-}
 
 struct Node {
     name: String,
@@ -347,10 +328,10 @@ fn single_key_registers_stay_linearizable_when_a_node_is_killed() {
     )
     .unwrap();
     let clients: Vec<SocketAddr> = (0..NODES)
-        .map(|_| SocketAddr::from(([127, 0, 0, 1], free_tcp_port())))
+        .map(|_| SocketAddr::from(([127, 0, 0, 1], common::cluster::free_tcp_port())))
         .collect();
     let clusters: Vec<SocketAddr> = (0..NODES)
-        .map(|_| SocketAddr::from(([127, 0, 0, 1], free_port())))
+        .map(|_| SocketAddr::from(([127, 0, 0, 1], common::cluster::free_udp_and_tcp_port())))
         .collect();
     let names: Vec<String> = (0..NODES).map(|i| format!("node-{i}")).collect();
     let nodes: Vec<Node> = (0..NODES)

@@ -9,23 +9,12 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use common::TestServer;
 use common::hotrod::{HotRod, b, get, iterate_as_java_client, protostream, put};
 use weft_hotrod::{Request, Status};
-
-fn free_port() -> u16 {
-    for _ in 0..100 {
-        let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let port = udp.local_addr().unwrap().port();
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
-    panic!("no port free for both UDP and TCP");
-}
 
 fn http_get(addr: SocketAddr, path: &str) -> String {
     let mut stream = TcpStream::connect(addr).unwrap();
@@ -101,7 +90,9 @@ fn cluster() -> Vec<TestServer> {
 
 /// Three nodes with a stable default cache, and their cluster addresses as a `join` list.
 fn cluster_and_seeds() -> (Vec<TestServer>, Vec<String>) {
-    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let ports: Vec<u16> = (0..3)
+        .map(|_| common::cluster::free_udp_and_tcp_port())
+        .collect();
     let seeds: Vec<String> = ports.iter().map(|p| format!("\"127.0.0.1:{p}\"")).collect();
     let servers: Vec<TestServer> = (0..3)
         .map(|i| {
@@ -717,7 +708,7 @@ fn iteration_returns_each_entry_once_while_a_node_joins() {
     let (iterated, finished) = iterate(&mut reader, 25, || {
         batches += 1;
         if batches == 5 {
-            let port = free_port();
+            let port = common::cluster::free_udp_and_tcp_port();
             joiner = Some(TestServer::start_with(
                 &format!(
                     "node-name = \"node-3\"\ncluster-listen = \"127.0.0.1:{port}\"\njoin = [{}]\n",

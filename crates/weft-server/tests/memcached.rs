@@ -9,7 +9,7 @@
 mod common;
 
 use std::io::{ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
@@ -254,15 +254,6 @@ fn arithmetic(key: &str, incr: bool, delta: u64, initial: u64, exptime: u32) -> 
         exptime,
         quiet: false,
     }
-}
-
-/// A free loopback port for `memcached-listen`.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// The current Unix time in seconds.
@@ -977,7 +968,7 @@ fn malformed_input_never_kills_the_server() {
 // Proves the dedicated port serves text and binary, and inline RESP still works on the shared one.
 #[test]
 fn dedicated_port_and_detection() {
-    let port = free_port();
+    let port = common::cluster::free_udp_and_tcp_port();
     let server = TestServer::start_with(&format!("memcached-listen = \"127.0.0.1:{port}\""), "");
     let dedicated: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let mut text = Text::connect(dedicated);

@@ -8,24 +8,59 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A loopback port free for both UDP (membership) and TCP (the node-to-node transport).
+/// A loopback port free for both UDP (membership) and TCP (the node-to-node transport),
+/// outside the kernel's range of ephemeral ports (see [`free_tcp_port`]).
 pub fn free_udp_and_tcp_port() -> u16 {
-    for _ in 0..100 {
-        let udp = UdpSocket::bind("127.0.0.1:0").expect("a free port");
-        let port = udp.local_addr().expect("address").port();
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+    for _ in 0..1_000 {
+        let port = candidate_port();
+        if UdpSocket::bind(("127.0.0.1", port)).is_ok()
+            && TcpListener::bind(("127.0.0.1", port)).is_ok()
+        {
             return port;
         }
     }
     panic!("no port free for both UDP and TCP");
 }
 
-/// A free loopback TCP port.
+/// A free loopback TCP port, outside the kernel's range of ephemeral ports: a port taken from
+/// that range can be given, while its node is down, to an outgoing connection of another
+/// process (the survivors reconnecting, a client), and a node restarted on it then finds it
+/// busy for as long as that connection lives. Servers listen on fixed ports outside the range
+/// (11222, 7800); so do the tests.
 pub fn free_tcp_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|addr| addr.port())
-        .expect("a free port")
+    for _ in 0..1_000 {
+        let port = candidate_port();
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free TCP port");
+}
+
+/// A port below the ephemeral range (`/proc/sys/net/ipv4/ip_local_port_range`, 32768 by
+/// default), chosen pseudo-randomly so that test processes running at once rarely try the
+/// same one.
+fn candidate_port() -> u16 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static DRAWN: AtomicU64 = AtomicU64::new(0);
+    const LOWEST: u64 = 10_000;
+    let ephemeral_start = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u64>().ok())
+        .unwrap_or(32_768)
+        .max(LOWEST + 1_000);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| u64::from(elapsed.subsec_nanos()));
+    let mut x = nanos
+        ^ (u64::from(std::process::id()) << 32)
+        ^ DRAWN
+            .fetch_add(1, Ordering::Relaxed)
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    u16::try_from(LOWEST + x % (ephemeral_start - LOWEST)).unwrap_or(20_000)
 }
 
 /// Where a node listens: for clients, and for the other nodes.
