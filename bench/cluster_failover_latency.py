@@ -51,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "interop"))
 from weft_process import WEFT_BIN  # noqa: E402
 from with_weft import DrainedOutput  # noqa: E402
 from with_weft_cluster import launch_nodes, topology, wait_ready  # noqa: E402
+from common import cpu_seconds  # noqa: E402
 
 SEGMENTS = 256
 SLOTS = 16384
@@ -67,7 +68,6 @@ FILLER_BATCH = 1000
 # Writes slower than this, or failed, are listed with their key (at most NOTABLE_MAX a writer).
 SLOW_S = 0.05
 NOTABLE_MAX = 50
-TICKS = os.sysconf("SC_CLK_TCK")
 
 FAST_DETECTION = """
 [server]
@@ -317,14 +317,6 @@ def resume_after_kill(writers: list[Writer], killed_at: float) -> float:
         latest = max(latest, min(firsts) - killed_at)
     return latest
 
-
-def cpu_seconds(pids: list[int]) -> float:
-    """User + system CPU the processes used so far."""
-    total = 0
-    for pid in pids:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])
-    return total / TICKS
 
 
 def cpu_cores(marks: dict[str, tuple[float, float]]) -> dict[str, float]:

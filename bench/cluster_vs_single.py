@@ -20,7 +20,6 @@ tables of requests per second, the ratio cluster / single, and server CPU µs pe
 
 import argparse
 import json
-import os
 import re
 import subprocess
 import sys
@@ -31,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "interop"))
 
 from weft_process import WEFT_BIN, stop, wait_for_port  # noqa: E402
 from with_weft_cluster import free_port, launch_nodes, wait_ready  # noqa: E402
+from common import cpu_seconds  # noqa: E402
 
 DISTRIBUTED = """
 [caches.default]
@@ -47,16 +47,7 @@ segments = 256
 key-partitioner = "redis-slots"
 """
 
-TICKS = os.sysconf("SC_CLK_TCK")
 
-
-def cpu_seconds(pids: list[int]) -> float:
-    """User + system CPU the processes used so far."""
-    total = 0
-    for pid in pids:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])
-    return total / TICKS
 
 
 def argv(port: int, test: str, pipeline: int, requests: int, clients: int, cluster: bool) -> list[str]:

@@ -2,6 +2,7 @@
 reading a process's resident memory. Every load is bounded in count and time and targets
 only 127.0.0.1."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -43,3 +44,13 @@ def start_redis() -> Server:
             "--appendonly", "no", "--daemonize", "no", "--protected-mode", "yes",
             "--logfile", "/dev/null"]
     return Server("redis", argv, port)
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU the processes used so far (from /proc)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / ticks
