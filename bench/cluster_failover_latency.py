@@ -36,7 +36,6 @@ the end, and only 127.0.0.1 is used.
 import argparse
 import gc
 import json
-import os
 import signal
 import socket
 import subprocess
