@@ -52,6 +52,18 @@ impl<'a> Reply<'a> {
         !self.overflowed
     }
 
+    /// Bytes in the buffer so far: where the next reply starts.
+    #[must_use]
+    pub fn written(&self) -> usize {
+        self.out.len()
+    }
+
+    /// Takes back what was written since [`Reply::written`] said `len` (a reply that will
+    /// come from elsewhere instead).
+    pub fn truncate(&mut self, len: usize) {
+        self.out.truncate(len);
+    }
+
     /// The protocol replies are encoded in.
     #[must_use]
     pub fn protocol(&self) -> Protocol {

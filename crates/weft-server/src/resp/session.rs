@@ -383,7 +383,35 @@ impl Session {
             return;
         }
         self.last_command = spec.name;
-        (spec.handler)(self, args, reply);
+        let clustered = self.context.cluster.is_some()
+            && !self.forwarded
+            && !self.executing
+            && spec.first_key > 0
+            && self.cache.config().mode.is_clustered();
+        if clustered {
+            // The route said here, but the topology may have moved the key's segment away
+            // before the write asked to be admitted: a command refused so before it changed
+            // anything runs at the owner instead, as if routed there.
+            let before = reply.written();
+            let ((), seen) =
+                weft_core::persistence::watch_admissions(|| (spec.handler)(self, args, reply));
+            let first = usize::try_from(spec.first_key)
+                .ok()
+                .and_then(|i| args.get(i));
+            if seen.refused_untouched()
+                && let Some(key) = first
+            {
+                reply.truncate(before);
+                self.forward = Some(Elsewhere {
+                    key: key.clone(),
+                    write: true,
+                    args: args.to_vec(),
+                });
+                return;
+            }
+        } else {
+            (spec.handler)(self, args, reply);
+        }
         tracking::after_command(self, spec, args);
     }
 
