@@ -176,18 +176,31 @@ pub(super) fn add(
         },
     );
     if include_current_state && kinds_of(interests).contains(CoreKind::Created) {
-        for entry in target.cache.iter() {
-            let key = target.key_out(entry.key())?;
-            write_event(
-                out,
-                frame.header.message_id,
-                EventKind::Created,
-                &shared_id,
-                &key,
-                entry.version(),
-                false,
-            );
-        }
+        state_events(out, frame, target, &shared_id, target.cache.iter())?;
+    }
+    Ok(())
+}
+
+/// Appends a created event, carrying the request's message id, for each of `entries`
+/// (include-current-state).
+fn state_events(
+    out: &mut BytesMut,
+    frame: &Frame,
+    target: &Target,
+    listener_id: &[u8],
+    entries: impl IntoIterator<Item = weft_core::CacheEntry>,
+) -> Result<(), Failure> {
+    for entry in entries {
+        let key = target.key_out(entry.key())?;
+        write_event(
+            out,
+            frame.header.message_id,
+            EventKind::Created,
+            listener_id,
+            &key,
+            entry.version(),
+            false,
+        );
     }
     Ok(())
 }
@@ -265,18 +278,7 @@ async fn current_state(
         if entries.is_empty() && finished.is_empty() {
             return Ok(());
         }
-        for entry in entries {
-            let key = target.key_out(entry.key())?;
-            write_event(
-                out,
-                frame.header.message_id,
-                EventKind::Created,
-                listener_id,
-                &key,
-                entry.version(),
-                false,
-            );
-        }
+        state_events(out, frame, target, listener_id, entries)?;
     }
 }
 
