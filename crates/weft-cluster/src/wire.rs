@@ -289,8 +289,8 @@ pub enum WireLifetime {
 /// One change a primary owner applied to a key.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Replica {
-    /// The cache.
-    pub cache: String,
+    /// The cache (shared by the changes a primary makes to it).
+    pub cache: std::sync::Arc<str>,
     /// The key's segment.
     pub segment: u32,
     /// The key.

@@ -34,6 +34,8 @@ const RETRY_PAUSE: Duration = Duration::from_millis(20);
 pub struct GridCache {
     node: Arc<Node>,
     local: Cache,
+    /// The cache's place in the routing table, read on every operation.
+    slot: Arc<crate::routing::RouteSlot>,
 }
 
 impl std::fmt::Debug for GridCache {
@@ -48,7 +50,8 @@ impl GridCache {
     /// The clustered view of `local` through `node`.
     #[must_use]
     pub fn new(node: Arc<Node>, local: Cache) -> Self {
-        Self { node, local }
+        let slot = node.routing().slot(local.name());
+        Self { node, local, slot }
     }
 
     /// The cache's name.
@@ -171,13 +174,10 @@ impl GridCache {
     /// Where `operation` runs now: here, or at the member that owns its key.
     #[must_use]
     pub fn route(&self, operation: &Operation) -> Route {
-        let routing = self.node.routing();
         let segment = self.local.segment_of(operation.key());
-        if operation.is_write() {
-            routing.write_route(self.local.name(), segment)
-        } else {
-            routing.read_route(self.local.name(), segment)
-        }
+        self.node
+            .routing()
+            .route_in(&self.slot, segment, !operation.is_write())
     }
 
     /// Runs `operation` on this member's copy, acknowledged once as replicated and durable

@@ -2020,7 +2020,7 @@ fn apply_in_order(
             // Empty but while segments move: no lookup key is built for it otherwise.
             let mut touched = node.touched.lock();
             if !touched.is_empty()
-                && let Some(keys) = touched.get_mut(&(replica.cache.clone(), replica.segment))
+                && let Some(keys) = touched.get_mut(&(replica.cache.to_string(), replica.segment))
             {
                 keys.insert(replica.key.clone());
             }

@@ -26,8 +26,8 @@ use weft_cluster::wire::{EntryImage, Replica, Request, Response};
 use weft_core::persistence::BoxFuture;
 use weft_core::{CacheEntry, Persistence, PersistenceError, PersistenceStats, StoreChange};
 
-use super::routing::Routing;
-use super::transport::Transport;
+use super::routing::{RouteSlot, Routing};
+use super::transport::{Transport, TransportError};
 
 /// How long a write waits on a backup that does not answer before it fails.
 pub const UNREACHABLE_WAIT: Duration = Duration::from_secs(15);
@@ -113,8 +113,7 @@ pub struct Stream {
 
 impl Stream {
     /// Queues `replica`; its sequence number in the stream.
-    fn push(&self, replica: Replica) -> u64 {
-        let replica = Arc::new(replica);
+    fn push(&self, replica: Arc<Replica>) -> u64 {
         let mut pending = self.pending.lock();
         pending.queued += 1;
         let sequence = pending.queued;
@@ -254,49 +253,53 @@ impl Stream {
                 self.wake.notified().await;
                 continue;
             }
-            let answer = transport.send(
+            // Responses come back in order on one connection: each is taken where it is
+            // read, while the next batch is already on its way.
+            let stream = Arc::clone(&self);
+            transport.send_then(
                 to,
                 Request::Replicate {
                     stream: self.id,
                     restart,
                     replicas: batch,
                 },
+                move |answer| stream.answered(answer, last),
             );
-            let stream = Arc::clone(&self);
-            // Responses come back in order on one connection: acknowledge as they arrive,
-            // while the next batch is already on its way.
-            tokio::spawn(async move {
-                match answer.await {
-                    Ok(Response::Applied) => {
-                        stream.progress.send_modify(|progress| {
-                            progress.acked = progress.acked.max(last);
-                        });
-                        let acked = stream.progress.borrow().acked;
-                        stream
-                            .pending
-                            .lock()
-                            .inflight
-                            .retain(|(sequence, _)| *sequence > acked);
-                    }
-                    Ok(Response::NotOwner { owner }) => {
-                        // The backup's topology names another primary (or another process by
-                        // this node's name): whichever of the two is behind catches up; what
-                        // this node no longer orders is then dropped (`Stream::run`).
-                        tracing::debug!(backup = %stream.member, ?owner, "backup refused changes from this node; sending again");
-                        stream.pending.lock().broken = true;
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                        stream.wake.notify_one();
-                    }
-                    failed => {
-                        tracing::debug!(backup = %stream.member, ?failed, "replication batch failed; sending again");
-                        stream.pending.lock().broken = true;
-                        // A moment for the connection to be replaced.
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        stream.wake.notify_one();
-                    }
-                }
-            });
         }
+    }
+
+    /// Takes the backup's answer to the batch that ended with change `last`.
+    fn answered(self: Arc<Self>, answer: Result<Response, TransportError>, last: u64) {
+        let pause = match answer {
+            Ok(Response::Applied) => {
+                self.progress.send_modify(|progress| {
+                    progress.acked = progress.acked.max(last);
+                });
+                let acked = self.progress.borrow().acked;
+                self.pending
+                    .lock()
+                    .inflight
+                    .retain(|(sequence, _)| *sequence > acked);
+                return;
+            }
+            Ok(Response::NotOwner { owner }) => {
+                // The backup's topology names another primary (or another process by this
+                // node's name): whichever of the two is behind catches up; what this node
+                // no longer orders is then dropped (`Stream::run`).
+                tracing::debug!(backup = %self.member, ?owner, "backup refused changes from this node; sending again");
+                Duration::from_millis(100)
+            }
+            failed => {
+                tracing::debug!(backup = %self.member, ?failed, "replication batch failed; sending again");
+                // A moment for the connection to be replaced.
+                Duration::from_millis(50)
+            }
+        };
+        self.pending.lock().broken = true;
+        tokio::spawn(async move {
+            tokio::time::sleep(pause).await;
+            self.wake.notify_one();
+        });
     }
 
     fn retire(&self) {
@@ -490,10 +493,12 @@ impl Tickets {
 /// A clustered cache's persistence: replication to backups, then its own stores.
 #[derive(Debug)]
 pub struct Replicator {
-    cache: String,
+    cache: Arc<str>,
     sync: bool,
     when_split: weft_core::WhenSplit,
     replication: Arc<Replication>,
+    /// The cache's place in the routing table, read on every write.
+    slot: Arc<RouteSlot>,
     inner: Option<Arc<dyn Persistence>>,
     tickets: Tickets,
 }
@@ -509,9 +514,10 @@ impl Replicator {
         inner: Option<Arc<dyn Persistence>>,
     ) -> Self {
         Self {
-            cache: cache.to_owned(),
+            cache: Arc::from(cache),
             sync,
             when_split,
+            slot: replication.routing.slot(cache),
             replication,
             inner,
             tickets: Tickets::default(),
@@ -522,30 +528,32 @@ impl Replicator {
         if APPLYING_REMOTE.with(Cell::get) || self.diverging() {
             return;
         }
-        let Some(route) = self.replication.routing.cache(&self.cache) else {
-            return;
-        };
-        let Some(owners) = route.segment(segment) else {
-            return;
-        };
         let local = self.replication.routing.local();
-        let mut image = None;
-        let mut queued: Vec<Ticket> = Vec::with_capacity(owners.write.len());
-        for owner in owners.write.iter().filter(|owner| *owner != local) {
-            let Some(stream) = self.replication.stream(owner) else {
-                continue;
-            };
-            let entry = image
-                .get_or_insert_with(|| entry.map(EntryImage::of))
-                .clone();
-            let sequence = stream.push(Replica {
-                cache: self.cache.clone(),
-                segment,
-                key: key.to_vec(),
-                entry,
-            });
-            queued.push((stream, sequence));
-        }
+        let queued = self.slot.with_route(|route| {
+            let owners = route?.segment(segment)?;
+            // One image of the change, shared by every backup's stream.
+            let mut replica = None;
+            let mut queued: Vec<Ticket> = Vec::with_capacity(owners.write.len());
+            for owner in owners.write.iter().filter(|owner| *owner != local) {
+                let Some(stream) = self.replication.stream(owner) else {
+                    continue;
+                };
+                let replica = replica.get_or_insert_with(|| {
+                    Arc::new(Replica {
+                        cache: Arc::clone(&self.cache),
+                        segment,
+                        key: key.to_vec(),
+                        entry: entry.map(EntryImage::of),
+                    })
+                });
+                let sequence = stream.push(Arc::clone(replica));
+                queued.push((stream, sequence));
+            }
+            Some(queued)
+        });
+        let Some(queued) = queued else {
+            return;
+        };
         if !self.sync || queued.is_empty() {
             return;
         }
@@ -574,7 +582,7 @@ impl Replicator {
             for (stream, sequence) in owed {
                 stream.reached(sequence, since).await.map_err(|reason| {
                     PersistenceError::Failed {
-                        cache: cache.clone(),
+                        cache: cache.to_string(),
                         reason,
                     }
                 })?;
@@ -585,7 +593,7 @@ impl Replicator {
 
     fn failed(&self, reason: String) -> PersistenceError {
         PersistenceError::Failed {
-            cache: self.cache.clone(),
+            cache: self.cache.to_string(),
             reason,
         }
     }
@@ -597,25 +605,23 @@ impl Replicator {
     /// write stays on this node — it is neither sent to backups that cannot be reached nor
     /// waited for.
     fn diverging(&self) -> bool {
-        self.when_split == weft_core::WhenSplit::AllowReadWrites
-            && self.replication.routing.degraded(&self.cache).is_some()
+        self.when_split == weft_core::WhenSplit::AllowReadWrites && self.slot.is_degraded()
     }
 
     /// Whether reads wait for the writes they may have seen to reach the backups: in a sync
     /// cache, unless it is DEGRADED and serves reads anyway (they may be stale by policy).
     fn reads_wait(&self) -> bool {
         self.sync
-            && !(self.when_split != weft_core::WhenSplit::DenyReadWrites
-                && self.replication.routing.degraded(&self.cache).is_some())
+            && !(self.when_split != weft_core::WhenSplit::DenyReadWrites && self.slot.is_degraded())
     }
 
     /// Refuses requests on a node that has no topology of the cache yet (it has not joined,
     /// or not heard of the cache): it cannot know who owns what, and what it holds may be
     /// nothing, or what it stored before. Clients retry, or try another node.
     fn admit_joined(&self) -> Result<(), PersistenceError> {
-        if self.replication.routing.cache(&self.cache).is_none() {
+        if !self.slot.is_installed() {
             return Err(PersistenceError::NotJoined {
-                cache: self.cache.clone(),
+                cache: self.cache.to_string(),
             });
         }
         Ok(())
@@ -626,10 +632,10 @@ impl Persistence for Replicator {
     fn admit_write(&self) -> Result<(), PersistenceError> {
         self.admit_joined()?;
         if self.when_split != weft_core::WhenSplit::AllowReadWrites
-            && let Some(reason) = self.replication.routing.degraded(&self.cache)
+            && let Some(reason) = self.slot.degraded()
         {
             return Err(PersistenceError::Degraded {
-                cache: self.cache.clone(),
+                cache: self.cache.to_string(),
                 reason: format!("{reason}; writes are refused until the partition heals"),
             });
         }
@@ -649,19 +655,15 @@ impl Persistence for Replicator {
         // yet, whose routes leave it out, or one whose topology moved the segment away
         // since the request was routed) refuses, and the client retries at the owner.
         let local = self.replication.routing.local();
-        let ordered_here = self
-            .replication
-            .routing
-            .cache(&self.cache)
-            .is_some_and(|route| {
-                route
-                    .segment(segment)
-                    .and_then(|owners| owners.write.first())
-                    .is_some_and(|primary| primary == local)
-            });
+        let ordered_here = self.slot.with_route(|route| {
+            route
+                .and_then(|route| route.segment(segment))
+                .and_then(|owners| owners.write.first())
+                .is_some_and(|primary| primary == local)
+        });
         if !ordered_here {
             return Err(PersistenceError::NotOwner {
-                cache: self.cache.clone(),
+                cache: self.cache.to_string(),
                 segment,
             });
         }
@@ -671,10 +673,10 @@ impl Persistence for Replicator {
     fn admit_read(&self) -> Result<(), PersistenceError> {
         self.admit_joined()?;
         if self.when_split == weft_core::WhenSplit::DenyReadWrites
-            && let Some(reason) = self.replication.routing.degraded(&self.cache)
+            && let Some(reason) = self.slot.degraded()
         {
             return Err(PersistenceError::Degraded {
-                cache: self.cache.clone(),
+                cache: self.cache.to_string(),
                 reason: format!("{reason}; reads are refused until the partition heals"),
             });
         }
@@ -915,10 +917,10 @@ mod tests {
         let stalled = Arc::new(stream());
         // Batch 1 wrote segment 3 (to the stalled backup); batch 2 wrote segment 7 (to the
         // quick one).
-        let stuck = stalled.push(replica(3));
+        let stuck = stalled.push(Arc::new(replica(3)));
         tickets.wrote(3, &[(Arc::clone(&stalled), stuck)]);
         tickets.file(1, [(Arc::clone(&stalled), stuck)]);
-        let own = quick.push(replica(7));
+        let own = quick.push(Arc::new(replica(7)));
         tickets.wrote(7, &[(Arc::clone(&quick), own)]);
         tickets.file(2, [(Arc::clone(&quick), own)]);
         quick.progress.send_modify(|progress| progress.acked = own);

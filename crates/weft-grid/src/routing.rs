@@ -8,6 +8,7 @@ use std::collections::HashMap;
 type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::RwLock;
 use weft_cluster::MemberId;
@@ -23,14 +24,66 @@ pub enum Route {
     Remote(MemberId, SocketAddr),
 }
 
+/// One cache's place in the routing table: its installed route and whether this node sees
+/// it DEGRADED. A cache's slot lives as long as the table, whatever is installed in it, so
+/// that the cache's own code holds it and reads it on every write without looking the
+/// cache up by name.
+#[derive(Debug, Default)]
+pub struct RouteSlot {
+    route: RwLock<Option<Arc<CacheRoute>>>,
+    /// Why the cache is DEGRADED, if it is; `is_degraded` says whether to look.
+    degraded: RwLock<Option<String>>,
+    is_degraded: AtomicBool,
+}
+
+impl RouteSlot {
+    /// The installed route, if the cache is clustered and has a topology.
+    #[must_use]
+    pub fn route(&self) -> Option<Arc<CacheRoute>> {
+        self.route.read().clone()
+    }
+
+    /// Runs `f` on the installed route (held for the call: no route is installed meanwhile).
+    pub fn with_route<R>(&self, f: impl FnOnce(Option<&CacheRoute>) -> R) -> R {
+        f(self.route.read().as_deref())
+    }
+
+    /// Whether the cache has a topology here.
+    #[must_use]
+    pub fn is_installed(&self) -> bool {
+        self.route.read().is_some()
+    }
+
+    /// Whether this node sees the cache DEGRADED.
+    #[must_use]
+    pub fn is_degraded(&self) -> bool {
+        self.is_degraded.load(Ordering::Acquire)
+    }
+
+    /// Why this node sees the cache DEGRADED, if it does.
+    #[must_use]
+    pub fn degraded(&self) -> Option<String> {
+        if !self.is_degraded() {
+            return None;
+        }
+        self.degraded.read().clone()
+    }
+
+    fn set_degraded(&self, reason: Option<String>) -> bool {
+        let mut degraded = self.degraded.write();
+        let changed = degraded.is_some() != reason.is_some();
+        self.is_degraded.store(reason.is_some(), Ordering::Release);
+        *degraded = reason;
+        changed
+    }
+}
+
 /// The routing table of this node.
 #[derive(Debug)]
 pub struct Routing {
     local: MemberId,
-    caches: RwLock<Map<String, Arc<CacheRoute>>>,
+    caches: RwLock<Map<String, Arc<RouteSlot>>>,
     nodes: RwLock<Map<MemberId, NodeRecord>>,
-    /// Caches this node sees DEGRADED, and why.
-    degraded: RwLock<Map<String, String>>,
 }
 
 impl Routing {
@@ -41,23 +94,30 @@ impl Routing {
             local: MemberId(local.to_owned()),
             caches: RwLock::new(Map::default()),
             nodes: RwLock::new(Map::default()),
-            degraded: RwLock::new(Map::default()),
         }
+    }
+
+    /// The slot of `cache` (made empty if the table has none yet).
+    #[must_use]
+    pub fn slot(&self, cache: &str) -> Arc<RouteSlot> {
+        if let Some(slot) = self.caches.read().get(cache) {
+            return Arc::clone(slot);
+        }
+        Arc::clone(self.caches.write().entry(cache.to_owned()).or_default())
     }
 
     /// Why `cache` is DEGRADED on this node, if it is.
     #[must_use]
     pub fn degraded(&self, cache: &str) -> Option<String> {
-        self.degraded.read().get(cache).cloned()
+        self.caches
+            .read()
+            .get(cache)
+            .and_then(|slot| slot.degraded())
     }
 
     /// Records whether `cache` is DEGRADED; returns whether that changed.
     pub fn set_degraded(&self, cache: &str, reason: Option<String>) -> bool {
-        let mut degraded = self.degraded.write();
-        match reason {
-            Some(reason) => degraded.insert(cache.to_owned(), reason).is_none(),
-            None => degraded.remove(cache).is_some(),
-        }
+        self.slot(cache).set_degraded(reason)
     }
 
     /// This node's member id.
@@ -69,17 +129,19 @@ impl Routing {
     /// The installed route of `cache`, if it is clustered and has a topology.
     #[must_use]
     pub fn cache(&self, cache: &str) -> Option<Arc<CacheRoute>> {
-        self.caches.read().get(cache).cloned()
+        self.caches.read().get(cache).and_then(|slot| slot.route())
     }
 
     /// Installs `route` for `cache`.
     pub fn install(&self, cache: &str, route: Arc<CacheRoute>) {
-        self.caches.write().insert(cache.to_owned(), route);
+        *self.slot(cache).route.write() = Some(route);
     }
 
-    /// Forgets `cache`.
+    /// Forgets `cache`'s route (its slot stays, empty).
     pub fn uninstall(&self, cache: &str) {
-        self.caches.write().remove(cache);
+        if let Some(slot) = self.caches.read().get(cache) {
+            *slot.route.write() = None;
+        }
     }
 
     /// Replaces the member list.
@@ -118,19 +180,28 @@ impl Routing {
     }
 
     fn route(&self, cache: &str, segment: u32, read: bool) -> Route {
-        let Some(route) = self.cache(cache) else {
-            return Route::Local;
-        };
-        if self.degraded.read().contains_key(cache) {
+        match self.caches.read().get(cache) {
+            Some(slot) => self.route_in(slot, segment, read),
+            None => Route::Local,
+        }
+    }
+
+    /// Where a read (`read`) or write of `segment` of the cache in `slot` runs.
+    #[must_use]
+    pub fn route_in(&self, slot: &RouteSlot, segment: u32, read: bool) -> Route {
+        if slot.is_degraded() {
             // Cut off from the majority: whatever this side allows runs here, and what its
             // policy forbids is refused here, with the cache's DEGRADED error.
             return Route::Local;
         }
-        match weft_cluster::placement::place(&route, &self.local, segment, read) {
+        let remote = slot.with_route(|route| {
+            let member = weft_cluster::placement::place(route?, &self.local, segment, read)?;
+            (*member != self.local).then(|| member.clone())
+        });
+        match remote {
             None => Route::Local,
-            Some(member) if *member == self.local => Route::Local,
-            Some(member) => match self.node(member) {
-                Some(node) => Route::Remote(member.clone(), node.cluster_addr),
+            Some(member) => match self.nodes.read().get(&member) {
+                Some(node) => Route::Remote(member, node.cluster_addr),
                 None => Route::Local,
             },
         }

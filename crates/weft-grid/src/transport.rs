@@ -143,9 +143,29 @@ pub trait Handler: Send + Sync + 'static {
     ) -> Response;
 }
 
+/// Where a request's outcome goes.
+enum Reply {
+    /// To an [`Answer`] someone awaits.
+    Channel(oneshot::Sender<Result<Response, TransportError>>),
+    /// To a function run where the outcome becomes known (the connection's response
+    /// reader, or whoever found the connection gone), with no task woken for it.
+    Then(Box<dyn FnOnce(Result<Response, TransportError>) + Send>),
+}
+
+impl Reply {
+    fn deliver(self, outcome: Result<Response, TransportError>) {
+        match self {
+            Self::Channel(sender) => {
+                let _ = sender.send(outcome);
+            }
+            Self::Then(then) => then(outcome),
+        }
+    }
+}
+
 /// A request's waiter, until its response arrives or its connection fails.
 struct Waiter {
-    sender: oneshot::Sender<Result<Response, TransportError>>,
+    reply: Reply,
     /// Set before the first byte of the request is handed to the socket: from then on, a
     /// failed connection leaves its outcome unknown.
     written: bool,
@@ -159,7 +179,7 @@ impl Waiter {
         } else {
             TransportError::Unreachable(to)
         };
-        let _ = self.sender.send(Err(error));
+        self.reply.deliver(Err(error));
     }
 }
 
@@ -311,6 +331,12 @@ impl Transport {
         }
     }
 
+    /// Answers the requests of one inbound connection. Replicated changes are applied
+    /// here, in the order they arrive, and answered from here too: the frames already
+    /// received are handled first, then their answers written at once (no task is woken to
+    /// write them). Every other request runs concurrently and its answer comes back through
+    /// `outbox`. While this writes, it does not read; the peer's responses are read by a
+    /// task that does nothing else, so the two cannot wait on each other.
     async fn serve_connection(
         self,
         stream: TcpStream,
@@ -320,60 +346,51 @@ impl Transport {
     ) {
         let (mut reader, mut writer) = stream.into_split();
         let (replies, mut outbox) = mpsc::unbounded_channel::<(u64, Response)>();
-        let inner = Arc::clone(&self.inner);
-        let writing = tokio::spawn(async move {
-            let mut out = Vec::new();
-            while let Some((id, response)) = outbox.recv().await {
-                wire::encode(&Envelope::Response(id, response), &mut out);
-                while let Ok((id, response)) = outbox.try_recv() {
+        let mut buffer = BytesMut::with_capacity(READ_CHUNK);
+        let mut out = Vec::new();
+        let limit = self.inner.limits.frame_bytes_max;
+        loop {
+            tokio::select! {
+                read = read_frame(&mut reader, &mut buffer, limit, &self.inner.received_bytes) => {
+                    let mut next = read;
+                    loop {
+                        match next {
+                            Ok(Some(envelope)) => {
+                                take_request(envelope, from, &peer, &handler, &replies, &mut out);
+                            }
+                            Ok(None) => return,
+                            Err(error) => {
+                                tracing::debug!(%from, %error, "closing cluster connection");
+                                return;
+                            }
+                        }
+                        next = match buffered_frame(&mut buffer, limit) {
+                            Ok(Some(envelope)) => Ok(Some(envelope)),
+                            Ok(None) => break,
+                            Err(error) => Err(error),
+                        };
+                    }
+                }
+                Some((id, response)) = outbox.recv() => {
                     wire::encode(&Envelope::Response(id, response), &mut out);
                 }
-                inner
+            }
+            while let Ok((id, response)) = outbox.try_recv() {
+                wire::encode(&Envelope::Response(id, response), &mut out);
+            }
+            if !out.is_empty() {
+                self.inner
                     .sent_bytes
                     .fetch_add(out.len() as u64, Ordering::Relaxed);
                 if writer.write_all(&out).await.is_err() {
                     return;
                 }
                 out.clear();
-            }
-        });
-        let mut buffer = BytesMut::with_capacity(READ_CHUNK);
-        let limit = self.inner.limits.frame_bytes_max;
-        loop {
-            match read_frame(&mut reader, &mut buffer, limit, &self.inner.received_bytes).await {
-                Ok(Some(Envelope::Request(
-                    id,
-                    Request::Replicate {
-                        stream,
-                        restart,
-                        replicas,
-                    },
-                ))) => {
-                    let response = handler.apply(&peer, stream, restart, replicas);
-                    if replies.send((id, response)).is_err() {
-                        break;
-                    }
-                }
-                Ok(Some(Envelope::Request(id, request))) => {
-                    let replies = replies.clone();
-                    let handling = handler.handle(&peer, request);
-                    tokio::spawn(async move {
-                        let response = handling.await;
-                        let _ = replies.send((id, response));
-                    });
-                }
-                Ok(Some(Envelope::Response(..))) => {
-                    tracing::debug!(%from, "unexpected response on an inbound cluster connection");
-                }
-                Ok(None) => break,
-                Err(error) => {
-                    tracing::debug!(%from, %error, "closing cluster connection");
-                    break;
+                if out.capacity() > WRITE_BATCH_BYTES_MAX {
+                    out = Vec::new();
                 }
             }
         }
-        drop(replies);
-        let _ = writing.await;
     }
 
     /// Sends `request` to `to` and waits up to `timeout` for the response.
@@ -397,6 +414,24 @@ impl Transport {
     /// answer: the response, or why there is none (see [`Transport::call`]).
     pub fn send(&self, to: SocketAddr, request: Request) -> Answer {
         let (sender, receiver) = oneshot::channel();
+        self.queue(to, request, Reply::Channel(sender));
+        Answer { to, receiver }
+    }
+
+    /// Queues `request` for `to` like [`Transport::send`], and runs `then` with its outcome
+    /// where that becomes known: on the connection's response reader, or on whichever task
+    /// finds the request unsendable (this one, if the connection is gone already). `then`
+    /// must be quick and must not block; it saves the task an `Answer` would wake.
+    pub fn send_then(
+        &self,
+        to: SocketAddr,
+        request: Request,
+        then: impl FnOnce(Result<Response, TransportError>) + Send + 'static,
+    ) {
+        self.queue(to, request, Reply::Then(Box::new(then)));
+    }
+
+    fn queue(&self, to: SocketAddr, request: Request, reply: Reply) {
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
         let peer = self.peer(to);
         // The waiter goes in before the request is queued, so that the connection's end
@@ -404,18 +439,18 @@ impl Transport {
         peer.pending.lock().insert(
             id,
             Waiter {
-                sender,
+                reply,
                 written: false,
             },
         );
         if peer.queue.send(Outgoing { id, request }).is_err() {
             // The connection stopped taking requests before this one: it was not sent. (Its
             // end may have told the waiter already, then it is no longer pending.)
-            if let Some(waiter) = peer.pending.lock().remove(&id) {
+            let waiter = peer.pending.lock().remove(&id);
+            if let Some(waiter) = waiter {
                 waiter.fail(to);
             }
         }
-        Answer { to, receiver }
     }
 
     fn peer(&self, to: SocketAddr) -> Peer {
@@ -515,8 +550,9 @@ impl Transport {
                         .await
                     {
                         Ok(Some(Envelope::Response(id, response))) => {
-                            if let Some(waiter) = pending.lock().remove(&id) {
-                                let _ = waiter.sender.send(Ok(response));
+                            let waiter = pending.lock().remove(&id);
+                            if let Some(waiter) = waiter {
+                                waiter.reply.deliver(Ok(response));
                             }
                         }
                         Ok(Some(Envelope::Request(..))) => {
@@ -583,7 +619,8 @@ impl Transport {
             && expected.is_some_and(|expected| expected != peer.incarnation)
         {
             tracing::debug!(peer = %peer.name, "request for a previous incarnation not sent");
-            if let Some(waiter) = pending.lock().remove(&outgoing.id) {
+            let waiter = pending.lock().remove(&outgoing.id);
+            if let Some(waiter) = waiter {
                 waiter.fail(to);
             }
             return None;
@@ -684,8 +721,26 @@ async fn read_proof(
     Ok((identity, code))
 }
 
+/// The next frame if `buffer` holds all of it (taken out of `buffer`), `None` if not.
+fn buffered_frame(
+    buffer: &mut BytesMut,
+    limit: usize,
+) -> Result<Option<Envelope>, wire::FrameError> {
+    let Some(len) = wire::body_len_within(buffer, limit)? else {
+        return Ok(None);
+    };
+    let end = wire::FRAME_HEADER_BYTES + len;
+    if buffer.len() < end {
+        return Ok(None);
+    }
+    let envelope = wire::decode(&buffer[wire::FRAME_HEADER_BYTES..end]);
+    buffer.advance(end);
+    envelope.map(Some)
+}
+
 /// Reads the next frame: `None` at the end of the stream. A frame's memory is taken as its
-/// bytes arrive, not as its header announces them.
+/// bytes arrive, not as its header announces them. Cancelling it loses nothing: what was
+/// read stays in `buffer`.
 async fn read_frame(
     reader: &mut (impl AsyncReadExt + Unpin),
     buffer: &mut BytesMut,
@@ -693,22 +748,58 @@ async fn read_frame(
     received: &AtomicU64,
 ) -> Result<Option<Envelope>, wire::FrameError> {
     loop {
-        if let Some(len) = wire::body_len_within(buffer, limit)? {
-            let end = wire::FRAME_HEADER_BYTES + len;
-            if buffer.len() >= end {
-                let envelope = wire::decode(&buffer[wire::FRAME_HEADER_BYTES..end]);
-                buffer.advance(end);
-                return envelope.map(Some);
+        if let Some(envelope) = buffered_frame(buffer, limit)? {
+            return Ok(Some(envelope));
+        }
+        match wire::body_len_within(buffer, limit)? {
+            Some(len) => {
+                let end = wire::FRAME_HEADER_BYTES + len;
+                buffer.reserve((end - buffer.len()).min(READ_CHUNK));
             }
-            buffer.reserve((end - buffer.len()).min(READ_CHUNK));
-        } else {
-            buffer.reserve(READ_CHUNK);
+            None => buffer.reserve(READ_CHUNK),
         }
         match reader.read_buf(buffer).await {
             Ok(0) | Err(_) => return Ok(None),
             Ok(n) => {
                 received.fetch_add(n as u64, Ordering::Relaxed);
             }
+        }
+    }
+}
+
+/// Handles one frame that arrived on an inbound connection: replicated changes are applied
+/// now and their answer appended to `out`; any other request runs concurrently and answers
+/// through `replies`.
+fn take_request(
+    envelope: Envelope,
+    from: SocketAddr,
+    peer: &Identity,
+    handler: &Arc<dyn Handler>,
+    replies: &mpsc::UnboundedSender<(u64, Response)>,
+    out: &mut Vec<u8>,
+) {
+    match envelope {
+        Envelope::Request(
+            id,
+            Request::Replicate {
+                stream,
+                restart,
+                replicas,
+            },
+        ) => {
+            let response = handler.apply(peer, stream, restart, replicas);
+            wire::encode(&Envelope::Response(id, response), out);
+        }
+        Envelope::Request(id, request) => {
+            let replies = replies.clone();
+            let handling = handler.handle(peer, request);
+            tokio::spawn(async move {
+                let response = handling.await;
+                let _ = replies.send((id, response));
+            });
+        }
+        Envelope::Response(..) => {
+            tracing::debug!(%from, "unexpected response on an inbound cluster connection");
         }
     }
 }
@@ -915,5 +1006,107 @@ mod tests {
         assert_eq!(error, TransportError::Unreachable(address));
         drop(transport);
         peer.abort();
+    }
+
+    /// A peer that applies replicated batches at once (recording their first sequence
+    /// numbers) and answers every other request after `slow`.
+    struct Recorder {
+        applied: Mutex<Vec<u64>>,
+        slow: Duration,
+    }
+
+    impl Handler for Recorder {
+        fn handle(&self, _from: &Identity, _request: Request) -> BoxFuture<Response> {
+            let slow = self.slow;
+            Box::pin(async move {
+                tokio::time::sleep(slow).await;
+                Response::Ok
+            })
+        }
+
+        fn apply(
+            &self,
+            _from: &Identity,
+            _stream: u64,
+            _restart: bool,
+            replicas: Vec<(u64, Arc<wire::Replica>)>,
+        ) -> Response {
+            self.applied
+                .lock()
+                .extend(replicas.first().map(|(sequence, _)| *sequence));
+            Response::Applied
+        }
+    }
+
+    fn batch(sequence: u64) -> Request {
+        Request::Replicate {
+            stream: 1,
+            restart: sequence == 1,
+            replicas: vec![(
+                sequence,
+                Arc::new(wire::Replica {
+                    cache: "c".into(),
+                    segment: 0,
+                    key: sequence.to_be_bytes().to_vec(),
+                    entry: None,
+                }),
+            )],
+        }
+    }
+
+    // Proves replicated batches are applied in the order sent and answered from the
+    // connection's reader — not held up behind a slow request sent before them — and that
+    // `send_then` hands each outcome to its function: the answer, or `Unreachable` when
+    // nothing listens.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn replicated_batches_are_answered_in_order_past_slow_requests() {
+        let (serving_at, address) = listener().await;
+        let recorder = Arc::new(Recorder {
+            applied: Mutex::new(Vec::new()),
+            slow: Duration::from_secs(5),
+        });
+        let receiver = Transport::new(
+            identity("peer", 7),
+            Secret::new(SECRET.to_vec()),
+            Limits::default(),
+        );
+        let (_stop, shutdown) = watch::channel(false);
+        let serving = receiver.serve(
+            serving_at,
+            Arc::clone(&recorder) as Arc<dyn Handler>,
+            shutdown,
+        );
+        let transport = transport();
+        let slow = transport.send(address, clear());
+        let (outcomes, mut answered) = mpsc::unbounded_channel();
+        for sequence in 1..=5_u64 {
+            let outcomes = outcomes.clone();
+            transport.send_then(address, batch(sequence), move |outcome| {
+                let _ = outcomes.send((sequence, outcome));
+            });
+        }
+        for expected in 1..=5_u64 {
+            let (sequence, outcome) = tokio::time::timeout(ANSWER_TIMEOUT, answered.recv())
+                .await
+                .expect("an answer in time")
+                .expect("an outcome");
+            assert_eq!(sequence, expected, "answers come in the order sent");
+            assert_eq!(outcome, Ok(Response::Applied));
+        }
+        // Every batch was answered while the slow request was still running.
+        assert!(tokio::time::timeout(Duration::ZERO, slow).await.is_err());
+        assert_eq!(*recorder.applied.lock(), vec![1, 2, 3, 4, 5]);
+
+        let (closed, nowhere) = listener().await;
+        drop(closed);
+        transport.send_then(nowhere, batch(1), move |outcome| {
+            let _ = outcomes.send((0, outcome));
+        });
+        let (_, outcome) = tokio::time::timeout(ANSWER_TIMEOUT, answered.recv())
+            .await
+            .expect("an answer in time")
+            .expect("an outcome");
+        assert_eq!(outcome, Err(TransportError::Unreachable(nowhere)));
+        serving.abort();
     }
 }
