@@ -447,3 +447,92 @@ fn single_key_registers_stay_linearizable_when_a_node_is_killed() {
     );
     assert!(ok_ops > 500, "only {ok_ops} operations completed");
 }
+
+// Proves a Hot Rod connection answers requests that do not depend on a write still
+// replicating while that write waits for its backup (a 15.x Java client multiplexes all its
+// threads over one connection per server, so a write must not hold back their reads), and
+// that a read which saw the write waits for it: with the backup stopped (SIGSTOP), a read of
+// another key is answered, the write and a read of its key are not; once the backup runs
+// again, both are, the read with the written value.
+#[test]
+fn hot_rod_answers_reads_while_a_write_waits_for_its_backup() {
+    use common::cluster::{Addresses, Node as Process, wait_stable};
+    use common::hotrod::{HotRod, get, put};
+    use weft_hotrod::{Request, Status};
+
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("weft.toml");
+    std::fs::write(
+        &config,
+        "[caches.default]\nmode = \"distributed\"\nowners = 2\nsegments = 32\n",
+    )
+    .unwrap();
+    let addresses: Vec<Addresses> = (0..2).map(|_| Addresses::free()).collect();
+    let nodes: Vec<Process> = ["node-a", "node-b"]
+        .iter()
+        .zip(&addresses)
+        .map(|(name, at)| Process::start(name, &config, *at, &addresses))
+        .collect();
+    wait_stable(
+        &nodes.iter().collect::<Vec<_>>(),
+        "default",
+        Duration::from_secs(40),
+    );
+    let (a, b) = (&nodes[0], &nodes[1]);
+
+    // The topology names each segment's primary; two keys whose primary is node-a, on
+    // different segments.
+    let mut client = HotRod::connect(a.client, 40);
+    let mut header = client.header();
+    header.intelligence = 3;
+    let id = client.send(&header, &Request::Ping);
+    let topology = client.response_to(id).header.topology.expect("a topology");
+    let owners = topology.segment_owners.expect("segment owners");
+    let a_index = topology
+        .servers
+        .iter()
+        .position(|(_, port)| *port == a.client.port())
+        .expect("node-a in the topology") as u32;
+    let primary_a: Vec<(String, u32)> = (0..1000)
+        .map(|i| format!("key-{i}"))
+        .map(|key| {
+            let segment = weft_core::hash::segment_of(key.as_bytes(), 32);
+            (key, segment)
+        })
+        .filter(|(_, segment)| owners[*segment as usize].first() == Some(&a_index))
+        .collect();
+    let (written, written_segment) = primary_a.first().cloned().expect("a key node-a owns");
+    let (other, _) = primary_a
+        .iter()
+        .find(|(_, segment)| *segment != written_segment)
+        .cloned()
+        .expect("a key of another segment node-a owns");
+    assert_eq!(client.call(put(&other, "before")).status(), Status::Success);
+
+    b.signal("-STOP");
+    let mut send = |request| {
+        let header = client.header();
+        client.send(&header, &request)
+    };
+    let put_id = send(put(&written, "after"));
+    let read_written_id = send(get(&written));
+    let read_other_id = send(get(&other));
+    let first = client
+        .read_within(Duration::from_secs(3))
+        .expect("the read of another key is answered while the backup is stopped");
+    assert_eq!(first.header.message_id, read_other_id, "{first:?}");
+    assert_eq!(first.value(), b"before");
+    let early = client.read_within(Duration::from_millis(300));
+    b.signal("-CONT");
+    assert!(
+        early.is_none(),
+        "answered before the backup had the write: {early:?}"
+    );
+    let mut answered = std::collections::BTreeMap::new();
+    for _ in 0..2 {
+        let response = client.read();
+        answered.insert(response.header.message_id, response);
+    }
+    assert_eq!(answered[&put_id].status(), Status::Success);
+    assert_eq!(answered[&read_written_id].value(), b"after");
+}

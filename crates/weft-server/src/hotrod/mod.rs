@@ -49,6 +49,9 @@ const LARGE_COUNT: usize = 256;
 /// the answers can make the server hold. Further such requests wait (and the connection stops
 /// reading) until one is written.
 const OFFLOADED_IN_FLIGHT_MAX: usize = 4;
+/// Responses of one connection waiting for their writes to replicate (or for the writes in
+/// flight that their reads saw) while the connection goes on: more wait with the rest.
+const REPLICATING_IN_FLIGHT_MAX: usize = 1024;
 
 /// A message for the connection's writer: a response of an offloaded request (holding its
 /// in-flight permit until written) or an event.
@@ -78,6 +81,11 @@ pub(crate) struct Connection {
     offloaded: Arc<Semaphore>,
     /// Set when the outbound queue overflowed: the connection closes.
     pub(crate) overflowed: Arc<AtomicBool>,
+    /// Permits for responses waiting for replication on their own.
+    replicating: Arc<Semaphore>,
+    /// Set when a response's writes were not made durable: the connection closes without
+    /// acknowledging them.
+    undurable: AtomicBool,
 }
 
 /// Serves one Hot Rod connection until the client closes it, a frame is malformed, or the
@@ -98,6 +106,8 @@ pub async fn serve(
         outbound,
         offloaded: Arc::new(Semaphore::new(OFFLOADED_IN_FLIGHT_MAX)),
         overflowed: Arc::new(AtomicBool::new(false)),
+        replicating: Arc::new(Semaphore::new(REPLICATING_IN_FLIGHT_MAX)),
+        undurable: AtomicBool::new(false),
     });
     let limits = Limits {
         array_bytes_max: context.settings.hotrod_value_bytes_max,
@@ -162,9 +172,16 @@ pub async fn serve(
                 }
                 Ok(Some(frame)) => {
                     context.total_commands.fetch_add(1, Ordering::Relaxed);
+                    let start = output.len();
                     let ((), durability) =
                         collect_durability(|| ops::process(&connection, &frame, &mut output));
-                    unsettled.merge(durability);
+                    answer_when_durable(
+                        &connection,
+                        durability,
+                        &mut output,
+                        start,
+                        &mut unsettled,
+                    );
                 }
                 Ok(None) => break,
                 Err(error) => {
@@ -196,6 +213,9 @@ pub async fn serve(
         if connection.overflowed.load(Ordering::Relaxed) {
             tracing::warn!(%peer, "Hot Rod client does not read its events; closing the connection");
             break "outbound queue overflow";
+        }
+        if connection.undurable.load(Ordering::Relaxed) {
+            break "writes not durable";
         }
         crate::buffers::prepare_input(&mut input, decoder.bytes_needed());
         tokio::select! {
@@ -277,6 +297,64 @@ async fn wait_for_slot(
 
 /// Serves `frame` on the blocking pool; its response goes through the outbound queue with
 /// `permit`, released once written.
+/// Sends the response at `output[start..]` once `durability` (its writes, or the writes in
+/// flight its read saw) is settled — at once if it is already, as it is for most reads.
+/// Otherwise the response leaves `output` and waits on its own, and the requests after it are
+/// answered meanwhile: Hot Rod clients match responses by message id, and a 15.x client
+/// multiplexes all its threads over one connection, so a write waiting for its backups must
+/// not hold back reads that do not depend on it. (Requests are still applied in the order
+/// they arrive; only answers wait.) When too many wait already, this one waits with the
+/// connection's (`unsettled`, before the next flush). A response whose writes fail to
+/// become durable is never sent, and the connection closes.
+fn answer_when_durable(
+    connection: &Arc<Connection>,
+    durability: Durability,
+    output: &mut BytesMut,
+    start: usize,
+    unsettled: &mut Durability,
+) {
+    if durability.is_empty() {
+        return;
+    }
+    let Ok(permit) = Arc::clone(&connection.replicating).try_acquire_owned() else {
+        unsettled.merge(durability);
+        return;
+    };
+    let mut waiting = Box::pin(durability.wait());
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match waiting.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(Ok(())) => {}
+        std::task::Poll::Ready(Err(error)) => {
+            tracing::error!(%error, "closing a Hot Rod connection without acknowledging writes that were not made durable");
+            output.truncate(start);
+            connection.undurable.store(true, Ordering::Relaxed);
+        }
+        std::task::Poll::Pending => {
+            let response = Bytes::copy_from_slice(&output[start..]);
+            output.truncate(start);
+            let connection = Arc::clone(connection);
+            tokio::spawn(async move {
+                let message = match waiting.await {
+                    Ok(()) => Outbound {
+                        bytes: response,
+                        _permit: Some(permit),
+                    },
+                    Err(error) => {
+                        tracing::error!(%error, "closing a Hot Rod connection without acknowledging writes that were not made durable");
+                        connection.undurable.store(true, Ordering::Relaxed);
+                        // Wakes the connection, which then closes.
+                        Outbound {
+                            bytes: Bytes::new(),
+                            _permit: None,
+                        }
+                    }
+                };
+                let _ = connection.outbound.send(message).await;
+            });
+        }
+    }
+}
+
 fn offload(connection: &Arc<Connection>, frame: Frame, permit: OwnedSemaphorePermit) {
     let connection = Arc::clone(connection);
     tokio::task::spawn_blocking(move || {
