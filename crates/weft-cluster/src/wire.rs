@@ -294,6 +294,7 @@ pub struct Replica {
     /// The key's segment.
     pub segment: u32,
     /// The key.
+    #[serde(with = "weft_core::bytes_serde")]
     pub key: Vec<u8>,
     /// The entry the key now holds, or `None` when it was removed.
     pub entry: Option<EntryImage>,
@@ -314,10 +315,12 @@ pub enum Form {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EntryImage {
     /// The key.
+    #[serde(with = "weft_core::bytes_serde")]
     pub key: Vec<u8>,
     /// What `value` holds.
     pub form: Form,
     /// The value, or the structure's encoding.
+    #[serde(with = "weft_core::bytes_serde")]
     pub value: Vec<u8>,
     /// Client flags (memcached's).
     pub flags: u32,
@@ -511,5 +514,67 @@ mod tests {
             ..image
         };
         assert!(bad.to_entry().is_err());
+    }
+
+    // Proves byte fields written as bytes are the very bytes serde's sequence of numbers
+    // makes in postcard: members built before and after the change read each other.
+    #[test]
+    fn byte_fields_keep_their_encoding() {
+        #[derive(Debug, PartialEq, Serialize, Deserialize)]
+        struct Before {
+            cache: String,
+            segment: u32,
+            key: Vec<u8>,
+            entry: Option<EntryImageBefore>,
+        }
+        #[derive(Debug, PartialEq, Serialize, Deserialize)]
+        struct EntryImageBefore {
+            key: Vec<u8>,
+            form: Form,
+            value: Vec<u8>,
+            flags: u32,
+            version: u64,
+            created_ms: Option<u64>,
+            lifespan_ms: Option<u64>,
+            max_idle_ms: Option<u64>,
+            last_used_ms: u64,
+        }
+        let key: Vec<u8> = (0..=255).collect();
+        let value = vec![0xab; 300];
+        let now = Replica {
+            cache: "c".into(),
+            segment: 9,
+            key: key.clone(),
+            entry: Some(EntryImage {
+                key: key.clone(),
+                form: Form::Bytes,
+                value: value.clone(),
+                flags: 3,
+                version: 77,
+                created_ms: None,
+                lifespan_ms: Some(5),
+                max_idle_ms: None,
+                last_used_ms: 1,
+            }),
+        };
+        let before = Before {
+            cache: "c".into(),
+            segment: 9,
+            key: key.clone(),
+            entry: Some(EntryImageBefore {
+                key,
+                form: Form::Bytes,
+                value,
+                flags: 3,
+                version: 77,
+                created_ms: None,
+                lifespan_ms: Some(5),
+                max_idle_ms: None,
+                last_used_ms: 1,
+            }),
+        };
+        let written = postcard::to_allocvec(&now).unwrap_or_default();
+        assert_eq!(written, postcard::to_allocvec(&before).unwrap_or_default());
+        assert_eq!(postcard::from_bytes::<Replica>(&written).ok(), Some(now));
     }
 }

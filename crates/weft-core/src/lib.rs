@@ -18,6 +18,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod bytes_serde;
 pub mod cache;
 pub mod clock;
 pub mod config;

@@ -58,14 +58,17 @@ pub enum Operation {
     /// The entry at `key`. Answered by [`Applied::Entry`].
     Get {
         /// The key.
+        #[serde(with = "crate::bytes_serde")]
         key: Vec<u8>,
     },
     /// Stores `value` at `key`. Answered by [`Applied::Entry`]: the previous entry (none
     /// when the spec ignores return values).
     Put {
         /// The key.
+        #[serde(with = "crate::bytes_serde")]
         key: Vec<u8>,
         /// The value.
+        #[serde(with = "crate::bytes_serde")]
         value: Vec<u8>,
         /// How it is stored.
         spec: WriteSpec,
@@ -74,8 +77,10 @@ pub enum Operation {
     /// entry found (none = stored).
     PutIfAbsent {
         /// The key.
+        #[serde(with = "crate::bytes_serde")]
         key: Vec<u8>,
         /// The value.
+        #[serde(with = "crate::bytes_serde")]
         value: Vec<u8>,
         /// How it is stored.
         spec: WriteSpec,
@@ -84,8 +89,10 @@ pub enum Operation {
     /// entry replaced (none = not stored).
     Replace {
         /// The key.
+        #[serde(with = "crate::bytes_serde")]
         key: Vec<u8>,
         /// The value.
+        #[serde(with = "crate::bytes_serde")]
         value: Vec<u8>,
         /// How it is stored.
         spec: WriteSpec,
@@ -93,10 +100,12 @@ pub enum Operation {
     /// Stores `value` only if `key` holds `version`. Answered by [`Applied::Versioned`].
     ReplaceIfVersion {
         /// The key.
+        #[serde(with = "crate::bytes_serde")]
         key: Vec<u8>,
         /// The version the key must hold.
         version: u64,
         /// The value.
+        #[serde(with = "crate::bytes_serde")]
         value: Vec<u8>,
         /// How it is stored.
         spec: WriteSpec,
@@ -104,6 +113,7 @@ pub enum Operation {
     /// Removes `key`. Answered by [`Applied::Entry`]: the entry removed.
     Remove {
         /// The key.
+        #[serde(with = "crate::bytes_serde")]
         key: Vec<u8>,
         /// Events, return values.
         spec: WriteSpec,
@@ -111,6 +121,7 @@ pub enum Operation {
     /// Removes `key` only if it holds `version`. Answered by [`Applied::Versioned`].
     RemoveIfVersion {
         /// The key.
+        #[serde(with = "crate::bytes_serde")]
         key: Vec<u8>,
         /// The version the key must hold.
         version: u64,
@@ -124,8 +135,10 @@ pub enum Operation {
         /// The function's registered name.
         function: String,
         /// The key.
+        #[serde(with = "crate::bytes_serde")]
         key: Vec<u8>,
         /// The argument.
+        #[serde(with = "crate::bytes_serde")]
         argument: Vec<u8>,
         /// Whether it may write (it then runs at the key's primary).
         write: bool,

@@ -31,6 +31,9 @@ pub enum Route {
 #[derive(Debug, Default)]
 pub struct RouteSlot {
     route: RwLock<Option<Arc<CacheRoute>>>,
+    /// Whether `route` holds one: read on every request without taking the lock (whose
+    /// reader count both workers would write to).
+    installed: AtomicBool,
     /// Why the cache is DEGRADED, if it is; `is_degraded` says whether to look.
     degraded: RwLock<Option<String>>,
     is_degraded: AtomicBool,
@@ -51,7 +54,13 @@ impl RouteSlot {
     /// Whether the cache has a topology here.
     #[must_use]
     pub fn is_installed(&self) -> bool {
-        self.route.read().is_some()
+        self.installed.load(Ordering::Acquire)
+    }
+
+    fn install(&self, route: Option<Arc<CacheRoute>>) {
+        let mut installed = self.route.write();
+        self.installed.store(route.is_some(), Ordering::Release);
+        *installed = route;
     }
 
     /// Whether this node sees the cache DEGRADED.
@@ -134,13 +143,13 @@ impl Routing {
 
     /// Installs `route` for `cache`.
     pub fn install(&self, cache: &str, route: Arc<CacheRoute>) {
-        *self.slot(cache).route.write() = Some(route);
+        self.slot(cache).install(Some(route));
     }
 
     /// Forgets `cache`'s route (its slot stays, empty).
     pub fn uninstall(&self, cache: &str) {
         if let Some(slot) = self.caches.read().get(cache) {
-            *slot.route.write() = None;
+            slot.install(None);
         }
     }
 
