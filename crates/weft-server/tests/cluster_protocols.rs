@@ -252,9 +252,15 @@ fn every_node_serves_every_key_and_hash_aware_clients_go_straight_to_the_primary
         .collect();
     assert_eq!(forwarded_before, forwarded_after);
 
-    // RESP reads what Hot Rod wrote, from every node.
+    // RESP reads what Hot Rod wrote, from every node, each saying it is a cluster node.
     for server in &servers {
         let mut resp = common::Client::connect(server.addr);
+        let info = String::from_utf8(resp.call(&[b"INFO"]).bytes()).unwrap();
+        assert!(info.contains("redis_mode:cluster\r\n"), "{info}");
+        assert!(
+            info.contains("# Cluster\r\ncluster_enabled:1\r\n"),
+            "{info}"
+        );
         for key in keys.iter().take(20) {
             assert_eq!(resp.call(&[b"GET", key.as_bytes()]).bytes(), b"again");
         }

@@ -3,9 +3,11 @@
 //! nothing stored is corrupt. Iterations: `WEFT_CRASH_ITERATIONS` (default 50); the random
 //! kill points come from `WEFT_CRASH_SEED` (printed, so a failure can be replayed).
 
+mod common;
+
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -23,13 +25,6 @@ impl Rng {
         self.0 ^= self.0 << 17;
         self.0
     }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|addr| addr.port())
-        .expect("a free port")
 }
 
 fn start(config: &std::path::Path) -> Child {
@@ -96,7 +91,9 @@ fn no_acknowledged_write_is_lost_to_sigkill() {
     println!("WEFT_CRASH_SEED={seed}");
     let mut rng = Rng(seed);
     let dir = tempfile::tempdir().expect("tempdir");
-    let port = free_port();
+    // Below the ephemeral range: the server is restarted on it again and again, and a port
+    // from that range may meanwhile be taken by an outgoing connection.
+    let port = common::cluster::free_tcp_port();
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
     let config = dir.path().join("weft.toml");
     std::fs::write(

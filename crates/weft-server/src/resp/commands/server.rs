@@ -23,12 +23,15 @@ pub fn info(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
             .any(|w| w == "all" || w == "everything" || w == "default");
     let want = |section: &str| all || wanted.iter().any(|w| w == section);
     let context = &session.context;
+    // As a Redis Cluster node says it is one (tools check `cluster_enabled`).
+    let clustered = context.cluster.is_some();
     let mut text = String::new();
     if want("server") {
         let _ = write!(
             text,
-            "# Server\r\nredis_version:{REDIS_COMPATIBLE_VERSION}\r\nweft_version:{}\r\nredis_mode:standalone\r\nos:{}\r\narch_bits:64\r\nprocess_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\n\r\n",
+            "# Server\r\nredis_version:{REDIS_COMPATIBLE_VERSION}\r\nweft_version:{}\r\nredis_mode:{}\r\nos:{}\r\narch_bits:64\r\nprocess_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\n\r\n",
             env!("CARGO_PKG_VERSION"),
+            if clustered { "cluster" } else { "standalone" },
             std::env::consts::OS,
             std::process::id(),
             context.local_addr.port(),
@@ -63,6 +66,13 @@ pub fn info(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
             stats.misses,
             stats.expirations,
             stats.evictions,
+        );
+    }
+    if want("cluster") {
+        let _ = write!(
+            text,
+            "# Cluster\r\ncluster_enabled:{}\r\n\r\n",
+            u8::from(clustered)
         );
     }
     if want("keyspace") {
