@@ -91,10 +91,12 @@ pub enum Request {
         owner_down: bool,
     },
     /// The caches whose listeners on the sender want the events of writes other members
-    /// apply (all of them: it replaces what the sender said before). Answered by `Ok`.
+    /// apply, and which events: all, or those passing named filters the receiver runs
+    /// before relaying (all of them: it replaces what the sender said before). Answered by
+    /// `Ok`.
     Interest {
-        /// The caches.
-        caches: Vec<String>,
+        /// The caches, and what the sender's listeners want of each.
+        caches: Vec<(String, weft_core::RelayInterest)>,
     },
     /// Events of writes the sender applied as the keys' primary, in order, for the
     /// receiver's listeners. Answered by `Ok`.

@@ -1576,8 +1576,16 @@ impl Cache {
         self.inner.listeners.wants_relayed()
     }
 
-    /// Has `hook` called whenever [`Cache::wants_relayed_events`] changes (a grid member
-    /// tells the others at once); `None` removes it.
+    /// What this cache's listeners want the members where writes are applied to relay:
+    /// `None` when none wants relayed events, otherwise every event or those passing the
+    /// named filters they were registered with.
+    #[must_use]
+    pub fn relay_interest(&self) -> Option<crate::listener::RelayInterest> {
+        self.inner.listeners.relay_interest()
+    }
+
+    /// Has `hook` called whenever a listener that wants relayed events comes or goes (a grid
+    /// member tells the others at once); `None` removes it.
     pub fn on_relay_interest(&self, hook: Option<crate::listener::InterestHook>) {
         self.inner.listeners.set_interest_hook(hook);
     }

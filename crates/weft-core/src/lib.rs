@@ -50,7 +50,10 @@ pub use config::{
 pub use container::{TABLE_SLOT_BYTES, entry_charge};
 pub use entry::{CacheEntry, EntryMetadata, Payload};
 pub use error::{CacheError, ManagerError};
-pub use listener::{CacheEvent, Delivery, EventKind, EventKinds, ListenerId, ListenerOptions};
+pub use listener::{
+    CacheEvent, Delivery, EventFilterFactories, EventFilterFactory, EventKind, EventKinds,
+    ListenerId, ListenerOptions, RelayInterest, SourceFilter,
+};
 pub use manager::{CacheManager, DEFAULT_CACHE_NAME, ManagerConfig};
 pub use media::{Format, TranscodeError, transcode};
 pub use persistence::{

@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, SyncSender, TrySendError};
 
 use parking_lot::RwLock;
+use serde::{Deserialize, Serialize};
 
 use crate::entry::{CacheEntry, EntryMetadata};
 
@@ -106,6 +107,13 @@ impl CacheEvent {
             new,
             relayed: false,
         }
+    }
+
+    /// The created event a listener's current state presents for `entry` (Infinispan's
+    /// include-current-state): what a filter is asked about each entry listed.
+    #[must_use]
+    pub fn current_state(cache_name: Arc<str>, entry: CacheEntry) -> Self {
+        Self::new(EventKind::Created, cache_name, None, Some(entry))
     }
 
     pub(crate) fn mark_relayed(&mut self) {
@@ -202,6 +210,91 @@ pub type InterestHook = Arc<dyn Fn() + Send + Sync>;
 /// A predicate on events.
 pub type EventFilter = Arc<dyn Fn(&CacheEvent) -> bool + Send + Sync>;
 
+/// A filter named in a registry ([`EventFilterFactories`]) that every member of a grid holds,
+/// with its parameters: unlike a closure, it can run where each write is applied, so the
+/// events it rejects never leave the member that raised them (Infinispan's filter
+/// factories, which a Hot Rod client names in `@ClientListener(filterFactoryName = ...)`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct SourceFilter {
+    /// The factory's registered name.
+    pub name: String,
+    /// Its parameters, as the listener gave them.
+    pub params: Vec<Vec<u8>>,
+}
+
+/// Makes the filters a [`SourceFilter`] names.
+pub trait EventFilterFactory: Send + Sync {
+    /// The filter for these parameters.
+    ///
+    /// # Errors
+    /// Parameters the factory does not accept, said in words.
+    fn filter(&self, params: &[Vec<u8>]) -> Result<EventFilter, String>;
+}
+
+impl<F> EventFilterFactory for F
+where
+    F: Fn(&[Vec<u8>]) -> Result<EventFilter, String> + Send + Sync,
+{
+    fn filter(&self, params: &[Vec<u8>]) -> Result<EventFilter, String> {
+        self(params)
+    }
+}
+
+/// The event filter factories of a process, by name (see [`SourceFilter`]). A grid's
+/// members must register the same factories under the same names.
+#[derive(Default)]
+pub struct EventFilterFactories {
+    registered: RwLock<std::collections::HashMap<String, Arc<dyn EventFilterFactory>>>,
+}
+
+impl fmt::Debug for EventFilterFactories {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut names: Vec<String> = self.registered.read().keys().cloned().collect();
+        names.sort();
+        f.debug_struct("EventFilterFactories")
+            .field("names", &names)
+            .finish()
+    }
+}
+
+impl EventFilterFactories {
+    /// Registers `factory` as `name` (replacing one registered before).
+    pub fn register(&self, name: impl Into<String>, factory: Arc<dyn EventFilterFactory>) {
+        self.registered.write().insert(name.into(), factory);
+    }
+
+    /// Whether a factory is registered as `name`.
+    #[must_use]
+    pub fn contains(&self, name: &str) -> bool {
+        self.registered.read().contains_key(name)
+    }
+
+    /// The filter `source` names.
+    ///
+    /// # Errors
+    /// No factory registered under its name, or parameters it refused.
+    pub fn make(&self, source: &SourceFilter) -> Result<EventFilter, String> {
+        let factory = self.registered.read().get(&source.name).cloned();
+        match factory {
+            Some(factory) => factory.filter(&source.params),
+            None => Err(format!(
+                "no event filter factory is registered as '{}'",
+                source.name
+            )),
+        }
+    }
+}
+
+/// What a member's listeners of a cache want relayed from the members where writes are
+/// applied: every event, or those passing one of these filters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RelayInterest {
+    /// Every event (a listener has no [`SourceFilter`]).
+    All,
+    /// The events passing one of these.
+    Passing(Vec<SourceFilter>),
+}
+
 /// How a listener is registered.
 #[derive(Clone)]
 pub struct ListenerOptions {
@@ -215,6 +308,9 @@ pub struct ListenerOptions {
     /// relay; such a listener does not ask the grid for other members' events (the grid's
     /// own relay is one).
     pub local_only: bool,
+    /// The named filter `filter` was made from ([`ListenerOptions::source_filter`]): the
+    /// members where writes are applied run it too, and relay only what passes.
+    pub source: Option<SourceFilter>,
 }
 
 impl Default for ListenerOptions {
@@ -224,6 +320,7 @@ impl Default for ListenerOptions {
             filter: None,
             delivery: Delivery::Sync,
             local_only: false,
+            source: None,
         }
     }
 }
@@ -235,6 +332,7 @@ impl fmt::Debug for ListenerOptions {
             .field("filtered", &self.filter.is_some())
             .field("delivery", &self.delivery)
             .field("local_only", &self.local_only)
+            .field("source", &self.source)
             .finish()
     }
 }
@@ -254,11 +352,28 @@ impl ListenerOptions {
         self
     }
 
-    /// Only events passing `filter`.
+    /// Only events passing `filter` (run here: a grid relays every event to this member;
+    /// see [`ListenerOptions::source_filter`]). It replaces a source filter set before.
     #[must_use]
     pub fn filter(mut self, filter: impl Fn(&CacheEvent) -> bool + Send + Sync + 'static) -> Self {
         self.filter = Some(Arc::new(filter));
+        self.source = None;
         self
+    }
+
+    /// Only events passing the filter `source` names in `factories`, run both here and on
+    /// the grid members where writes are applied (only what passes is relayed).
+    ///
+    /// # Errors
+    /// No factory registered under its name, or parameters it refused.
+    pub fn source_filter(
+        mut self,
+        factories: &EventFilterFactories,
+        source: SourceFilter,
+    ) -> Result<Self, String> {
+        self.filter = Some(factories.make(&source)?);
+        self.source = Some(source);
+        Ok(self)
     }
 
     /// Asynchronous delivery with a queue of `queue_capacity` events.
@@ -293,6 +408,7 @@ struct Registration {
     kinds: EventKinds,
     filter: Option<EventFilter>,
     local_only: bool,
+    source: Option<SourceFilter>,
     sink: Sink,
 }
 
@@ -302,7 +418,8 @@ pub(crate) struct Listeners {
     any: AtomicBool,
     /// Listeners that want the events other members relay (not `local_only`).
     interested: AtomicU64,
-    /// Called when `interested` goes from 0 to 1 or back (the grid tells the other members).
+    /// Called when a listener that wants relayed events comes or goes (the grid tells the
+    /// other members what this member's listeners want now).
     interest_hook: RwLock<Option<InterestHook>>,
     next_id: AtomicU64,
     /// Times a writer found an asynchronous queue full and had to wait.
@@ -346,6 +463,23 @@ impl Listeners {
     /// Whether a listener wants the events other members of a grid relay.
     pub(crate) fn wants_relayed(&self) -> bool {
         self.interested.load(Ordering::Acquire) > 0
+    }
+
+    /// What the listeners that want relayed events want: `None` when there are none.
+    pub(crate) fn relay_interest(&self) -> Option<RelayInterest> {
+        let registrations = Arc::clone(&self.registrations.read());
+        let mut passing: Vec<SourceFilter> = Vec::new();
+        let mut any = false;
+        for registration in registrations.iter().filter(|r| !r.local_only) {
+            any = true;
+            match &registration.source {
+                Some(source) => passing.push(source.clone()),
+                None => return Some(RelayInterest::All),
+            }
+        }
+        passing.sort();
+        passing.dedup();
+        any.then_some(RelayInterest::Passing(passing))
     }
 
     pub(crate) fn set_interest_hook(&self, hook: Option<InterestHook>) {
@@ -398,6 +532,7 @@ impl Listeners {
             kinds: options.kinds,
             filter: options.filter,
             local_only: options.local_only,
+            source: options.source,
             sink,
         });
         {
@@ -407,7 +542,8 @@ impl Listeners {
             *registrations = Arc::from(next);
             self.any.store(true, Ordering::Release);
         }
-        if !options.local_only && self.interested.fetch_add(1, Ordering::AcqRel) == 0 {
+        if !options.local_only {
+            self.interested.fetch_add(1, Ordering::AcqRel);
             self.interest_changed();
         }
         id
@@ -429,7 +565,8 @@ impl Listeners {
             *registrations = Arc::from(next);
             removed
         };
-        if removed_interest && self.interested.fetch_sub(1, Ordering::AcqRel) == 1 {
+        if removed_interest {
+            self.interested.fetch_sub(1, Ordering::AcqRel);
             self.interest_changed();
         }
         removed

@@ -61,6 +61,7 @@ struct ManagerInner {
     reaper_stop: Mutex<bool>,
     reaper_wake: Condvar,
     persistence: Option<Arc<dyn PersistenceFactory>>,
+    event_filters: crate::listener::EventFilterFactories,
 }
 
 /// Creates and holds named caches. Cloning is cheap (a shared handle).
@@ -100,6 +101,14 @@ fn validate_name(name: &str) -> Result<(), ManagerError> {
 }
 
 impl CacheManager {
+    /// The event filter factories listeners of this manager's caches may name
+    /// ([`crate::ListenerOptions::source_filter`], Hot Rod's `filterFactoryName`). In a grid,
+    /// every member registers the same ones.
+    #[must_use]
+    pub fn event_filters(&self) -> &crate::listener::EventFilterFactories {
+        &self.inner.event_filters
+    }
+
     /// A manager with the given caches, on the system clock.
     ///
     /// # Errors
@@ -135,6 +144,7 @@ impl CacheManager {
                 reaper_stop: Mutex::new(false),
                 reaper_wake: Condvar::new(),
                 persistence,
+                event_filters: crate::listener::EventFilterFactories::default(),
             }),
         };
         for (name, cache_config) in config.caches {

@@ -12,6 +12,13 @@
 //! ([`weft_core::Cache::relay_event`]). Caches nobody listens to elsewhere carry no relay
 //! and pay nothing.
 //!
+//! Filters run at the source when they can: a listener registered with a named filter
+//! ([`weft_core::SourceFilter`], a factory every member registers in its cache manager)
+//! is announced with it, and when every listener of a member on a cache has one, the
+//! relaying members send that member only the events passing one of them — the rest never
+//! leave the member that applied the write. (A filter a relaying member cannot make, its
+//! factory not registered there, relays everything; the listener's member filters again.)
+//!
 //! What a listener may see: every write once, while the listener's member and the key's
 //! primary live; per key in the order the primary raised the events (two writes racing on
 //! one key may be raised in either order: their versions tell which is newer). When a primary dies, the
@@ -20,7 +27,7 @@
 //! that must not miss a change re-reads after a topology change (Hot Rod near caches clear
 //! themselves on failover; RESP tracking clients receive a flush).
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,7 +35,8 @@ use parking_lot::Mutex;
 use tokio::sync::{Notify, mpsc, watch};
 use weft_cluster::MemberId;
 use weft_cluster::wire::{EntryImage, RelayedEvent, Request, Response};
-use weft_core::{CacheEvent, EventKind, ListenerId, ListenerOptions};
+use weft_core::listener::EventFilter;
+use weft_core::{CacheEvent, EventKind, ListenerId, ListenerOptions, RelayInterest};
 
 use crate::node::Node;
 use crate::routing::Route;
@@ -89,11 +97,17 @@ impl Outgoing {
     }
 }
 
+/// What a member wants relayed of a cache: every event (`None`), or those passing one of
+/// these filters (made here from the names it sent).
+type Wanted = Option<Vec<EventFilter>>;
+
 /// A member's part in cluster-wide events.
 #[derive(Default)]
 pub struct Events {
-    /// Per cache, the other members that want its events.
-    wanted_by: Mutex<HashMap<String, HashSet<MemberId>>>,
+    /// Per cache, the other members that want its events, and which.
+    wanted_by: Mutex<HashMap<String, HashMap<MemberId, Wanted>>>,
+    /// Events this member queued for others.
+    relayed: std::sync::atomic::AtomicU64,
     /// Per cache, this member's relay while another member wants its events.
     relays: Mutex<HashMap<String, ListenerId>>,
     /// Per member, the events and messages queued for it.
@@ -110,20 +124,35 @@ pub struct Events {
 impl std::fmt::Debug for Events {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Events")
-            .field("wanted_by", &*self.wanted_by.lock())
+            .field(
+                "wanted_by",
+                &self
+                    .wanted_by
+                    .lock()
+                    .iter()
+                    .map(|(cache, wanting)| (cache.clone(), wanting.keys().cloned().collect()))
+                    .collect::<BTreeMap<String, BTreeSet<MemberId>>>(),
+            )
             .finish_non_exhaustive()
     }
 }
 
 impl Events {
-    /// Caches of `node` whose listeners want other members' events.
-    fn listened(node: &Node) -> BTreeSet<String> {
+    /// Caches of `node` whose listeners want other members' events, and which events.
+    fn listened(node: &Node) -> BTreeMap<String, RelayInterest> {
         node.manager()
             .caches()
             .into_iter()
-            .filter(|cache| cache.config().mode.is_clustered() && cache.wants_relayed_events())
-            .map(|cache| cache.name().to_owned())
+            .filter(|cache| cache.config().mode.is_clustered())
+            .filter_map(|cache| Some((cache.name().to_owned(), cache.relay_interest()?)))
             .collect()
+    }
+
+    /// Events this member queued for other members' listeners so far (those a source
+    /// filter let through).
+    #[must_use]
+    pub fn relayed(&self) -> u64 {
+        self.relayed.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Tells the other members what this one listens to, whenever that or the membership
@@ -131,7 +160,7 @@ impl Events {
     pub(crate) async fn announce(node: Arc<Node>, mut shutdown: watch::Receiver<bool>) {
         let events = node.events();
         let _ = events.runtime.set(tokio::runtime::Handle::current());
-        let mut told: HashMap<MemberId, BTreeSet<String>> = HashMap::new();
+        let mut told: HashMap<MemberId, BTreeMap<String, RelayInterest>> = HashMap::new();
         let mut ticks = tokio::time::interval(ANNOUNCE_EVERY);
         loop {
             tokio::select! {
@@ -164,7 +193,10 @@ impl Events {
                 }
                 told.insert(member, mine.clone());
                 let request = Request::Interest {
-                    caches: mine.iter().cloned().collect(),
+                    caches: mine
+                        .iter()
+                        .map(|(cache, interest)| (cache.clone(), interest.clone()))
+                        .collect(),
                 };
                 let transport = node.transport().clone();
                 tokio::spawn(async move {
@@ -182,7 +214,7 @@ impl Events {
         {
             let mut wanted_by = self.wanted_by.lock();
             for wanting in wanted_by.values_mut() {
-                wanting.retain(|member| members.contains(member));
+                wanting.retain(|member, _| members.contains(member));
             }
             self.outboxes
                 .lock()
@@ -192,15 +224,43 @@ impl Events {
         self.update_relays(node);
     }
 
-    /// Answers [`Request::Interest`]: `from` listens to `caches` now.
-    pub(crate) fn interest(&self, node: &Arc<Node>, from: MemberId, caches: Vec<String>) {
+    /// Answers [`Request::Interest`]: `from` listens to `caches` now. A filter this member
+    /// cannot make (its factory is not registered here) relays everything: the listener's
+    /// member filters again, so it still sees only what passes, at the cost of the traffic.
+    pub(crate) fn interest(
+        &self,
+        node: &Arc<Node>,
+        from: MemberId,
+        caches: Vec<(String, RelayInterest)>,
+    ) {
+        let factories = node.manager().event_filters();
+        let caches: Vec<(String, Wanted)> = caches
+            .into_iter()
+            .map(|(cache, interest)| {
+                let wanted = match interest {
+                    RelayInterest::All => None,
+                    RelayInterest::Passing(sources) => sources
+                        .iter()
+                        .map(|source| factories.make(source))
+                        .collect::<Result<Vec<_>, String>>()
+                        .map_err(|error| {
+                            tracing::warn!(%from, %cache, %error, "relaying every event: a listener's filter cannot run here");
+                        })
+                        .ok(),
+                };
+                (cache, wanted)
+            })
+            .collect();
         {
             let mut wanted_by = self.wanted_by.lock();
             for wanting in wanted_by.values_mut() {
                 wanting.remove(&from);
             }
-            for cache in caches {
-                wanted_by.entry(cache).or_default().insert(from.clone());
+            for (cache, wanted) in caches {
+                wanted_by
+                    .entry(cache)
+                    .or_default()
+                    .insert(from.clone(), wanted);
             }
             wanted_by.retain(|_, wanting| !wanting.is_empty());
         }
@@ -250,16 +310,33 @@ impl Events {
         if node.routing().write_route(cache, segment) != Route::Local {
             return;
         }
-        let wanting: Vec<MemberId> = match self.wanted_by.lock().get(cache) {
-            Some(wanting) => wanting.iter().cloned().collect(),
+        let wanting: Vec<(MemberId, Wanted)> = match self.wanted_by.lock().get(cache) {
+            Some(wanting) => wanting
+                .iter()
+                .map(|(member, wanted)| (member.clone(), wanted.clone()))
+                .collect(),
             None => return,
         };
-        let Some(wire) = wire_of(event) else {
-            return;
-        };
-        for member in wanting {
+        let mut wire = None;
+        for (member, wanted) in wanting {
+            // Filters run here, where the write was applied: what no listener of the
+            // member wants does not travel.
+            if let Some(filters) = wanted
+                && !filters.iter().any(|filter| filter(event))
+            {
+                continue;
+            }
+            let Some(relayed) = wire.get_or_insert_with(|| wire_of(event)) else {
+                return;
+            };
             let outbox = self.outbox(node, &member);
-            let _ = outbox.send(Outgoing::Event(cache.to_owned(), Box::new(wire.clone())));
+            if outbox
+                .send(Outgoing::Event(cache.to_owned(), Box::new(relayed.clone())))
+                .is_ok()
+            {
+                self.relayed
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
         }
     }
 

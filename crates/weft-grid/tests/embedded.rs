@@ -198,3 +198,118 @@ async fn functions_refused_as_not_the_owner_run_again_at_the_owner() {
         grid.leave().await;
     }
 }
+
+/// The primary of `key` of `cache`, as `grid` routes it.
+fn primary(grid: &Grid, cache: &str, key: &[u8]) -> MemberId {
+    let local = grid.manager().cache(cache).unwrap();
+    let segment = local.segment_of(key);
+    grid.node().routing().cache(cache).unwrap().segments[segment as usize].write[0].clone()
+}
+
+// Proves a listener registered with a named filter sees exactly the writes passing it,
+// wherever they were applied, and that the members applying them run the filter: the
+// events it rejects are never relayed (the others' count of relayed events grows by the
+// passing writes they are the primary of, and by nothing else).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn named_filters_run_where_writes_are_applied() {
+    use std::sync::{Arc, Mutex};
+    use weft_core::listener::EventFilter;
+    use weft_core::{CacheEvent, ListenerOptions, SourceFilter};
+
+    let a = member("a", Vec::new()).await;
+    let seed = vec![a.address().to_string()];
+    let b = member("b", seed.clone()).await;
+    let c = member("c", seed).await;
+    for grid in [&a, &b, &c] {
+        wait_routed(grid, 3).await;
+        // Every member registers the same factory under the same name.
+        grid.manager().event_filters().register(
+            "prefix",
+            Arc::new(|params: &[Vec<u8>]| -> Result<EventFilter, String> {
+                let prefix = params.first().cloned().ok_or("a prefix parameter")?;
+                Ok(Arc::new(move |event: &CacheEvent| {
+                    event.key().starts_with(&prefix)
+                }))
+            }),
+        );
+    }
+    let seen: Arc<Mutex<Vec<Vec<u8>>>> = Arc::default();
+    let options = ListenerOptions::default()
+        .source_filter(
+            a.manager().event_filters(),
+            SourceFilter {
+                name: "prefix".to_owned(),
+                params: vec![b"wanted-".to_vec()],
+            },
+        )
+        .unwrap();
+    let sink = Arc::clone(&seen);
+    a.manager()
+        .cache("primary")
+        .unwrap()
+        .add_listener(options, move |event| {
+            sink.lock().unwrap().push(event.key().to_vec());
+        });
+    assert!(
+        ListenerOptions::default()
+            .source_filter(
+                a.manager().event_filters(),
+                SourceFilter {
+                    name: "unknown".to_owned(),
+                    params: Vec::new(),
+                },
+            )
+            .is_err()
+    );
+
+    // The other members learn what a's listener wants (it is announced): a write of a
+    // passing key that only they can relay reaches it.
+    let b_cache = b.cache("primary").unwrap();
+    let options = WriteOptions::default();
+    let probe = (0..)
+        .map(|i| format!("wanted-probe-{i}").into_bytes())
+        .find(|key| primary(&a, "primary", key).0 != "a")
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + SETTLE;
+    while !seen.lock().unwrap().contains(&probe) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "a's interest was never announced"
+        );
+        b_cache.put(&probe, b"p", &options).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    seen.lock().unwrap().clear();
+    let relayed =
+        |grids: &[&Grid]| -> u64 { grids.iter().map(|g| g.node().events().relayed()).sum() };
+    let before = relayed(&[&b, &c]);
+
+    let c_cache = c.cache("primary").unwrap();
+    let mut wanted = Vec::new();
+    let mut relayed_wanted = 0;
+    for i in 0..KEYS {
+        let through = if i % 2 == 0 { &b_cache } else { &c_cache };
+        for prefix in ["wanted-", "other-"] {
+            let key = format!("{prefix}{i}").into_bytes();
+            through.put(&key, b"v", &options).await.unwrap();
+            if prefix == "wanted-" {
+                if primary(&a, "primary", &key).0 != "a" {
+                    relayed_wanted += 1;
+                }
+                wanted.push(key);
+            }
+        }
+    }
+    let deadline = tokio::time::Instant::now() + SETTLE;
+    while seen.lock().unwrap().len() < wanted.len() {
+        assert!(tokio::time::Instant::now() < deadline, "events missing");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut got = seen.lock().unwrap().clone();
+    got.sort();
+    wanted.sort();
+    assert_eq!(got, wanted, "exactly the passing writes, each once");
+    assert_eq!(relayed(&[&b, &c]) - before, relayed_wanted);
+}

@@ -1189,3 +1189,77 @@ fn read_shapes_and_mechanism_list() {
     let mechanisms = c.call(Request::AuthMechList);
     assert_eq!(mechanisms.shape(), (Status::Success, vec![0]));
 }
+
+// Proves a client listener may name a filter factory registered in the server's cache
+// manager (`filterFactoryName`, with its marshalled parameters): it sees only the events
+// passing the filter, include-current-state lists only the entries passing it, and a
+// factory that is not registered, or a converter, is refused with an error.
+#[test]
+fn listeners_name_registered_filter_factories() {
+    use std::sync::Arc;
+    use weft_core::listener::EventFilter;
+    use weft_hotrod::request::Factory;
+
+    let server = TestServer::start();
+    server.manager().event_filters().register(
+        "key-prefix",
+        Arc::new(|params: &[Vec<u8>]| -> Result<EventFilter, String> {
+            let prefix = params.first().cloned().ok_or("a prefix parameter")?;
+            Ok(Arc::new(move |event: &weft_core::CacheEvent| {
+                event.key().starts_with(&prefix)
+            }))
+        }),
+    );
+    let mut writer = HotRod::connect(server.addr, 40);
+    for key in ["keep-1", "drop-1"] {
+        assert_eq!(writer.call(put(key, "v")).status(), Status::Success);
+    }
+    let filtered = |id: &[u8], name: &str, current: bool| Request::AddClientListener {
+        listener_id: b(id),
+        include_current_state: current,
+        filter: Some(Factory {
+            name: name.to_owned(),
+            params: vec![b("keep-")],
+        }),
+        converter: None,
+        raw_data: false,
+        interests: 0,
+    };
+
+    let mut listening = HotRod::connect(server.addr, 40);
+    let header = listening.header();
+    let id = listening.send(&header, &filtered(b"filtered", "key-prefix", true));
+    let state = listening.read();
+    assert_eq!(state.header.opcode, opcode::EVENT_CREATED);
+    assert_eq!(state.header.message_id, id);
+    assert_eq!(event_fields(&state).1, b"keep-1".to_vec());
+    assert_eq!(listening.response_to(id).status(), Status::Success);
+
+    for key in ["drop-2", "keep-2", "drop-3"] {
+        assert_eq!(writer.call(put(key, "v")).status(), Status::Success);
+    }
+    let event = listening.next_event();
+    assert_eq!(event_fields(&event).1, b"keep-2".to_vec());
+    assert_eq!(listening.read_within(Duration::from_millis(200)), None);
+
+    let refused = listening.call(filtered(b"unknown", "no-such-factory", false));
+    assert!(
+        refused.error_message().contains("no-such-factory"),
+        "{refused:?}"
+    );
+    let converted = listening.call(Request::AddClientListener {
+        listener_id: b(b"converted"),
+        include_current_state: false,
+        filter: None,
+        converter: Some(Factory {
+            name: "key-prefix".to_owned(),
+            params: Vec::new(),
+        }),
+        raw_data: false,
+        interests: 0,
+    });
+    assert!(
+        converted.error_message().contains("converter"),
+        "{converted:?}"
+    );
+}

@@ -8,8 +8,9 @@ use std::sync::atomic::Ordering;
 use bytes::BytesMut;
 use parking_lot::Mutex;
 use tokio::sync::mpsc::error::TrySendError;
+use weft_core::listener::EventFilter;
 use weft_core::{
-    Cache, CacheEvent, EventKind as CoreKind, EventKinds, ListenerId, ListenerOptions,
+    Cache, CacheEvent, EventKind as CoreKind, EventKinds, ListenerId, ListenerOptions, SourceFilter,
 };
 use weft_hotrod::Frame;
 use weft_hotrod::response::{EventKind, write_event};
@@ -115,6 +116,26 @@ fn wire_kind(kind: CoreKind) -> Option<EventKind> {
 
 /// Registers a listener for the connection; with `include_current_state`, appends a created
 /// event (carrying the request's message id) for every entry to `out`, before the response.
+/// The named filter an ADD_CLIENT_LISTENER names (`filterFactoryName` and its marshalled
+/// parameters), if any.
+pub(super) fn source_filter(
+    frame: &Frame,
+    factory: Option<&weft_hotrod::request::Factory>,
+) -> Option<SourceFilter> {
+    factory.map(|factory| SourceFilter {
+        name: factory.name.clone(),
+        params: factory
+            .params
+            .iter()
+            .map(|param| frame.slice(*param).to_vec())
+            .collect(),
+    })
+}
+
+/// Registers a client listener; returns the filter it runs, if it names one (`source`, a
+/// factory registered in the cache manager: it runs where each write is applied, and on the
+/// listed current state too).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn add(
     connection: &Arc<Connection>,
     frame: &Frame,
@@ -122,8 +143,21 @@ pub(super) fn add(
     listener_id: &[u8],
     include_current_state: bool,
     interests: u32,
+    source: Option<SourceFilter>,
     out: &mut BytesMut,
-) -> Result<(), Failure> {
+) -> Result<Option<EventFilter>, Failure> {
+    let mut options = ListenerOptions::default().kinds(kinds_of(interests));
+    if let Some(source) = source {
+        let name = source.name.clone();
+        options = options
+            .source_filter(connection.context.manager.event_filters(), source)
+            .map_err(|error| {
+                Failure::server(format!(
+                    "listener filter factory '{name}' is not registered on this server: {error}"
+                ))
+            })?;
+    }
+    let filter = options.filter.clone();
     if listener_id.is_empty() || listener_id.len() > LISTENER_ID_BYTES_MAX {
         return Err(Failure::server(format!(
             "a listener id must be 1 to {LISTENER_ID_BYTES_MAX} bytes"
@@ -165,7 +199,6 @@ pub(super) fn add(
             Err(TrySendError::Full(_)) => overflowed.store(true, Ordering::Relaxed),
         }
     };
-    let options = ListenerOptions::default().kinds(kinds_of(interests));
     let id = target.cache.add_listener(options, handler);
     listeners.by_id.lock().insert(
         (connection.id, listener_id.to_vec()),
@@ -176,9 +209,16 @@ pub(super) fn add(
         },
     );
     if include_current_state && kinds_of(interests).contains(CoreKind::Created) {
-        state_events(out, frame, target, &shared_id, target.cache.iter())?;
+        state_events(
+            out,
+            frame,
+            target,
+            &shared_id,
+            filter.as_ref(),
+            target.cache.iter(),
+        )?;
     }
-    Ok(())
+    Ok(filter)
 }
 
 /// Appends a created event, carrying the request's message id, for each of `entries`
@@ -188,9 +228,16 @@ fn state_events(
     frame: &Frame,
     target: &Target,
     listener_id: &[u8],
+    filter: Option<&EventFilter>,
     entries: impl IntoIterator<Item = weft_core::CacheEntry>,
 ) -> Result<(), Failure> {
     for entry in entries {
+        if let Some(filter) = filter {
+            let event = CacheEvent::current_state(Arc::from(target.cache.name()), entry.clone());
+            if !filter(&event) {
+                continue;
+            }
+        }
         let key = target.key_out(entry.key())?;
         write_event(
             out,
@@ -214,7 +261,7 @@ pub(super) fn add_with_cluster_state(connection: &Arc<Connection>, frame: &Frame
     let weft_hotrod::Request::AddClientListener {
         listener_id,
         include_current_state: true,
-        filter: None,
+        filter,
         converter: None,
         interests,
         ..
@@ -234,6 +281,7 @@ pub(super) fn add_with_cluster_state(connection: &Arc<Connection>, frame: &Frame
     let target = Target::new(cache.clone(), frame);
     let connection = Arc::clone(connection);
     let (listener_id, interests) = (*listener_id, *interests);
+    let source = source_filter(frame, filter.as_ref());
     let frame = frame.clone();
     tokio::spawn(async move {
         let listener_id = frame.slice(listener_id);
@@ -245,12 +293,24 @@ pub(super) fn add_with_cluster_state(connection: &Arc<Connection>, frame: &Frame
             listener_id,
             false,
             interests,
+            source,
             &mut out,
         );
-        if response.is_ok() && kinds_of(interests).contains(CoreKind::Created) {
-            response = current_state(&node, &frame, &target, listener_id, &mut out).await;
+        if let Ok(filter) = &response
+            && kinds_of(interests).contains(CoreKind::Created)
+        {
+            response = current_state(
+                &node,
+                &frame,
+                &target,
+                listener_id,
+                filter.as_ref(),
+                &mut out,
+            )
+            .await
+            .map(|()| None);
         }
-        let response = response.map(|()| {
+        let response = response.map(|_| {
             super::ops::header(&mut out, &connection, &frame, &cache, Status::Success);
             out
         });
@@ -266,6 +326,7 @@ async fn current_state(
     frame: &Frame,
     target: &Target,
     listener_id: &[u8],
+    filter: Option<&EventFilter>,
     out: &mut BytesMut,
 ) -> Result<(), Failure> {
     let cache = &target.cache;
@@ -278,7 +339,7 @@ async fn current_state(
         if entries.is_empty() && finished.is_empty() {
             return Ok(());
         }
-        state_events(out, frame, target, listener_id, entries)?;
+        state_events(out, frame, target, listener_id, filter, entries)?;
     }
 }
 

@@ -840,9 +840,9 @@ fn serve(connection: &Arc<Connection>, frame: &Frame, out: &mut BytesMut) -> Res
             interests,
             ..
         } => {
-            if let Some(factory) = filter.as_ref().or(converter.as_ref()) {
+            if let Some(factory) = converter {
                 return Err(Failure::server(format!(
-                    "listener filter or converter factory '{}' is not registered on this server",
+                    "listener converter factory '{}' is not registered on this server",
                     factory.name
                 )));
             }
@@ -853,6 +853,7 @@ fn serve(connection: &Arc<Connection>, frame: &Frame, out: &mut BytesMut) -> Res
                 frame.slice(*listener_id),
                 *include_current_state,
                 *interests,
+                super::listeners::source_filter(frame, filter.as_ref()),
                 out,
             )?;
             header(out, connection, frame, cache, Status::Success);
@@ -867,6 +868,7 @@ fn serve(connection: &Arc<Connection>, frame: &Frame, out: &mut BytesMut) -> Res
                 frame.slice(*listener_id),
                 false,
                 0x0e,
+                None,
                 out,
             )?;
             header(out, connection, frame, cache, Status::Success);
