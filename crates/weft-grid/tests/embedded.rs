@@ -52,6 +52,18 @@ async fn wait_routed(grid: &Grid, members: usize) {
     }
 }
 
+/// Members a, b and c, each routing both caches by their stable topology.
+async fn three_members() -> (Grid, Grid, Grid) {
+    let a = member("a", Vec::new()).await;
+    let seed = vec![a.address().to_string()];
+    let b = member("b", seed.clone()).await;
+    let c = member("c", seed).await;
+    for grid in [&a, &b, &c] {
+        wait_routed(grid, 3).await;
+    }
+    (a, b, c)
+}
+
 /// Where `grid` runs a read of `key` of `cache`, and whether it owns the key as a backup.
 fn read_route(grid: &Grid, cache: &str, key: &[u8]) -> (Route, bool) {
     let local = grid.manager().cache(cache).unwrap();
@@ -70,13 +82,7 @@ fn read_route(grid: &Grid, cache: &str, key: &[u8]) -> (Route, bool) {
 // write, overwrites included.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn any_owner_reads_are_answered_by_backups() {
-    let a = member("a", Vec::new()).await;
-    let seed = vec![a.address().to_string()];
-    let b = member("b", seed.clone()).await;
-    let c = member("c", seed).await;
-    for grid in [&a, &b, &c] {
-        wait_routed(grid, 3).await;
-    }
+    let (a, b, c) = three_members().await;
     let options = WriteOptions::default();
     for cache in ["primary", "any"] {
         let through_a = a.cache(cache).unwrap();
@@ -216,12 +222,8 @@ async fn named_filters_run_where_writes_are_applied() {
     use weft_core::listener::EventFilter;
     use weft_core::{CacheEvent, ListenerOptions, SourceFilter};
 
-    let a = member("a", Vec::new()).await;
-    let seed = vec![a.address().to_string()];
-    let b = member("b", seed.clone()).await;
-    let c = member("c", seed).await;
+    let (a, b, c) = three_members().await;
     for grid in [&a, &b, &c] {
-        wait_routed(grid, 3).await;
         // Every member registers the same factory under the same name.
         grid.manager().event_filters().register(
             "prefix",
