@@ -98,8 +98,9 @@ impl Outgoing {
 }
 
 /// What a member wants relayed of a cache: every event (`None`), or those passing one of
-/// these filters (made here from the names it sent).
-type Wanted = Option<Vec<EventFilter>>;
+/// these filters (made here from the names it sent; shared, since each event copies it out
+/// of the lock).
+type Wanted = Option<Arc<[EventFilter]>>;
 
 /// A member's part in cluster-wide events.
 #[derive(Default)]
@@ -242,7 +243,7 @@ impl Events {
                     RelayInterest::Passing(sources) => sources
                         .iter()
                         .map(|source| factories.make(source))
-                        .collect::<Result<Vec<_>, String>>()
+                        .collect::<Result<Arc<[_]>, String>>()
                         .map_err(|error| {
                             tracing::warn!(%from, %cache, %error, "relaying every event: a listener's filter cannot run here");
                         })

@@ -365,9 +365,8 @@ impl Transport {
                             }
                         }
                         next = match buffered_frame(&mut buffer, limit) {
-                            Ok(Some(envelope)) => Ok(Some(envelope)),
                             Ok(None) => break,
-                            Err(error) => Err(error),
+                            frame => frame,
                         };
                     }
                 }
@@ -1054,10 +1053,11 @@ mod tests {
         }
     }
 
-    // Proves replicated batches are applied in the order sent and answered from the
-    // connection's reader — not held up behind a slow request sent before them — and that
-    // `send_then` hands each outcome to its function: the answer, or `Unreachable` when
-    // nothing listens.
+    // Proves replicated batches are applied and answered in the order sent, not held up
+    // behind a slow request sent before them on the same connection, and that `send_then`
+    // hands each outcome to its function: the answer, or `Unreachable` when nothing listens.
+    // (That the receiver writes these answers without a writer task is not observable here;
+    // the order and the not-waiting are what callers rely on.)
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn replicated_batches_are_answered_in_order_past_slow_requests() {
         let (serving_at, address) = listener().await;
