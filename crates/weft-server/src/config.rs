@@ -143,6 +143,106 @@ pub struct ServerSection {
     /// then move to the others); at least `cluster-probe-period-ms` (checked at start).
     #[serde(deserialize_with = "cluster_suspect_timeout_ms")]
     pub cluster_suspect_timeout_ms: u64,
+    /// `[server.tls]`: TLS on the client port(s); absent = plaintext only.
+    pub tls: Option<TlsSection>,
+}
+
+/// Whether TLS clients must present a certificate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ClientAuth {
+    /// No certificate is asked for.
+    None,
+    /// A certificate is asked for; a client without one is served, one with a certificate
+    /// the client CA did not sign is refused.
+    Optional,
+    /// Only clients with a certificate signed by the client CA complete the handshake.
+    Required,
+}
+
+/// Default seconds between two checks of the TLS files for a change.
+pub const TLS_RELOAD_CHECK_SECS_DEFAULT: u64 = 10;
+
+/// The `[server.tls]` section. Relative paths are relative to the configuration file's
+/// directory.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct TlsSection {
+    /// PEM file with the server's certificate chain, leaf first.
+    pub certificate: PathBuf,
+    /// PEM file with the certificate's private key (PKCS#8, PKCS#1 or SEC1).
+    pub key: PathBuf,
+    /// PEM file with the CA certificate(s) client certificates must chain to.
+    #[serde(default)]
+    pub client_ca: Option<PathBuf>,
+    /// Whether clients must present a certificate: by default `required` when `client-ca`
+    /// is set, `none` otherwise (see [`TlsSection::client_auth`]).
+    #[serde(default, rename = "client-auth")]
+    pub client_auth_mode: Option<ClientAuth>,
+    /// Whether plaintext clients are still served on the TLS-enabled port(s) (TLS and
+    /// plaintext clients share port 11222, told apart by their first byte). Default true.
+    #[serde(default = "default_true")]
+    pub plaintext: bool,
+    /// Seconds between two checks of the files for a change (which reloads them, as SIGHUP
+    /// does); 0 = only on SIGHUP.
+    #[serde(default = "tls_reload_check_secs")]
+    pub reload_check_secs: u64,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+fn tls_reload_check_secs() -> u64 {
+    TLS_RELOAD_CHECK_SECS_DEFAULT
+}
+
+impl TlsSection {
+    /// A section serving `certificate` and `key`, with the defaults for the rest.
+    #[must_use]
+    pub fn new(certificate: impl Into<PathBuf>, key: impl Into<PathBuf>) -> Self {
+        Self {
+            certificate: certificate.into(),
+            key: key.into(),
+            client_ca: None,
+            client_auth_mode: None,
+            plaintext: true,
+            reload_check_secs: TLS_RELOAD_CHECK_SECS_DEFAULT,
+        }
+    }
+
+    /// Whether clients must present a certificate, defaults applied.
+    #[must_use]
+    pub fn client_auth(&self) -> ClientAuth {
+        self.client_auth_mode
+            .unwrap_or(if self.client_ca.is_some() {
+                ClientAuth::Required
+            } else {
+                ClientAuth::None
+            })
+    }
+
+    /// Makes relative paths relative to `dir`.
+    fn resolve_in(&mut self, dir: &Path) {
+        for path in [&mut self.certificate, &mut self.key]
+            .into_iter()
+            .chain(self.client_ca.as_mut())
+        {
+            if path.is_relative() {
+                *path = dir.join(&*path);
+            }
+        }
+    }
+
+    pub(crate) fn check(&self) -> Result<(), String> {
+        if self.client_ca.is_none() && self.client_auth() != ClientAuth::None {
+            return Err(
+                "`client-auth` needs `client-ca`, the CA client certificates must chain to"
+                    .to_owned(),
+            );
+        }
+        Ok(())
+    }
 }
 
 /// The cluster port when `join` is given without `cluster-listen`.
@@ -259,6 +359,7 @@ impl Default for ServerSection {
             cluster_secret: None,
             cluster_frame_bytes_max: weft_cluster::wire::FRAME_BYTES_MAX,
             cluster_connections_max: weft_grid::config::CONNECTIONS_MAX_DEFAULT,
+            tls: None,
             site: None,
             rack: None,
             machine: None,
@@ -421,7 +522,11 @@ impl ServerConfig {
     pub fn load(path: &Path) -> anyhow::Result<Self> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("read configuration file {}", path.display()))?;
-        Ok(Self::parse(&path.display().to_string(), &text)?)
+        let mut config = Self::parse(&path.display().to_string(), &text)?;
+        if let (Some(tls), Some(dir)) = (config.server.tls.as_mut(), path.parent()) {
+            tls.resolve_in(dir);
+        }
+        Ok(config)
     }
 
     /// Adds the `default` cache if absent, and maps it to RESP database 0 unless another

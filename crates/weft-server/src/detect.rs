@@ -1,7 +1,8 @@
 //! Protocol detection on the shared port: read until the first bytes say which protocol the
 //! client speaks, then hand the connection, with the bytes read so far, to that protocol.
 //!
-//! Rules, in order: `0xA0` is Hot Rod; `0x80` is memcached binary; `*` or `$` (multibulk) is
+//! Rules, in order: `0x16` (a TLS handshake record) is TLS, and the protocol is detected
+//! again inside it (see [`crate::tls`]); `0xA0` is Hot Rod; `0x80` is memcached binary; `*` or `$` (multibulk) is
 //! RESP; a first line of the form `METHOD target HTTP/1.x` is HTTP; a first line whose first
 //! word is a memcached command (`get`, `set`, `stats`, … lower case, as memcached clients
 //! send them) is memcached text — Redis clients always send multibulk, so only an inline
@@ -11,8 +12,7 @@
 //! (`first-request-timeout-secs`, see `deadline.rs`).
 
 use bytes::BytesMut;
-use tokio::io::AsyncReadExt;
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::time::Instant;
 use weft_resp::Detection;
 
@@ -33,6 +33,8 @@ pub enum Protocol {
     MemcachedBinary,
     /// memcached text protocol.
     MemcachedText,
+    /// A TLS ClientHello: the protocol is inside.
+    Tls,
     /// Nothing recognisable.
     Unknown,
 }
@@ -41,6 +43,7 @@ pub enum Protocol {
 #[must_use]
 pub fn classify(first: &[u8]) -> Option<Protocol> {
     match first.first()? {
+        &crate::tls::HANDSHAKE_RECORD => return Some(Protocol::Tls),
         0xA0 => return Some(Protocol::HotRod),
         0x80 => return Some(Protocol::MemcachedBinary),
         b'*' | b'$' => return Some(Protocol::Resp),
@@ -64,34 +67,64 @@ pub fn classify(first: &[u8]) -> Option<Protocol> {
 }
 
 /// Reads from `stream` until the protocol is known, giving up at `deadline` (if any);
-/// returns the protocol and the bytes read.
+/// returns the protocol and the bytes read. `buffer` holds bytes already read (classified
+/// first).
 ///
 /// # Errors
 /// If the peer closes, the deadline passes or the read fails.
-pub async fn detect(
-    stream: &mut TcpStream,
+pub async fn detect<S: AsyncRead + Unpin>(
+    stream: &mut S,
+    mut buffer: BytesMut,
     deadline: Option<Instant>,
 ) -> std::io::Result<(Protocol, BytesMut)> {
-    let mut buffer = BytesMut::with_capacity(4096);
+    if let Some(protocol) = classify(&buffer) {
+        return Ok((protocol, buffer));
+    }
     let read = async {
         loop {
-            if stream.read_buf(&mut buffer).await? == 0 {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::UnexpectedEof,
-                    "closed before sending a request",
-                ));
-            }
+            read_some(stream, &mut buffer).await?;
             if let Some(protocol) = classify(&buffer) {
                 return Ok(protocol);
             }
         }
     };
+    let protocol = within(deadline, read).await?;
+    Ok((protocol, buffer))
+}
+
+/// Reads at least one byte into `buffer`.
+///
+/// # Errors
+/// If the peer closes or the read fails.
+pub async fn read_some<S: AsyncRead + Unpin>(
+    stream: &mut S,
+    buffer: &mut BytesMut,
+) -> std::io::Result<()> {
+    if buffer.capacity() == buffer.len() {
+        buffer.reserve(4096);
+    }
+    if stream.read_buf(buffer).await? == 0 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "closed before sending a request",
+        ));
+    }
+    Ok(())
+}
+
+/// Runs `work` until `deadline` (if any), which fails it with `TimedOut`.
+///
+/// # Errors
+/// `work`'s, or `TimedOut`.
+pub async fn within<T>(
+    deadline: Option<Instant>,
+    work: impl Future<Output = std::io::Result<T>>,
+) -> std::io::Result<T> {
     let Some(deadline) = deadline else {
-        return read.await.map(|protocol| (protocol, buffer));
+        return work.await;
     };
-    match tokio::time::timeout_at(deadline, read).await {
-        Ok(Ok(protocol)) => Ok((protocol, buffer)),
-        Ok(Err(error)) => Err(error),
+    match tokio::time::timeout_at(deadline, work).await {
+        Ok(result) => result,
         Err(_) => Err(std::io::Error::new(
             std::io::ErrorKind::TimedOut,
             "no request within first-request-timeout-secs",
@@ -123,6 +156,7 @@ mod tests {
         assert_eq!(classify(b"gets"), None);
         assert_eq!(classify(&[0xA0, 0x01]), Some(Protocol::HotRod));
         assert_eq!(classify(&[0x80, 0x01]), Some(Protocol::MemcachedBinary));
+        assert_eq!(classify(&[0x16, 0x03, 0x01]), Some(Protocol::Tls));
         assert_eq!(classify(b"GET /rest"), None);
         assert_eq!(classify(b""), None);
         assert_eq!(

@@ -15,11 +15,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use crate::stream::Conn;
 use axum::http::{Request, Response, StatusCode, header};
 use bytes::{Bytes, BytesMut};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::net::TcpStream;
 use tokio::time::{Instant, Sleep};
 
 use crate::ServerContext;
@@ -34,7 +34,7 @@ pub const HTTP_HEAD_BYTES_MAX: usize = 64 * 1024;
 const BODY_TIMED_OUT: &str = "request body not received within request-timeout-secs";
 
 pub(crate) async fn serve(
-    stream: TcpStream,
+    stream: Conn,
     prefix: BytesMut,
     peer: std::net::SocketAddr,
     context: Arc<ServerContext>,

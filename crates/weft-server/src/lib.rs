@@ -19,7 +19,8 @@ mod http;
 pub mod memcached;
 pub mod resp;
 pub mod store_cli;
-mod stream;
+pub mod stream;
+pub mod tls;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -34,6 +35,7 @@ use weft_core::CacheManager;
 
 use crate::config::{ServerConfig, ServerSection};
 use crate::detect::Protocol;
+use crate::stream::Conn;
 
 /// Server-wide state shared by every connection.
 #[derive(Debug)]
@@ -75,6 +77,8 @@ pub struct ServerContext {
     pub cluster: Option<Arc<cluster::node::Node>>,
     /// Requests run at another member than the one they came to, per protocol.
     pub routed: Arc<cluster::Routed>,
+    /// TLS on the client ports, when `[server.tls]` is set.
+    pub tls: Option<Arc<tls::Tls>>,
 }
 
 impl ServerContext {
@@ -192,6 +196,12 @@ impl Server {
     /// # Errors
     /// If the caches cannot be created or the address cannot be bound.
     pub async fn start(config: ServerConfig) -> anyhow::Result<Self> {
+        let tls = match &config.server.tls {
+            Some(settings) => Some(Arc::new(
+                tls::Tls::load(settings).context("load the TLS certificate ([server.tls])")?,
+            )),
+            None => None,
+        };
         let listener = TcpListener::bind(config.server.bind)
             .await
             .with_context(|| format!("listen on {}", config.server.bind))?;
@@ -330,7 +340,11 @@ impl Server {
             memcached_addr,
             cluster: cluster.as_ref().map(|cluster| Arc::clone(cluster.node())),
             routed,
+            tls,
         });
+        if let Some(tls) = &context.tls {
+            tokio::spawn(tls::watch(Arc::clone(tls), context.shutdown_signal()));
+        }
         if let Some(function) = &resp_function {
             function.attach(&context);
         }
@@ -345,7 +359,7 @@ impl Server {
             memcached_listener,
             Arc::clone(&context),
         ));
-        tracing::info!(address = %local_addr, memcached = ?memcached_addr, caches = ?context.manager.cache_names(), data_dir = %data_dir.display(), "weft server listening (Hot Rod, RESP, memcached, HTTP)");
+        tracing::info!(address = %local_addr, memcached = ?memcached_addr, tls = context.tls.is_some(), caches = ?context.manager.cache_names(), data_dir = %data_dir.display(), "weft server listening (Hot Rod, RESP, memcached, HTTP)");
         Ok(Self {
             context,
             accept_task,
@@ -491,7 +505,7 @@ async fn accept_loop(
 
 /// Serves one admitted connection; `_slot` gives its place back when it ends.
 async fn serve_connection(
-    mut stream: TcpStream,
+    stream: TcpStream,
     peer: SocketAddr,
     _slot: admission::Slot,
     mut deadline: deadline::RequestDeadline,
@@ -499,59 +513,96 @@ async fn serve_connection(
     port: Port,
 ) {
     let _ = stream.set_nodelay(true);
-    if port == Port::Memcached {
-        memcached::serve_dedicated(stream, peer, Arc::clone(&context), deadline).await;
-        return;
-    }
     // A connection that has sent nothing yet has nothing to finish: shutdown closes it
     // at once instead of waiting for the first-request deadline.
     let mut shutdown = context.shutdown_signal();
-    let detected = tokio::select! {
-        detected = detect::detect(&mut stream, deadline.at()) => detected,
+    let opened = tokio::select! {
+        opened = open(stream, port, &deadline, &context) => opened,
         () = stopped(&mut shutdown) => Err(std::io::Error::other("server shutting down")),
     };
-    if let Ok((_, prefix)) = &detected {
-        deadline.received(prefix.len());
-    }
-    match detected {
-        Ok((Protocol::Resp, prefix)) => {
-            resp::serve(stream, prefix, peer, Arc::clone(&context), deadline).await;
+    let (conn, protocol, prefix) = match opened {
+        Ok(opened) => opened,
+        Err(error) => {
+            tracing::debug!(%peer, %error, "connection closed before its protocol was known");
+            return;
         }
-        Ok((Protocol::Http, prefix)) => {
-            http::serve(stream, prefix, peer, Arc::clone(&context), &deadline).await;
+    };
+    deadline.received(prefix.len());
+    match protocol {
+        Protocol::Resp => {
+            resp::serve(conn, prefix, peer, Arc::clone(&context), deadline).await;
         }
-        Ok((Protocol::HotRod, prefix)) => {
-            hotrod::serve(stream, prefix, peer, Arc::clone(&context), deadline).await;
+        Protocol::Http => {
+            http::serve(conn, prefix, peer, Arc::clone(&context), &deadline).await;
         }
-        Ok((Protocol::MemcachedText, prefix)) => {
-            let dialect = memcached::Dialect::Text;
-            memcached::serve(
-                stream,
-                prefix,
-                peer,
-                Arc::clone(&context),
-                dialect,
-                deadline,
-            )
-            .await;
+        Protocol::HotRod => {
+            hotrod::serve(conn, prefix, peer, Arc::clone(&context), deadline).await;
         }
-        Ok((Protocol::MemcachedBinary, prefix)) => {
-            let dialect = memcached::Dialect::Binary;
-            memcached::serve(
-                stream,
-                prefix,
-                peer,
-                Arc::clone(&context),
-                dialect,
-                deadline,
-            )
-            .await;
+        Protocol::MemcachedText | Protocol::MemcachedBinary => {
+            let dialect = if protocol == Protocol::MemcachedText {
+                memcached::Dialect::Text
+            } else {
+                memcached::Dialect::Binary
+            };
+            memcached::serve(conn, prefix, peer, Arc::clone(&context), dialect, deadline).await;
         }
-        Ok((other, _)) => {
+        other => {
             tracing::debug!(%peer, protocol = ?other, "connection closed: protocol not served");
         }
-        Err(error) => tracing::debug!(%peer, %error, "connection closed during protocol detection"),
     }
+}
+
+/// Reads a connection's first bytes, completes its TLS handshake if they open one, and
+/// tells its protocol (on the memcached port, text or binary by the first byte); gives up
+/// at the first-request deadline.
+async fn open(
+    mut stream: TcpStream,
+    port: Port,
+    deadline: &deadline::RequestDeadline,
+    context: &ServerContext,
+) -> std::io::Result<(Conn, Protocol, bytes::BytesMut)> {
+    let mut first = buffers::new();
+    detect::within(deadline.at(), detect::read_some(&mut stream, &mut first)).await?;
+    let mut conn = if first.first() == Some(&tls::HANDSHAKE_RECORD) {
+        let Some(tls) = &context.tls else {
+            return Err(std::io::Error::other(
+                "a TLS ClientHello, and TLS is not configured ([server.tls])",
+            ));
+        };
+        let session = detect::within(deadline.at(), tls.accept(stream, first)).await?;
+        first = buffers::new();
+        Conn::Tls(Box::new(session))
+    } else {
+        if context
+            .tls
+            .as_ref()
+            .is_some_and(|tls| !tls.settings().plaintext)
+        {
+            return Err(std::io::Error::other(
+                "a plaintext client, and this server takes TLS only ([server.tls] plaintext = false)",
+            ));
+        }
+        Conn::Plain(stream)
+    };
+    if port == Port::Memcached {
+        if first.is_empty() {
+            detect::within(deadline.at(), detect::read_some(&mut conn, &mut first)).await?;
+        }
+        let protocol =
+            match memcached::Dialect::of_first_byte(first.first().copied().unwrap_or_default()) {
+                memcached::Dialect::Text => Protocol::MemcachedText,
+                memcached::Dialect::Binary => Protocol::MemcachedBinary,
+            };
+        return Ok((conn, protocol, first));
+    }
+    if conn.alpn() == Some(tls::ALPN_HTTP1) {
+        return Ok((conn, Protocol::Http, first));
+    }
+    let (protocol, prefix) = detect::detect(&mut conn, first, deadline.at()).await?;
+    if protocol == Protocol::Tls {
+        return Err(std::io::Error::other("a TLS ClientHello inside TLS"));
+    }
+    Ok((conn, protocol, prefix))
 }
 
 /// Resolves once the server is shutting down, including when it already was before this

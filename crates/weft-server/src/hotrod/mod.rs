@@ -23,9 +23,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use crate::stream::Conn;
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use weft_core::{Durability, collect_durability};
 use weft_hotrod::response::write_error;
@@ -91,7 +91,7 @@ pub(crate) struct Connection {
 /// Serves one Hot Rod connection until the client closes it, a frame is malformed, or the
 /// server shuts down.
 pub async fn serve(
-    mut stream: TcpStream,
+    mut stream: Conn,
     prefix: BytesMut,
     peer: SocketAddr,
     context: Arc<ServerContext>,
@@ -250,7 +250,7 @@ pub async fn serve(
 }
 
 async fn flush(
-    stream: &mut TcpStream,
+    stream: &mut Conn,
     output: &mut BytesMut,
     context: &ServerContext,
     unsettled: &mut Durability,
@@ -262,7 +262,7 @@ async fn flush(
     if !crate::settle(unsettled, peer).await {
         return Err(std::io::Error::other("writes not durable"));
     }
-    stream.write_all(output).await?;
+    stream.send(output).await?;
     context
         .hotrod
         .bytes_written
@@ -277,7 +277,7 @@ async fn flush(
 async fn wait_for_slot(
     connection: &Connection,
     inbound: &mut mpsc::Receiver<Outbound>,
-    stream: &mut TcpStream,
+    stream: &mut Conn,
     context: &ServerContext,
 ) -> Option<OwnedSemaphorePermit> {
     loop {
@@ -285,7 +285,7 @@ async fn wait_for_slot(
             permit = Arc::clone(&connection.offloaded).acquire_owned() => return permit.ok(),
             message = inbound.recv() => {
                 let message = message?;
-                stream.write_all(&message.bytes).await.ok()?;
+                stream.send(&message.bytes).await.ok()?;
                 context
                     .hotrod
                     .bytes_written

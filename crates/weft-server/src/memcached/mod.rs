@@ -21,9 +21,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
+use crate::stream::Conn;
 use bytes::BytesMut;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use weft_core::{Cache, CacheError, Durability, collect_durability};
 use weft_memcached::{
     BinaryDecoder, BinaryProtocolError, BinaryRequest, Limits, TextDecoder, TextProtocolError,
@@ -212,34 +212,10 @@ impl Drop for Open<'_> {
     }
 }
 
-/// Serves a connection of the dedicated memcached port: its first byte picks the dialect.
-/// A client that sends nothing is not waited on past its first-request deadline, nor
-/// through a shutdown.
-pub async fn serve_dedicated(
-    mut stream: TcpStream,
-    peer: SocketAddr,
-    context: Arc<ServerContext>,
-    mut deadline: RequestDeadline,
-) {
-    let mut prefix = crate::buffers::new();
-    let mut shutdown = context.shutdown_signal();
-    let read = tokio::select! {
-        read = stream.read_buf(&mut prefix) => read,
-        () = deadline.expired() => return,
-        () = crate::stopped(&mut shutdown) => return,
-    };
-    match read {
-        Ok(read) if read > 0 => deadline.received(read),
-        _ => return,
-    }
-    let dialect = Dialect::of_first_byte(prefix.first().copied().unwrap_or_default());
-    serve(stream, prefix, peer, context, dialect, deadline).await;
-}
-
 /// Serves one memcached connection until the client quits, the connection fails, a protocol
 /// error occurs, or the server shuts down. `prefix` holds the bytes already read.
 pub async fn serve(
-    mut stream: TcpStream,
+    mut stream: Conn,
     prefix: BytesMut,
     peer: SocketAddr,
     context: Arc<ServerContext>,
@@ -251,7 +227,7 @@ pub async fn serve(
         tracing::warn!(%peer, cache = %cache_name, "memcached connection refused: memcached-cache names no cache");
         if dialect == Dialect::Text {
             let _ = stream
-                .write_all(format!("SERVER_ERROR no cache named {cache_name}\r\n").as_bytes())
+                .send(format!("SERVER_ERROR no cache named {cache_name}\r\n").as_bytes())
                 .await;
         }
         return;
@@ -280,7 +256,7 @@ pub async fn serve(
 /// Settles the batch's writes, then writes `output` and empties it; false if the connection
 /// must close.
 async fn flush(
-    stream: &mut TcpStream,
+    stream: &mut Conn,
     output: &mut BytesMut,
     unsettled: &mut Durability,
     peer: SocketAddr,
@@ -289,7 +265,7 @@ async fn flush(
     if output.is_empty() {
         return true;
     }
-    if !crate::settle(unsettled, peer).await || stream.write_all(output).await.is_err() {
+    if !crate::settle(unsettled, peer).await || stream.send(output).await.is_err() {
         return false;
     }
     counters
@@ -300,7 +276,7 @@ async fn flush(
 }
 
 async fn serve_connection(
-    mut stream: TcpStream,
+    mut stream: Conn,
     prefix: BytesMut,
     peer: SocketAddr,
     mut connection: Connection,

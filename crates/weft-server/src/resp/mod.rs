@@ -18,9 +18,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use crate::stream::Conn;
 use bytes::BytesMut;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use weft_core::{Durability, collect_durability};
 use weft_resp::{Limits, RequestDecoder};
 
@@ -40,7 +40,7 @@ pub const OUTPUT_FLUSH_BYTES: usize = 64 * 1024;
 /// Serves one RESP connection until the client quits, the connection fails, a protocol
 /// error occurs, or the server shuts down.
 pub async fn serve(
-    mut stream: TcpStream,
+    mut stream: Conn,
     prefix: BytesMut,
     peer: SocketAddr,
     context: Arc<ServerContext>,
@@ -48,7 +48,7 @@ pub async fn serve(
 ) {
     let Some(session) = Session::new(Arc::clone(&context), peer) else {
         let _ = stream
-            .write_all(b"-ERR no cache is mapped to RESP database 0\r\n")
+            .send(b"-ERR no cache is mapped to RESP database 0\r\n")
             .await;
         return;
     };
@@ -67,7 +67,7 @@ pub async fn serve(
 }
 
 async fn serve_session(
-    mut stream: TcpStream,
+    mut stream: Conn,
     prefix: BytesMut,
     peer: SocketAddr,
     context: Arc<ServerContext>,
@@ -113,7 +113,7 @@ async fn serve_session(
                         // replies before this one are sent, then the connection is closed.
                         tracing::warn!(%peer, limit = exceeded.limit, "closing RESP connection: reply exceeds client-output-bytes-max");
                         if crate::settle(&mut unsettled, peer).await {
-                            let _ = stream.write_all(&output).await;
+                            let _ = stream.send(&output).await;
                         }
                         return;
                     }
@@ -121,7 +121,7 @@ async fn serve_session(
                         // Replies to earlier requests go out before the client waits.
                         if !output.is_empty() {
                             if !crate::settle(&mut unsettled, peer).await
-                                || stream.write_all(&output).await.is_err()
+                                || stream.send(&output).await.is_err()
                             {
                                 return;
                             }
@@ -151,7 +151,7 @@ async fn serve_session(
                     }
                     if output.len() >= OUTPUT_FLUSH_BYTES {
                         if !crate::settle(&mut unsettled, peer).await
-                            || stream.write_all(&output).await.is_err()
+                            || stream.send(&output).await.is_err()
                         {
                             return;
                         }
@@ -163,7 +163,7 @@ async fn serve_session(
                     tracing::debug!(%peer, %error, "closing RESP connection on protocol error");
                     error.write_reply(&mut output);
                     if crate::settle(&mut unsettled, peer).await {
-                        let _ = stream.write_all(&output).await;
+                        let _ = stream.send(&output).await;
                     }
                     return;
                 }
@@ -175,9 +175,7 @@ async fn serve_session(
         // Complete requests leave the buffer as they are decoded: what remains is part of one.
         deadline.decoded(processed > 0, !input.is_empty());
         if !output.is_empty() {
-            if !crate::settle(&mut unsettled, peer).await
-                || stream.write_all(&output).await.is_err()
-            {
+            if !crate::settle(&mut unsettled, peer).await || stream.send(&output).await.is_err() {
                 return;
             }
             output.clear();
@@ -556,7 +554,7 @@ pub fn register_functions(functions: &weft_core::operation::Functions) -> Arc<Co
 
 /// A connection whose current command blocks (BLPOP and friends).
 struct Blocked<'a> {
-    stream: &'a mut TcpStream,
+    stream: &'a mut Conn,
     input: &'a mut BytesMut,
     output: &'a mut BytesMut,
     shutdown: &'a mut tokio::sync::watch::Receiver<bool>,
