@@ -29,6 +29,24 @@ PY
   fi
 done
 
+# Both clients over TLS, on a server whose port serves TLS and plaintext (TlsTest is skipped by
+# the runs above, which set no WEFT_TLS_DIR).
+tls_dir="$(mktemp -d)"
+trap 'rm -rf "$tls_dir"' EXIT
+tls_config="$(python3 "$here/../tls_files.py" "$tls_dir")"
+for profile in client-15.0 client-15.2; do
+  echo "=== Hot Rod Java interop over TLS, profile $profile"
+  status=0
+  WEFT_TLS_DIR="$tls_dir" python3 "$here/../with_weft.py" --config "$tls_config" -- \
+    mvn -q -B -Dstyle.color=never -P"$profile" -Dweft.port={port} -Dtest=TlsTest \
+    -Dsurefire.failIfNoSpecifiedTests=false clean test \
+    2>&1 | sed -u 's/\x1b\[[0-9;]*m//g' || status=$?
+  if [ "$status" -ne 0 ]; then
+    echo "Hot Rod Java TLS interop failed with profile $profile (exit $status)"
+    exit "$status"
+  fi
+done
+
 # The official client against a three-node cluster (both classes are skipped by the
 # single-server runs above): near caches and client listeners on one node seeing the writes
 # made through another (ClusterNearCacheTest), then primary-owner routing and a node killed
