@@ -146,6 +146,8 @@ pub struct GridConfig {
     pub state_transfer_bytes_per_second: u64,
     /// How soon a member that stopped answering is declared down.
     pub failure_detection: FailureDetection,
+    /// Mutual TLS on every cluster connection (see [`crate::tls`]); absent = plaintext.
+    pub tls: Option<crate::tls::ClusterTls>,
 }
 
 impl GridConfig {
@@ -164,6 +166,7 @@ impl GridConfig {
             state_transfer_chunk_entries: STATE_TRANSFER_CHUNK_ENTRIES_DEFAULT,
             state_transfer_bytes_per_second: STATE_TRANSFER_BYTES_PER_SECOND_DEFAULT,
             failure_detection: FailureDetection::default(),
+            tls: None,
         }
     }
 

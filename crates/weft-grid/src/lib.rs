@@ -17,6 +17,7 @@ pub mod node;
 pub mod raft;
 pub mod replication;
 pub mod routing;
+pub mod tls;
 pub mod transport;
 
 use std::net::SocketAddr;
@@ -279,7 +280,7 @@ impl Prepared {
             connections_max: config.connections_max,
         };
         let secret = secret_of(&config);
-        let transport = Transport::new(identity, secret, limits);
+        let transport = Transport::new(identity, secret, limits, config.tls.clone());
         let routing = Arc::new(Routing::new(name));
         let replication = Arc::new(Replication::new(Arc::clone(&routing), transport.clone()));
         Self {

@@ -23,13 +23,15 @@ use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
 use parking_lot::{Mutex, RwLock};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, mpsc, oneshot, watch};
 use weft_cluster::handshake::{self, HandshakeError, Identity, Secret};
 use weft_cluster::wire::{self, Envelope, Request, Response};
 
 use weft_core::persistence::BoxFuture;
+
+use crate::tls::ClusterTls;
 
 /// How long a connection attempt may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -206,6 +208,8 @@ struct Inner {
     me: Identity,
     secret: Secret,
     limits: Limits,
+    /// Mutual TLS on every connection, when configured.
+    tls: Option<ClusterTls>,
     peers: Mutex<HashMap<SocketAddr, Peer>>,
     /// The incarnation each member's address belongs to, as the agreed members say; a
     /// connection to another process at that address carries nothing.
@@ -225,16 +229,17 @@ impl std::fmt::Debug for Transport {
 }
 
 impl Transport {
-    /// A transport for the process `me`, proving itself with `secret`, with no
-    /// connections yet.
+    /// A transport for the process `me`, proving itself with `secret` (inside a TLS
+    /// session when `tls` is given), with no connections yet.
     #[must_use]
-    pub fn new(me: Identity, secret: Secret, limits: Limits) -> Self {
+    pub fn new(me: Identity, secret: Secret, limits: Limits, tls: Option<ClusterTls>) -> Self {
         let inbound = Arc::new(Semaphore::new(limits.connections_max.max(1)));
         Self {
             inner: Arc::new(Inner {
                 me,
                 secret,
                 limits,
+                tls,
                 peers: Mutex::new(HashMap::new()),
                 expected: RwLock::new(HashMap::new()),
                 inbound,
@@ -312,7 +317,26 @@ impl Transport {
     /// Proves both ends of a new inbound connection, then serves it.
     async fn accept_connection(
         self,
-        mut stream: TcpStream,
+        stream: TcpStream,
+        from: SocketAddr,
+        handler: Arc<dyn Handler>,
+    ) {
+        let Some(tls) = self.inner.tls.clone() else {
+            return self.prove_and_serve(stream, from, handler).await;
+        };
+        match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.acceptor.accept(stream)).await {
+            Ok(Ok(session)) => self.prove_and_serve(session, from, handler).await,
+            Ok(Err(error)) => {
+                tracing::warn!(%from, %error, "refused a cluster connection: TLS handshake failed");
+            }
+            Err(_) => tracing::debug!(%from, "cluster connection: no TLS handshake in time"),
+        }
+    }
+
+    /// [`Transport::accept_connection`] once the connection is plaintext or TLS.
+    async fn prove_and_serve<S: Link>(
+        self,
+        mut stream: S,
         from: SocketAddr,
         handler: Arc<dyn Handler>,
     ) {
@@ -323,7 +347,11 @@ impl Transport {
         .await
         .unwrap_or(Err(HandshakeFailure::Timeout));
         match proven {
-            Ok(peer) => self.serve_connection(stream, from, peer, handler).await,
+            Ok(peer) => {
+                let (reader, writer) = stream.halves();
+                self.serve_connection(reader, writer, from, peer, handler)
+                    .await;
+            }
             Err(HandshakeFailure::Refused(HandshakeError::BadCode)) => {
                 tracing::warn!(%from, "refused a cluster connection: the peer does not know the cluster secret");
             }
@@ -339,12 +367,12 @@ impl Transport {
     /// task that does nothing else, so the two cannot wait on each other.
     async fn serve_connection(
         self,
-        stream: TcpStream,
+        mut reader: impl AsyncRead + Unpin,
+        mut writer: impl AsyncWrite + Unpin,
         from: SocketAddr,
         peer: Identity,
         handler: Arc<dyn Handler>,
     ) {
-        let (mut reader, mut writer) = stream.into_split();
         let (replies, mut outbox) = mpsc::unbounded_channel::<(u64, Response)>();
         let mut buffer = BytesMut::with_capacity(READ_CHUNK);
         let mut out = Vec::new();
@@ -381,7 +409,7 @@ impl Transport {
                 self.inner
                     .sent_bytes
                     .fetch_add(out.len() as u64, Ordering::Relaxed);
-                if writer.write_all(&out).await.is_err() {
+                if writer.write_all(&out).await.is_err() || writer.flush().await.is_err() {
                     return;
                 }
                 out.clear();
@@ -501,7 +529,7 @@ impl Transport {
         pending: &Pending,
     ) {
         let connected = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(to)).await;
-        let mut stream = match connected {
+        let stream = match connected {
             Ok(Ok(stream)) if is_self_connected(&stream) => {
                 // Connecting to a port nobody listens on, from the same port: TCP's
                 // simultaneous open joined the socket to itself. Dropped at once, or it
@@ -521,6 +549,31 @@ impl Transport {
             }
         };
         let _ = stream.set_nodelay(true);
+        let Some(tls) = self.inner.tls.clone() else {
+            return self.prove_and_send(stream, to, outgoing, pending).await;
+        };
+        let session = tokio::time::timeout(
+            HANDSHAKE_TIMEOUT,
+            tls.connector.connect(ClusterTls::server_name(to), stream),
+        )
+        .await;
+        match session {
+            Ok(Ok(session)) => self.prove_and_send(session, to, outgoing, pending).await,
+            Ok(Err(error)) => {
+                tracing::warn!(%to, %error, "cluster connection: TLS handshake failed");
+            }
+            Err(_) => tracing::debug!(%to, "cluster connection: no TLS handshake in time"),
+        }
+    }
+
+    /// [`Transport::connect_and_serve`] once the connection is plaintext or TLS.
+    async fn prove_and_send<S: Link>(
+        &self,
+        mut stream: S,
+        to: SocketAddr,
+        outgoing: &mut mpsc::UnboundedReceiver<Outgoing>,
+        pending: &Pending,
+    ) {
         let proven = tokio::time::timeout(
             HANDSHAKE_TIMEOUT,
             open_handshake(&mut stream, &self.inner.me, &self.inner.secret),
@@ -534,7 +587,7 @@ impl Transport {
                 return;
             }
         };
-        let (mut reader, mut writer) = stream.into_split();
+        let (mut reader, mut writer) = stream.halves();
         // Dropped when the response reader ends (the connection broke).
         let (reading, mut read_ended) = oneshot::channel::<()>();
         let responses = {
@@ -589,7 +642,7 @@ impl Transport {
                         }
                     }
                     self.inner.sent_bytes.fetch_add(out.len() as u64, Ordering::Relaxed);
-                    if writer.write_all(&out).await.is_err() {
+                    if writer.write_all(&out).await.is_err() || writer.flush().await.is_err() {
                         break;
                     }
                     out.clear();
@@ -661,6 +714,42 @@ fn fenced(request: &Request) -> bool {
     )
 }
 
+/// A connection, plaintext or TLS, and how it splits into a half that reads and one that
+/// writes (a socket's halves need no lock; a TLS session's share one).
+trait Link: AsyncRead + AsyncWrite + Unpin + Send + 'static {
+    type Reader: AsyncRead + Unpin + Send + 'static;
+    type Writer: AsyncWrite + Unpin + Send + 'static;
+
+    fn halves(self) -> (Self::Reader, Self::Writer);
+}
+
+impl Link for TcpStream {
+    type Reader = tokio::net::tcp::OwnedReadHalf;
+    type Writer = tokio::net::tcp::OwnedWriteHalf;
+
+    fn halves(self) -> (Self::Reader, Self::Writer) {
+        self.into_split()
+    }
+}
+
+impl Link for tokio_rustls::server::TlsStream<TcpStream> {
+    type Reader = tokio::io::ReadHalf<Self>;
+    type Writer = tokio::io::WriteHalf<Self>;
+
+    fn halves(self) -> (Self::Reader, Self::Writer) {
+        tokio::io::split(self)
+    }
+}
+
+impl Link for tokio_rustls::client::TlsStream<TcpStream> {
+    type Reader = tokio::io::ReadHalf<Self>;
+    type Writer = tokio::io::WriteHalf<Self>;
+
+    fn halves(self) -> (Self::Reader, Self::Writer) {
+        tokio::io::split(self)
+    }
+}
+
 /// Whether `stream`'s two ends are one address: a connection to a port nobody listens on
 /// that the kernel happened to make from that same port (TCP simultaneous open).
 fn is_self_connected(stream: &TcpStream) -> bool {
@@ -672,12 +761,13 @@ fn is_self_connected(stream: &TcpStream) -> bool {
 
 /// The acceptor's side of the handshake: challenge, check the answer, reply.
 async fn accept_handshake(
-    stream: &mut TcpStream,
+    stream: &mut (impl AsyncRead + AsyncWrite + Unpin),
     me: &Identity,
     secret: &Secret,
 ) -> Result<Identity, HandshakeFailure> {
     let mine = handshake::nonce();
     stream.write_all(&handshake::challenge(&mine)).await?;
+    stream.flush().await?;
     let mut theirs = [0; handshake::NONCE_BYTES];
     stream.read_exact(&mut theirs).await?;
     let (identity, code) = read_proof(stream).await?;
@@ -685,12 +775,13 @@ async fn accept_handshake(
     stream
         .write_all(&handshake::reply(secret, &theirs, &mine, me))
         .await?;
+    stream.flush().await?;
     Ok(peer)
 }
 
 /// The opener's side of the handshake: read the challenge, answer, check the reply.
 async fn open_handshake(
-    stream: &mut TcpStream,
+    stream: &mut (impl AsyncRead + AsyncWrite + Unpin),
     me: &Identity,
     secret: &Secret,
 ) -> Result<Identity, HandshakeFailure> {
@@ -701,6 +792,7 @@ async fn open_handshake(
     stream
         .write_all(&handshake::answer(secret, &theirs, &mine, me))
         .await?;
+    stream.flush().await?;
     let (identity, code) = read_proof(stream).await?;
     Ok(handshake::check_reply(
         secret, &mine, &theirs, &identity, &code,
@@ -709,7 +801,7 @@ async fn open_handshake(
 
 /// Reads an identity (its length checked first) and the code that proves it.
 async fn read_proof(
-    stream: &mut TcpStream,
+    stream: &mut (impl AsyncRead + Unpin),
 ) -> Result<(Vec<u8>, [u8; handshake::CODE_BYTES]), HandshakeFailure> {
     let mut len = [0; 2];
     stream.read_exact(&mut len).await?;
@@ -850,6 +942,7 @@ mod tests {
             identity("sender", 1),
             Secret::new(SECRET.to_vec()),
             Limits::default(),
+            None,
         )
     }
 
@@ -1069,6 +1162,7 @@ mod tests {
             identity("peer", 7),
             Secret::new(SECRET.to_vec()),
             Limits::default(),
+            None,
         );
         let (_stop, shutdown) = watch::channel(false);
         let serving = receiver.serve(
@@ -1107,6 +1201,108 @@ mod tests {
             .expect("an answer in time")
             .expect("an outcome");
         assert_eq!(outcome, Err(TransportError::Unreachable(nowhere)));
+        serving.abort();
+    }
+
+    /// Member certificates (serverAuth and clientAuth) of a CA, as files in `dir`; returns
+    /// the member's TLS.
+    fn member_tls(
+        dir: &std::path::Path,
+        name: &str,
+        ca: &rcgen::CertifiedIssuer<'static, rcgen::KeyPair>,
+    ) -> ClusterTls {
+        let mut params =
+            rcgen::CertificateParams::new(vec![name.to_owned()]).unwrap_or_else(|e| panic!("{e}"));
+        params.extended_key_usages = vec![
+            rcgen::ExtendedKeyUsagePurpose::ServerAuth,
+            rcgen::ExtendedKeyUsagePurpose::ClientAuth,
+        ];
+        let key = rcgen::KeyPair::generate().unwrap_or_else(|e| panic!("{e}"));
+        let certificate = params.signed_by(&key, ca).unwrap_or_else(|e| panic!("{e}"));
+        let write = |file: &str, text: String| {
+            let path = dir.join(format!("{name}-{file}"));
+            std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
+            path
+        };
+        let certificate = write("cert.pem", certificate.pem());
+        let key = write("key.pem", key.serialize_pem());
+        let ca = write("ca.pem", ca.pem());
+        ClusterTls::from_pem_files(&certificate, &key, &ca).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn ca(name: &str) -> rcgen::CertifiedIssuer<'static, rcgen::KeyPair> {
+        let mut params =
+            rcgen::CertificateParams::new(Vec::<String>::new()).unwrap_or_else(|e| panic!("{e}"));
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, name);
+        let key = rcgen::KeyPair::generate().unwrap_or_else(|e| panic!("{e}"));
+        rcgen::CertifiedIssuer::self_signed(params, key).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    // Proves members with certificates of the cluster's CA talk over mutual TLS (a request
+    // and replicated batches are answered; the certificate's name need not be the address),
+    // while a member whose certificate another CA signed, and a member without TLS, are
+    // refused before anything is read from them.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn members_talk_over_mutual_tls_and_strangers_are_refused() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let cluster_ca = ca("cluster CA");
+        let (serving_at, address) = listener().await;
+        let recorder = Arc::new(Recorder {
+            applied: Mutex::new(Vec::new()),
+            slow: Duration::from_millis(1),
+        });
+        let receiver = Transport::new(
+            identity("peer", 7),
+            Secret::new(SECRET.to_vec()),
+            Limits::default(),
+            Some(member_tls(dir.path(), "node-b.example", &cluster_ca)),
+        );
+        let (_stop, shutdown) = watch::channel(false);
+        let serving = receiver.serve(
+            serving_at,
+            Arc::clone(&recorder) as Arc<dyn Handler>,
+            shutdown,
+        );
+        let member = Transport::new(
+            identity("sender", 1),
+            Secret::new(SECRET.to_vec()),
+            Limits::default(),
+            Some(member_tls(dir.path(), "node-a.example", &cluster_ca)),
+        );
+        let answer = tokio::time::timeout(ANSWER_TIMEOUT, member.send(address, clear()))
+            .await
+            .expect("an answer in time");
+        assert!(answer.is_ok(), "{answer:?}");
+        for sequence in 1..=3_u64 {
+            let answer =
+                tokio::time::timeout(ANSWER_TIMEOUT, member.send(address, batch(sequence)))
+                    .await
+                    .expect("an answer in time");
+            assert_eq!(answer, Ok(Response::Applied));
+        }
+        assert_eq!(*recorder.applied.lock(), vec![1, 2, 3]);
+
+        let stranger = Transport::new(
+            identity("stranger", 2),
+            Secret::new(SECRET.to_vec()),
+            Limits::default(),
+            Some(member_tls(dir.path(), "node-x.example", &ca("another CA"))),
+        );
+        let plaintext = transport();
+        for outsider in [stranger, plaintext] {
+            let answer = tokio::time::timeout(ANSWER_TIMEOUT, outsider.send(address, batch(9)))
+                .await
+                .expect("an answer in time");
+            assert!(answer.is_err(), "an outsider was answered: {answer:?}");
+        }
+        assert_eq!(
+            *recorder.applied.lock(),
+            vec![1, 2, 3],
+            "nothing from outsiders applied"
+        );
         serving.abort();
     }
 }

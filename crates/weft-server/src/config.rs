@@ -145,6 +145,33 @@ pub struct ServerSection {
     pub cluster_suspect_timeout_ms: u64,
     /// `[server.tls]`: TLS on the client port(s); absent = plaintext only.
     pub tls: Option<TlsSection>,
+    /// `[server.cluster-tls]`: mutual TLS between members; absent = plaintext.
+    pub cluster_tls: Option<ClusterTlsSection>,
+}
+
+/// The `[server.cluster-tls]` section: every cluster connection is mutual TLS, each member
+/// presenting a certificate the cluster's CA signed (with the `serverAuth` and `clientAuth`
+/// usages, or none) and checking the other's. Relative paths are relative to the
+/// configuration file's directory.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ClusterTlsSection {
+    /// PEM file with this member's certificate chain, leaf first.
+    pub certificate: PathBuf,
+    /// PEM file with its private key.
+    pub key: PathBuf,
+    /// PEM file with the cluster's CA certificate(s).
+    pub ca: PathBuf,
+}
+
+impl ClusterTlsSection {
+    fn resolve_in(&mut self, dir: &Path) {
+        for path in [&mut self.certificate, &mut self.key, &mut self.ca] {
+            if path.is_relative() {
+                *path = dir.join(&*path);
+            }
+        }
+    }
 }
 
 /// Whether TLS clients must present a certificate.
@@ -360,6 +387,7 @@ impl Default for ServerSection {
             cluster_frame_bytes_max: weft_cluster::wire::FRAME_BYTES_MAX,
             cluster_connections_max: weft_grid::config::CONNECTIONS_MAX_DEFAULT,
             tls: None,
+            cluster_tls: None,
             site: None,
             rack: None,
             machine: None,
@@ -523,8 +551,13 @@ impl ServerConfig {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("read configuration file {}", path.display()))?;
         let mut config = Self::parse(&path.display().to_string(), &text)?;
-        if let (Some(tls), Some(dir)) = (config.server.tls.as_mut(), path.parent()) {
-            tls.resolve_in(dir);
+        if let Some(dir) = path.parent() {
+            if let Some(tls) = config.server.tls.as_mut() {
+                tls.resolve_in(dir);
+            }
+            if let Some(tls) = config.server.cluster_tls.as_mut() {
+                tls.resolve_in(dir);
+            }
         }
         Ok(config)
     }

@@ -245,10 +245,14 @@ impl Server {
         } else {
             None
         };
-        let prepared = config
-            .server
-            .grid_config(&node_name)
-            .map(cluster::Prepared::new);
+        let mut grid = config.server.grid_config(&node_name);
+        if let (Some(grid), Some(tls)) = (grid.as_mut(), &config.server.cluster_tls) {
+            grid.tls = Some(
+                weft_grid::tls::ClusterTls::from_pem_files(&tls.certificate, &tls.key, &tls.ca)
+                    .context("load the cluster's TLS files ([server.cluster-tls])")?,
+            );
+        }
+        let prepared = grid.map(cluster::Prepared::new);
         let resp_function = prepared.as_ref().map(|prepared| {
             memcached::register_functions(prepared.functions(), &config.server);
             weft_rest::register_functions(prepared.functions());
