@@ -1,6 +1,6 @@
 //! `weft-server` is the `weft` binary's library: it reads the configuration, builds the
 //! cache manager, listens on one port and serves every protocol there, detected from each
-//! connection's first bytes (see [`detect`]). Hot Rod connections go to [`hotrod`], RESP ones
+//! connection's first bytes (see [`detect`]), in plaintext or TLS (see [`tls`]). Hot Rod connections go to [`hotrod`], RESP ones
 //! to [`resp`], memcached ones (text and binary, also on the optional `memcached-listen`
 //! port) to [`memcached`], HTTP ones to the REST router of `weft-rest`.
 //!
