@@ -175,3 +175,18 @@ fn the_grid_knows_no_protocol() {
         );
     }
 }
+
+// Proves the security crate knows no protocol and does no networking: protocols carry its
+// messages.
+#[test]
+fn security_knows_no_protocol_and_does_no_io() {
+    let graph = normal_dependencies();
+    let security = &graph["weft-security"];
+    for dependency in security {
+        assert!(
+            !dependency.starts_with("weft-")
+                && !["tokio", "axum", "hyper"].contains(&dependency.as_str()),
+            "weft-security depends on {dependency}"
+        );
+    }
+}
