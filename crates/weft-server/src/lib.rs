@@ -21,6 +21,7 @@ pub mod resp;
 pub mod store_cli;
 pub mod stream;
 pub mod tls;
+pub mod users_cli;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

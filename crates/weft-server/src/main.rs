@@ -70,6 +70,21 @@ enum Command {
         )]
         data_dir: PathBuf,
     },
+    /// Create, change, remove and list the users of a users file (`[security] users-file`);
+    /// a running server picks changes up by itself.
+    User {
+        /// What to do.
+        #[command(subcommand)]
+        action: UserAction,
+        /// The users file.
+        #[arg(
+            long,
+            global = true,
+            env = "WEFT_USERS_FILE",
+            default_value = "users.toml"
+        )]
+        users_file: PathBuf,
+    },
     /// Show a running cluster, as one of its nodes sees it.
     Cluster {
         /// What to show.
@@ -84,6 +99,62 @@ enum Command {
         )]
         server: String,
     },
+}
+
+#[derive(Debug, Subcommand)]
+enum UserAction {
+    /// Add a user.
+    Create {
+        /// Its name.
+        name: String,
+        /// Its password (read from standard input when absent; prefer that or the
+        /// environment variable: a command line is visible to other users).
+        #[arg(long, env = "WEFT_USER_PASSWORD", hide_env_values = true)]
+        password: Option<String>,
+        /// Its groups, comma-separated (each grants the role of its name, e.g. admin,
+        /// application, observer).
+        #[arg(long, value_delimiter = ',')]
+        groups: Vec<String>,
+    },
+    /// Set a user's password.
+    Password {
+        /// The user.
+        name: String,
+        /// The new password (read from standard input when absent).
+        #[arg(long, env = "WEFT_USER_PASSWORD", hide_env_values = true)]
+        password: Option<String>,
+    },
+    /// Set a user's groups (replacing those it had).
+    Groups {
+        /// The user.
+        name: String,
+        /// Its groups, comma-separated.
+        #[arg(long, value_delimiter = ',')]
+        groups: Vec<String>,
+    },
+    /// Remove a user.
+    Remove {
+        /// The user.
+        name: String,
+    },
+    /// List the users and their groups.
+    List,
+}
+
+/// The password given, or one line read from standard input.
+fn password_or_stdin(password: Option<String>) -> anyhow::Result<String> {
+    if let Some(password) = password {
+        return Ok(password);
+    }
+    use std::io::IsTerminal;
+    if std::io::stdin().is_terminal() {
+        eprint!("Password (shown as typed): ");
+    }
+    let mut line = String::new();
+    std::io::stdin()
+        .read_line(&mut line)
+        .context("read the password from standard input")?;
+    Ok(line.trim_end_matches(['\r', '\n']).to_owned())
 }
 
 #[derive(Debug, Subcommand)]
@@ -186,6 +257,26 @@ fn run() -> anyhow::Result<ExitCode> {
                     Ok(ExitCode::from(STORE_FAILED))
                 }
             }
+        }
+        Command::User { action, users_file } => {
+            use weft_server::users_cli;
+            let text = match action {
+                UserAction::Create {
+                    name,
+                    password,
+                    groups,
+                } => users_cli::create(&users_file, &name, &password_or_stdin(password)?, groups)?,
+                UserAction::Password { name, password } => {
+                    users_cli::password(&users_file, &name, &password_or_stdin(password)?)?
+                }
+                UserAction::Groups { name, groups } => {
+                    users_cli::groups(&users_file, &name, groups)?
+                }
+                UserAction::Remove { name } => users_cli::remove(&users_file, &name)?,
+                UserAction::List => users_cli::list(&users_file)?,
+            };
+            print!("{text}");
+            Ok(ExitCode::SUCCESS)
         }
         Command::Cluster { show, server } => {
             let report = weft_server::cli::topology(&server)?;
