@@ -146,6 +146,7 @@ fn unknown_action(action: &str) -> RestError {
 pub(crate) struct Caller {
     client: Option<ClientAddress>,
     authorization: Option<header::HeaderValue>,
+    authenticated: Option<crate::Authenticated>,
 }
 
 impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Caller {
@@ -158,6 +159,7 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Caller {
         Ok(Self {
             client: parts.extensions.get::<ClientAddress>().copied(),
             authorization: parts.headers.get(header::AUTHORIZATION).cloned(),
+            authenticated: parts.extensions.get::<crate::Authenticated>().cloned(),
         })
     }
 }
@@ -206,7 +208,7 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 /// otherwise stop the server. 401 (with a challenge) when a password is configured and
 /// missing or wrong; 403 when none is configured and the client is elsewhere.
 fn authorize_lifecycle(state: &Shared, caller: &Caller) -> Result<(), RestError> {
-    if caller.is_loopback() {
+    if caller.is_loopback() || caller.authenticated.is_some() {
         return Ok(());
     }
     let Some(expected) = state.password() else {

@@ -26,6 +26,7 @@
 //! * A full cache (`when-full = "exception"`) answers 507 Insufficient Storage, where
 //!   Infinispan answers 500; both are server errors, 507 says why.
 
+mod auth;
 mod caches;
 mod container;
 mod entries;
@@ -63,6 +64,15 @@ pub const CONTAINER_NAME: &str = "default";
 /// [`ClientAddress`] or carries the password (see [`RestState::with_password`]).
 pub type ShutdownHook = Arc<dyn Fn() + Send + Sync>;
 
+/// Checks HTTP Basic credentials (user name, password): the name of the user they
+/// authenticate, or `None`. May take a while (a slow hash); see [`RestState::with_authenticator`].
+pub type Authenticator = Arc<dyn Fn(&[u8], &[u8]) -> Option<String> + Send + Sync>;
+
+/// A request extension naming the user the request authenticated as (set by the router's
+/// authentication when an [`Authenticator`] is configured).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Authenticated(pub String);
+
 /// What the routes need: the caches, and the facts about this server they report.
 ///
 /// Build it with [`RestState::new`] and the `with_*` methods, then pass it to [`router`]:
@@ -90,6 +100,7 @@ pub struct RestState {
     cluster: Option<ClusterView>,
     forwarder: Option<Arc<dyn Forwarder>>,
     password: Option<String>,
+    authenticator: Option<Authenticator>,
 }
 
 /// A request extension naming the address of the client connection a request arrived on,
@@ -232,6 +243,7 @@ impl RestState {
             cluster: None,
             forwarder: None,
             password: None,
+            authenticator: None,
         }
     }
 
@@ -308,6 +320,14 @@ impl RestState {
         self
     }
 
+    /// Requires every request (but the health status probes read) to authenticate with HTTP
+    /// Basic credentials `authenticator` accepts; others get `401` with a challenge.
+    #[must_use]
+    pub fn with_authenticator(mut self, authenticator: Authenticator) -> Self {
+        self.authenticator = Some(authenticator);
+        self
+    }
+
     /// The password lifecycle actions accept, when one is configured.
     pub(crate) fn password(&self) -> Option<&str> {
         self.password.as_deref()
@@ -360,6 +380,7 @@ pub(crate) fn query_params(
 /// All REST v2 routes and `/metrics`, ready to serve. Unknown paths answer 404 and known
 /// paths with an unsupported method 405 (with `Allow`), both with a text body.
 pub fn router(state: RestState) -> Router {
+    let state = Arc::new(state);
     let container = || {
         get(container::info)
             .post(container::action)
@@ -416,5 +437,9 @@ pub fn router(state: RestState) -> Router {
         .route("/rest/v2/cluster/topology", get(container::topology))
         .fallback(error::no_route)
         .method_not_allowed_fallback(error::method_not_allowed)
-        .with_state(Arc::new(state))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            auth::require,
+        ))
+        .with_state(state)
 }

@@ -518,15 +518,29 @@ pub struct ServerConfig {
     /// Endpoint settings.
     #[serde(default)]
     pub server: ServerSection,
+    /// Users and authentication.
+    #[serde(default)]
+    pub security: SecuritySection,
     /// Caches by name; a `default` cache mapped to RESP database 0 is added if absent.
     #[serde(default)]
     pub caches: BTreeMap<String, CacheConfig>,
+}
+
+/// The `[security]` section.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct SecuritySection {
+    /// The users file (`weft user create …` writes it); when set, every client must
+    /// authenticate as one of its users. Relative to the configuration file's directory.
+    /// Re-read when it changes.
+    pub users_file: Option<PathBuf>,
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
         Self {
             server: ServerSection::default(),
+            security: SecuritySection::default(),
             caches: ManagerConfig::default().caches,
         }
     }
@@ -557,6 +571,11 @@ impl ServerConfig {
             }
             if let Some(tls) = config.server.cluster_tls.as_mut() {
                 tls.resolve_in(dir);
+            }
+            if let Some(users) = config.security.users_file.as_mut()
+                && users.is_relative()
+            {
+                *users = dir.join(&*users);
             }
         }
         Ok(config)

@@ -18,6 +18,7 @@ pub mod hotrod;
 mod http;
 pub mod memcached;
 pub mod resp;
+pub mod security;
 pub mod store_cli;
 pub mod stream;
 pub mod tls;
@@ -80,6 +81,8 @@ pub struct ServerContext {
     pub routed: Arc<cluster::Routed>,
     /// TLS on the client ports, when `[server.tls]` is set.
     pub tls: Option<Arc<tls::Tls>>,
+    /// How clients authenticate.
+    pub security: Arc<security::Security>,
 }
 
 impl ServerContext {
@@ -203,6 +206,13 @@ impl Server {
             )),
             None => None,
         };
+        let security = Arc::new(
+            security::Security::new(
+                config.security.users_file.as_deref(),
+                config.server.password.clone(),
+            )
+            .context("read the users file ([security] users-file)")?,
+        );
         let listener = TcpListener::bind(config.server.bind)
             .await
             .with_context(|| format!("listen on {}", config.server.bind))?;
@@ -315,6 +325,14 @@ impl Server {
             .with_shutdown(move || {
                 let _ = shutdown_for_rest.send(true);
             });
+        if security.has_users() {
+            let security = Arc::clone(&security);
+            rest_state = rest_state.with_authenticator(Arc::new(move |user, password| {
+                security
+                    .authenticate_password(user, password)
+                    .map(|subject| subject.name.to_string())
+            }));
+        }
         let routed = Arc::new(cluster::Routed::default());
         if let Some(cluster) = &cluster {
             rest_state = rest_state
@@ -346,7 +364,9 @@ impl Server {
             cluster: cluster.as_ref().map(|cluster| Arc::clone(cluster.node())),
             routed,
             tls,
+            security,
         });
+        tokio::spawn(Arc::clone(&context.security).watch(context.shutdown_signal()));
         if let Some(tls) = &context.tls {
             tokio::spawn(tls::watch(Arc::clone(tls), context.shutdown_signal()));
         }

@@ -86,6 +86,14 @@ pub(crate) struct Connection {
     /// Set when a response's writes were not made durable: the connection closes without
     /// acknowledging them.
     undurable: AtomicBool,
+    /// Who the client authenticated as (`default` when no authentication is required).
+    pub(crate) subject: parking_lot::Mutex<Option<weft_security::Subject>>,
+    /// Whether `subject` is set: read by every request.
+    pub(crate) authenticated: AtomicBool,
+    /// A SASL exchange in progress (AUTH sent, not complete).
+    pub(crate) sasl: parking_lot::Mutex<Option<crate::security::SaslExchange>>,
+    /// Whether the connection is TLS (SASL PLAIN is offered only then).
+    pub(crate) tls: bool,
 }
 
 /// Serves one Hot Rod connection until the client closes it, a frame is malformed, or the
@@ -108,6 +116,10 @@ pub async fn serve(
         overflowed: Arc::new(AtomicBool::new(false)),
         replicating: Arc::new(Semaphore::new(REPLICATING_IN_FLIGHT_MAX)),
         undurable: AtomicBool::new(false),
+        authenticated: AtomicBool::new(context.security.anonymous_without_users().is_some()),
+        subject: parking_lot::Mutex::new(context.security.anonymous_without_users()),
+        sasl: parking_lot::Mutex::new(None),
+        tls: stream.is_tls(),
     });
     let limits = Limits {
         array_bytes_max: context.settings.hotrod_value_bytes_max,
@@ -128,6 +140,13 @@ pub async fn serve(
             let decoded = decoder.decode(&mut input);
             completed |= matches!(decoded, Ok(Some(_)));
             match decoded {
+                Ok(Some(frame))
+                    if !connection.authenticated.load(Ordering::Acquire)
+                        && !ops::allowed_unauthenticated(&frame) =>
+                {
+                    context.total_commands.fetch_add(1, Ordering::Relaxed);
+                    ops::refuse_unauthenticated(&connection, &frame, &mut output);
+                }
                 Ok(Some(frame)) if admin::changes_caches(&connection, &frame) => {
                     context.total_commands.fetch_add(1, Ordering::Relaxed);
                 }

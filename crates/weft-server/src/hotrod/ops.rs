@@ -5,11 +5,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{BufMut, BytesMut};
+use std::sync::atomic::Ordering;
 use weft_core::media::{key_from_stored, key_to_stored, value_from_stored, value_to_stored};
 use weft_core::operation::{Applied, Functions, Operation, WriteSpec};
 use weft_core::{Cache, CacheEntry, EntryMetadata, Expiry, Format, VersionedOutcome, WriteOptions};
 use weft_grid::GridCache;
 use weft_grid::routing::Route;
+
 use weft_hotrod::opcode;
 use weft_hotrod::response::{put_metadata, put_ping_body, put_previous, write_error, write_header};
 use weft_hotrod::wire::{put_array, put_string, put_vint, put_vlong};
@@ -184,6 +186,84 @@ pub(super) fn process(connection: &Arc<Connection>, frame: &Frame, out: &mut Byt
             failure.status,
             &failure.message,
         );
+    }
+}
+
+/// Requests a client may send before it authenticates: PING, and the SASL exchange.
+pub(super) fn allowed_unauthenticated(frame: &Frame) -> bool {
+    matches!(
+        frame.request,
+        Request::Ping | Request::AuthMechList | Request::Auth { .. }
+    )
+}
+
+/// Answers a request sent before authenticating, as Infinispan does: an error naming it.
+pub(super) fn refuse_unauthenticated(connection: &Connection, frame: &Frame, out: &mut BytesMut) {
+    tracing::debug!(
+        connection = connection.id,
+        opcode = frame.request.opcode(),
+        "Hot Rod request refused: not authenticated"
+    );
+    write_error(
+        out,
+        frame.header.message_id,
+        Status::ServerError,
+        &format!(
+            "ISPN006017: Operation {:#04x} requires authentication",
+            frame.request.opcode()
+        ),
+    );
+}
+
+/// One step of a SASL exchange: a mechanism name starts one (the Java client sends it with
+/// every step; an empty name continues the exchange in progress). Answers `complete` and
+/// the server's challenge; a failed exchange is an error response, and the client may start
+/// again.
+fn auth(
+    connection: &Connection,
+    frame: &Frame,
+    mechanism: &str,
+    response: &[u8],
+    out: &mut BytesMut,
+) -> Result<(), Failure> {
+    let security = &connection.context.security;
+    let mut sasl = connection.sasl.lock();
+    if sasl.is_none() {
+        if connection.authenticated.load(Ordering::Acquire) && security.has_users() {
+            return Err(Failure::server("ISPN006016: already authenticated"));
+        }
+        match security.start_sasl(mechanism, connection.tls) {
+            Ok(exchange) => *sasl = Some(exchange),
+            Err(error) => return Err(Failure::server(format!("ISPN006010: {error}"))),
+        }
+    }
+    let Some(exchange) = sasl.as_mut() else {
+        return Err(Failure::server("ISPN006010: no SASL exchange"));
+    };
+    match exchange.step(response) {
+        Ok(weft_security::sasl::Step::Continue(challenge)) => {
+            plain_header(out, frame, Status::Success);
+            out.extend_from_slice(&[0]);
+            put_array(out, &challenge);
+            Ok(())
+        }
+        Ok(weft_security::sasl::Step::Done { subject, last }) => {
+            *sasl = None;
+            tracing::debug!(connection = connection.id, user = %subject.name, "Hot Rod client authenticated");
+            *connection.subject.lock() = Some(subject);
+            connection.authenticated.store(true, Ordering::Release);
+            plain_header(out, frame, Status::Success);
+            out.extend_from_slice(&[1]);
+            put_array(out, &last);
+            Ok(())
+        }
+        Err(error) => {
+            *sasl = None;
+            tracing::info!(connection = connection.id, %mechanism, %error, "Hot Rod authentication failed");
+            Err(Failure::server(format!(
+                "ELY05051: Authentication failed: {error}"
+            )))
+        }
     }
 }
 
@@ -643,14 +723,19 @@ fn serve(connection: &Arc<Connection>, frame: &Frame, out: &mut BytesMut) -> Res
             return super::admin::exec(connection, frame, task, out);
         }
         Request::AuthMechList => {
+            let mechanisms = connection.context.security.sasl_mechanisms(connection.tls);
             plain_header(out, frame, Status::Success);
-            put_vint(out, 0);
+            put_vint(out, u32::try_from(mechanisms.len()).unwrap_or(0));
+            for mechanism in mechanisms {
+                put_string(out, mechanism);
+            }
             return Ok(());
         }
-        Request::Auth { .. } => {
-            return Err(Failure::server(
-                "authentication is not enabled on this server",
-            ));
+        Request::Auth {
+            mechanism,
+            response,
+        } => {
+            return auth(connection, frame, mechanism, &frame.bytes(*response), out);
         }
         Request::IterationNext { id } => {
             return super::iteration::next(connection, frame, id, out);

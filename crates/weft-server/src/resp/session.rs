@@ -39,8 +39,11 @@ pub struct Session {
     pub client_id: u64,
     /// CLIENT SETNAME.
     pub client_name: Option<Bytes>,
-    /// Whether AUTH succeeded (always true when no password is configured).
+    /// Whether AUTH succeeded (always true when no authentication is required).
     pub authenticated: bool,
+    /// Who the client is: the user it authenticated as, or `default` when no
+    /// authentication is required.
+    pub subject: Option<weft_security::Subject>,
     /// Set by QUIT: close after flushing replies.
     pub quit: bool,
     /// The client's address.
@@ -109,7 +112,8 @@ impl Session {
     pub fn new(context: Arc<ServerContext>, peer: SocketAddr) -> Option<Self> {
         let cache = context.manager.cache_for_resp_database(0)?;
         let client_id = context.next_client_id();
-        let authenticated = context.settings.password.is_none();
+        let subject = context.security.anonymous();
+        let authenticated = subject.is_some();
         let mailbox = Arc::new(Mailbox::new(
             client_id,
             context.settings.pubsub_output_bytes_max,
@@ -123,6 +127,7 @@ impl Session {
             client_id,
             client_name: None,
             authenticated,
+            subject,
             quit: false,
             peer,
             connected_at: Instant::now(),

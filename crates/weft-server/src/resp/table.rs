@@ -157,6 +157,11 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("hello", -1, CONNECTION, NO_KEYS, connection::hello),
     spec("auth", -2, CONNECTION, NO_KEYS, connection::auth),
     spec("quit", -1, CONNECTION, NO_KEYS, connection::quit),
+    spec("acl", -2, &["loading", "stale"], NO_KEYS, connection::acl).with_subcommands(&[
+        ("LIST", 2),
+        ("USERS", 2),
+        ("WHOAMI", 2),
+    ]),
     spec(
         "select",
         2,

@@ -541,6 +541,10 @@ fn skip_body(
                 r.string()?;
             }
         }
+        opcode::AUTH => {
+            r.u8()?;
+            r.array()?;
+        }
         other => return invalid(format!("no reader for responses to 0x{other:02x}")),
     }
     Ok(())

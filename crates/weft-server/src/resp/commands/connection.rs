@@ -29,27 +29,34 @@ pub fn echo(_session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
     reply.bulk(&args[1]);
 }
 
-/// Checks credentials against the configured password; the only user is `default`.
-fn check_credentials(session: &Session, user: &[u8], password: &[u8]) -> bool {
-    if user != b"default" {
-        return false;
+/// Checks credentials with the server's security (a users file, or the shared password of
+/// the user `default`); authenticates the session on success.
+fn check_credentials(session: &mut Session, user: &[u8], password: &[u8]) -> bool {
+    if !session.context.security.required() {
+        // No password anywhere: the default user takes any, as with Redis' nopass.
+        return user == crate::security::DEFAULT_USER.as_bytes();
     }
-    match &session.context.settings.password {
-        // The default user has no password: any password is accepted, as with Redis' nopass.
-        None => true,
-        Some(expected) => constant_time_eq(expected.as_bytes(), password),
+    match session
+        .context
+        .security
+        .authenticate_password(user, password)
+    {
+        Some(subject) => {
+            session.subject = Some(subject);
+            true
+        }
+        None => {
+            tracing::info!(peer = %session.peer, user = %String::from_utf8_lossy(user), "RESP authentication failed");
+            false
+        }
     }
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// `AUTH [username] password`
 pub fn auth(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
     let (user, password): (&[u8], &[u8]) = match args {
         [_, password] => {
-            if session.context.settings.password.is_none() {
+            if !session.context.security.required() {
                 reply.error("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?");
                 return;
             }
@@ -151,6 +158,39 @@ pub fn hello(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
     reply.bulk(env!("CARGO_PKG_VERSION").as_bytes());
 }
 
+/// `ACL WHOAMI|USERS|LIST`: who this connection is, and the users it may authenticate as.
+/// With a users file, `LIST` shows each user's groups (Weft's permissions come from roles,
+/// not from Redis ACL rules, so no rule is listed as Redis would).
+pub fn acl(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
+    let sub = String::from_utf8_lossy(&args[1]).to_ascii_uppercase();
+    let security = &session.context.security;
+    match sub.as_str() {
+        "WHOAMI" => {
+            let name = session
+                .subject
+                .as_ref()
+                .map_or(crate::security::DEFAULT_USER, |s| &*s.name);
+            reply.bulk(name.as_bytes());
+        }
+        "USERS" | "LIST" => {
+            let users = security.user_names();
+            reply.array(users.len());
+            for (name, groups) in users {
+                if sub == "USERS" {
+                    reply.bulk(name.as_bytes());
+                } else {
+                    let groups = groups.join(",");
+                    reply.bulk(format!("user {name} on groups:{groups}").as_bytes());
+                }
+            }
+        }
+        _ => reply.error(&format!(
+            "ERR unknown subcommand '{}'. Try ACL HELP.",
+            String::from_utf8_lossy(&args[1])
+        )),
+    }
+}
+
 /// `QUIT`
 pub fn quit(session: &mut Session, _args: &[Bytes], reply: &mut Reply<'_>) {
     session.quit = true;
@@ -168,7 +208,8 @@ pub fn reset(session: &mut Session, _args: &[Bytes], reply: &mut Reply<'_>) {
     }
     session.protocol = Protocol::Resp2;
     reply.set_protocol(Protocol::Resp2);
-    session.authenticated = session.context.settings.password.is_none();
+    session.subject = session.context.security.anonymous();
+    session.authenticated = session.subject.is_some();
     session.multi = None;
     session.watched.clear();
     pubsub::unsubscribe_all(session);

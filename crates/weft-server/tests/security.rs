@@ -1,0 +1,292 @@
+//! Authentication with a users file: RESP (AUTH, HELLO AUTH, ACL), REST (HTTP Basic, 401
+//! with a challenge, anonymous health probes), Hot Rod (SASL SCRAM-SHA-256/512; PLAIN only
+//! over TLS), and a users file changed while the server runs.
+
+#![allow(clippy::unwrap_used, clippy::missing_panics_doc)]
+
+mod common;
+
+use std::num::NonZeroU32;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use common::hotrod::{HotRod, b, get, put};
+use common::{Frame, TestServer};
+use weft_hotrod::{Request, Status};
+use weft_security::credentials::ScramHash;
+use weft_security::users::{User, Users};
+
+fn users_file(dir: &Path, users: &[(&str, &str, &[&str])]) -> std::path::PathBuf {
+    let path = dir.join("users.toml");
+    let mut file = Users::load(&path).unwrap();
+    for (name, password, groups) in users {
+        file.insert(User::new(name, password, groups.iter().map(|g| (*g).to_owned())).unwrap());
+    }
+    file.save(&path).unwrap();
+    path
+}
+
+fn start(users: &Path) -> TestServer {
+    TestServer::start_with(
+        "",
+        &format!("[security]\nusers-file = \"{}\"\n", users.display()),
+    )
+}
+
+fn error_text(frame: &Frame) -> String {
+    match frame {
+        Frame::Error(text) => text.clone(),
+        other => panic!("not an error: {other:?}"),
+    }
+}
+
+// Proves RESP clients must authenticate as a users-file user, with Redis' errors for no
+// credentials and wrong ones, and that ACL WHOAMI/USERS report them.
+#[test]
+fn resp_clients_authenticate_as_users() {
+    let dir = tempfile::tempdir().unwrap();
+    let users = users_file(
+        dir.path(),
+        &[("alice", "alice-pw", &["admin"]), ("bob", "bob-pw", &[])],
+    );
+    let server = start(&users);
+    let mut client = server.client();
+    assert_eq!(
+        error_text(&client.call(&["GET", "k"])),
+        "NOAUTH Authentication required."
+    );
+    assert_eq!(
+        error_text(&client.call(&["PING"])),
+        "NOAUTH Authentication required."
+    );
+    let wrongpass = "WRONGPASS invalid username-password pair or user is disabled.";
+    assert_eq!(
+        error_text(&client.call(&["AUTH", "alice", "bob-pw"])),
+        wrongpass
+    );
+    assert_eq!(
+        error_text(&client.call(&["AUTH", "mallory", "alice-pw"])),
+        wrongpass
+    );
+    assert_eq!(
+        error_text(&client.call(&["AUTH", "alice-pw"])),
+        wrongpass,
+        "AUTH with one argument is the user `default`"
+    );
+    assert_eq!(client.call(&["AUTH", "alice", "alice-pw"]), Frame::ok());
+    assert_eq!(client.call(&["SET", "k", "v"]), Frame::ok());
+    assert_eq!(client.call(&["ACL", "WHOAMI"]), Frame::bulk("alice"));
+    assert_eq!(
+        client.call(&["ACL", "USERS"]),
+        Frame::Array(vec![Frame::bulk("alice"), Frame::bulk("bob")])
+    );
+    let mut hello = server.client();
+    let answer = hello.call(&["HELLO", "3", "AUTH", "bob", "wrong"]);
+    assert_eq!(error_text(&answer), wrongpass);
+    assert!(matches!(
+        hello.call(&["HELLO", "3", "AUTH", "bob", "bob-pw"]),
+        Frame::Map(_)
+    ));
+    assert_eq!(hello.call(&["GET", "k"]), Frame::bulk("v"));
+    assert_eq!(hello.call(&["ACL", "WHOAMI"]), Frame::bulk("bob"));
+    // RESET forgets who the client was.
+    assert_eq!(hello.call(&["RESET"]), Frame::Simple("RESET".into()));
+    assert_eq!(
+        error_text(&hello.call(&["GET", "k"])),
+        "NOAUTH Authentication required."
+    );
+}
+
+fn http(server: &TestServer, path: &str, credentials: Option<(&str, &str)>) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(server.addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let authorization = credentials.map_or_else(String::new, |(user, password)| {
+        let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+        format!("Authorization: Basic {token}\r\n")
+    });
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: x\r\n{authorization}Connection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    let status = answer[9..12].parse().unwrap();
+    (status, answer)
+}
+
+// Proves REST needs HTTP Basic credentials of a user (401 with a challenge otherwise), but
+// health probes read the status anonymously.
+#[test]
+fn rest_clients_authenticate_with_basic() {
+    let dir = tempfile::tempdir().unwrap();
+    let users = users_file(dir.path(), &[("alice", "alice-pw", &["admin"])]);
+    let server = start(&users);
+    let (status, answer) = http(&server, "/rest/v2/caches", None);
+    assert_eq!(status, 401, "{answer}");
+    assert!(
+        answer.contains("www-authenticate: Basic realm=\"weft\""),
+        "{answer}"
+    );
+    assert_eq!(
+        http(&server, "/rest/v2/caches", Some(("alice", "nope"))).0,
+        401
+    );
+    assert_eq!(
+        http(&server, "/rest/v2/caches", Some(("nobody", "alice-pw"))).0,
+        401
+    );
+    assert_eq!(http(&server, "/metrics", None).0, 401);
+    assert_eq!(
+        http(&server, "/rest/v2/caches", Some(("alice", "alice-pw"))).0,
+        200
+    );
+    assert_eq!(
+        http(&server, "/rest/v2/container/health/status", None).0,
+        200
+    );
+}
+
+/// The client side of SCRAM over Hot Rod's AUTH; returns the final response.
+fn scram(
+    client: &mut HotRod,
+    mechanism: &str,
+    user: &str,
+    password: &str,
+) -> common::hotrod::Response {
+    let hash = ScramHash::of_mechanism(mechanism).unwrap();
+    let bare = format!("n={user},r=clientnonce123");
+    let first = client.call(Request::Auth {
+        mechanism: mechanism.to_owned(),
+        response: b(format!("n,,{bare}")),
+    });
+    assert_eq!(first.status(), Status::Success, "{first:?}");
+    let mut reader = first.reader();
+    assert_eq!(
+        reader.u8().unwrap(),
+        0,
+        "not complete after the first message"
+    );
+    let server_first = String::from_utf8(reader.array().unwrap().to_vec()).unwrap();
+    let mut fields = server_first.split(',');
+    let nonce = fields
+        .next()
+        .unwrap()
+        .strip_prefix("r=")
+        .unwrap()
+        .to_owned();
+    let salt = base64::engine::general_purpose::STANDARD
+        .decode(fields.next().unwrap().strip_prefix("s=").unwrap())
+        .unwrap();
+    let iterations: u32 = fields
+        .next()
+        .unwrap()
+        .strip_prefix("i=")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let salted = hash.salted_password(
+        password.as_bytes(),
+        &salt,
+        NonZeroU32::new(iterations).unwrap(),
+    );
+    let client_key = hash.hmac_of(&salted, b"Client Key");
+    let without_proof = format!("c=biws,r={nonce}");
+    let auth = format!("{bare},{server_first},{without_proof}");
+    let signature = hash.hmac_of(&hash.hash(&client_key), auth.as_bytes());
+    let proof: Vec<u8> = client_key
+        .iter()
+        .zip(&signature)
+        .map(|(k, s)| k ^ s)
+        .collect();
+    let last = format!(
+        "{without_proof},p={}",
+        base64::engine::general_purpose::STANDARD.encode(proof)
+    );
+    client.call(Request::Auth {
+        mechanism: mechanism.to_owned(),
+        response: b(last),
+    })
+}
+
+// Proves Hot Rod clients must authenticate with SASL before anything but PING, that SCRAM
+// works with both hashes, that a wrong password is refused and the client may try again, and
+// that PLAIN is not offered over plaintext.
+#[test]
+fn hotrod_clients_authenticate_with_scram() {
+    let dir = tempfile::tempdir().unwrap();
+    let users = users_file(dir.path(), &[("alice", "alice-pw", &["admin"])]);
+    let server = start(&users);
+    for mechanism in ["SCRAM-SHA-256", "SCRAM-SHA-512"] {
+        let mut client = HotRod::connect(server.addr, 31);
+        assert_eq!(client.call(Request::Ping).status(), Status::Success);
+        let refused = client.call(put("k", "v"));
+        assert!(
+            refused.error_message().contains("requires authentication"),
+            "{refused:?}"
+        );
+        let mechanisms = client.call(Request::AuthMechList);
+        let mut reader = mechanisms.reader();
+        let offered: Vec<String> = (0..reader.vint().unwrap())
+            .map(|_| reader.string().unwrap())
+            .collect();
+        assert_eq!(offered, ["SCRAM-SHA-512", "SCRAM-SHA-256"]);
+        let wrong = scram(&mut client, mechanism, "alice", "wrong-pw");
+        assert!(
+            wrong.error_message().contains("Authentication failed"),
+            "{wrong:?}"
+        );
+        assert!(
+            client
+                .call(get("k"))
+                .error_message()
+                .contains("requires authentication")
+        );
+        let done = scram(&mut client, mechanism, "alice", "alice-pw");
+        let mut reader = done.reader();
+        assert_eq!(reader.u8().unwrap(), 1, "complete");
+        assert!(reader.array().unwrap().starts_with(b"v="));
+        assert_eq!(client.call(put("k", "v")).status(), Status::Success);
+        assert_eq!(client.call(get("k")).value(), b"v");
+    }
+    let mut plain = HotRod::connect(server.addr, 31);
+    let refused = plain.call(Request::Auth {
+        mechanism: "PLAIN".to_owned(),
+        response: b("\0alice\0alice-pw"),
+    });
+    assert!(
+        refused
+            .error_message()
+            .contains("unsupported SASL mechanism"),
+        "{refused:?}"
+    );
+}
+
+// Proves users added to the file while the server runs can authenticate within seconds,
+// and removed ones cannot.
+#[test]
+fn the_users_file_is_followed_while_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let users = users_file(dir.path(), &[("alice", "alice-pw", &["admin"])]);
+    let server = start(&users);
+    let mut file = Users::load(&users).unwrap();
+    file.insert(User::new("carol", "carol-pw", ["application".to_owned()]).unwrap());
+    file.remove("alice");
+    file.save(&users).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        if server.client().call(&["AUTH", "carol", "carol-pw"]) == Frame::ok() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "carol was not picked up");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(matches!(
+        server.client().call(&["AUTH", "alice", "alice-pw"]),
+        Frame::Error(_)
+    ));
+}
