@@ -195,7 +195,8 @@ fn invalid_lengths_are_protocol_errors() {
     );
 }
 
-// Proves unknown opcodes and SASL are answerable and their bodies skipped exactly, keeping sync.
+// Proves unknown opcodes are answerable and their bodies skipped exactly, keeping sync, and
+// SASL packets decode to their mechanism and data.
 #[test]
 fn unsupported_opcodes_skip_their_body() {
     let mut input = packet(0x60, &[], b"k", b"value", 3, 0);
@@ -212,8 +213,16 @@ fn unsupported_opcodes_skip_their_body() {
         seen,
         vec![
             (0x60, 3, BinaryCommand::Unsupported),
-            (opcode::SASL_AUTH, 4, BinaryCommand::Unsupported),
-            (opcode::SASL_LIST_MECHS, 5, BinaryCommand::Unsupported),
+            (
+                opcode::SASL_AUTH,
+                4,
+                BinaryCommand::Sasl {
+                    mechanism: bytes::Bytes::from_static(b"PLAIN"),
+                    data: bytes::Bytes::from_static(b"\0u\0p"),
+                    step: false
+                }
+            ),
+            (opcode::SASL_LIST_MECHS, 5, BinaryCommand::SaslListMechs),
             (opcode::VERSION, 6, BinaryCommand::Version),
         ]
     );

@@ -290,3 +290,110 @@ fn the_users_file_is_followed_while_running() {
         Frame::Error(_)
     ));
 }
+
+fn exchange(
+    stream: &mut std::net::TcpStream,
+    request: &[u8],
+    done: impl Fn(&[u8]) -> bool,
+) -> Vec<u8> {
+    use std::io::{Read, Write};
+    stream.write_all(request).unwrap();
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !done(&answer) {
+        let n = stream.read(&mut buf).unwrap();
+        assert!(n > 0, "closed after {answer:?}");
+        answer.extend_from_slice(&buf[..n]);
+    }
+    answer
+}
+
+/// A memcached binary request packet.
+fn binary(opcode: u8, key: &[u8], value: &[u8]) -> Vec<u8> {
+    let mut packet = vec![0x80, opcode];
+    packet.extend_from_slice(&u16::try_from(key.len()).unwrap().to_be_bytes());
+    packet.extend_from_slice(&[0, 0, 0, 0]);
+    packet.extend_from_slice(
+        &u32::try_from(key.len() + value.len())
+            .unwrap()
+            .to_be_bytes(),
+    );
+    packet.extend_from_slice(&[0; 12]);
+    packet.extend_from_slice(key);
+    packet.extend_from_slice(value);
+    packet
+}
+
+/// `(status, value)` of one binary response.
+fn binary_answer(answer: &[u8]) -> (u16, Vec<u8>) {
+    let status = u16::from_be_bytes([answer[6], answer[7]]);
+    let body = u32::from_be_bytes([answer[8], answer[9], answer[10], answer[11]]) as usize;
+    let extras = answer[4] as usize;
+    let key = u16::from_be_bytes([answer[2], answer[3]]) as usize;
+    (status, answer[24 + extras + key..24 + body].to_vec())
+}
+
+fn whole_binary(answer: &[u8]) -> bool {
+    answer.len() >= 24
+        && answer.len()
+            >= 24 + u32::from_be_bytes([answer[8], answer[9], answer[10], answer[11]]) as usize
+}
+
+// Proves memcached clients must authenticate: binary SASL (PLAIN and SCRAM listed; PLAIN
+// used here) with memcached's status codes, and the text protocol's `set` login of
+// memcached 1.6; everything else is refused until then.
+#[test]
+fn memcached_clients_authenticate() {
+    let dir = tempfile::tempdir().unwrap();
+    let users = users_file(dir.path(), &[("alice", "alice pw", &["admin"])]);
+    let server = start(&users);
+
+    let mut bin = std::net::TcpStream::connect(server.addr).unwrap();
+    bin.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let refused = exchange(&mut bin, &binary(0x00, b"k", b""), whole_binary);
+    assert_eq!(binary_answer(&refused).0, 0x20, "GET before authenticating");
+    let mechanisms = exchange(&mut bin, &binary(0x20, b"", b""), whole_binary);
+    assert_eq!(
+        binary_answer(&mechanisms),
+        (0, b"SCRAM-SHA-512 SCRAM-SHA-256 PLAIN".to_vec())
+    );
+    let wrong = exchange(
+        &mut bin,
+        &binary(0x21, b"PLAIN", b"\0alice\0nope"),
+        whole_binary,
+    );
+    assert_eq!(binary_answer(&wrong).0, 0x20);
+    let right = exchange(
+        &mut bin,
+        &binary(0x21, b"PLAIN", b"\0alice\0alice pw"),
+        whole_binary,
+    );
+    assert_eq!(binary_answer(&right), (0, b"Authenticated".to_vec()));
+    let miss = exchange(&mut bin, &binary(0x00, b"k", b""), whole_binary);
+    assert_eq!(binary_answer(&miss).0, 0x01, "a miss once authenticated");
+
+    let mut text = std::net::TcpStream::connect(server.addr).unwrap();
+    text.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let crlf = |a: &[u8]| a.ends_with(b"\r\n");
+    assert_eq!(
+        exchange(&mut text, b"get k\r\n", crlf),
+        b"CLIENT_ERROR unauthenticated\r\n"
+    );
+    assert_eq!(
+        exchange(&mut text, b"set x 0 0 10\r\nalice nope\r\n", crlf),
+        b"CLIENT_ERROR authentication failure\r\n"
+    );
+    assert_eq!(
+        exchange(&mut text, b"set x 0 0 14\r\nalice alice pw\r\n", crlf),
+        b"STORED\r\n"
+    );
+    assert_eq!(
+        exchange(&mut text, b"set k 0 0 1\r\nv\r\n", crlf),
+        b"STORED\r\n"
+    );
+    assert_eq!(
+        exchange(&mut text, b"get k\r\n", |a| a.ends_with(b"END\r\n")),
+        b"VALUE k 0 1\r\nv\r\nEND\r\n"
+    );
+}

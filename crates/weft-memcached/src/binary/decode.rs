@@ -211,18 +211,8 @@ fn plan(header: &Header) -> Result<Plan, BinaryProtocolError> {
         TOUCH | GAT | GATQ | GATK | GATKQ => extras == 4 && key != 0 && body == key + extras,
         STAT => extras == 0 && body == key,
         VERBOSITY => extras == 4 && key == 0 && body == 4,
-        SASL_LIST_MECHS => {
-            if extras == 0 && key == 0 && body == 0 {
-                return Ok(Plan::Unsupported);
-            }
-            false
-        }
-        SASL_AUTH | SASL_STEP => {
-            if extras == 0 && key != 0 {
-                return Ok(Plan::Unsupported);
-            }
-            false
-        }
+        SASL_LIST_MECHS => extras == 0 && key == 0 && body == 0,
+        SASL_AUTH | SASL_STEP => extras == 0 && key != 0,
         _ => return Ok(Plan::Unsupported),
     };
     if valid { Ok(Plan::Whole) } else { Err(invalid) }
@@ -295,6 +285,12 @@ fn command(header: &Header, packet: &Bytes) -> BinaryCommand {
         STAT => BinaryCommand::Stat { group: key },
         VERBOSITY => BinaryCommand::Verbosity {
             level: extra_u32(0),
+        },
+        SASL_LIST_MECHS => BinaryCommand::SaslListMechs,
+        SASL_AUTH | SASL_STEP => BinaryCommand::Sasl {
+            mechanism: key,
+            data: value,
+            step: header.opcode == SASL_STEP,
         },
         _ => BinaryCommand::Unsupported,
     }

@@ -125,6 +125,10 @@ pub fn write_request(out: &mut BytesMut, request: &BinaryRequest) -> Result<(), 
             (&[], &[])
         }
         BinaryCommand::Stat { group } => (group, &[]),
+        BinaryCommand::SaslListMechs => (&[], &[]),
+        BinaryCommand::Sasl {
+            mechanism, data, ..
+        } => (mechanism, data),
         BinaryCommand::Quit { .. } | BinaryCommand::Noop | BinaryCommand::Version => (&[], &[]),
         BinaryCommand::Unsupported | BinaryCommand::TooLarge { .. } => {
             return Err(EncodeError::NotARequest);

@@ -364,9 +364,19 @@ pub enum BinaryCommand {
         /// The level.
         level: u32,
     },
-    /// An opcode Weft does not serve (SASL among them: Weft's memcached endpoint has no
-    /// authentication, and memcached without SASL answers the same): reply
-    /// [`Status::UnknownCommand`]. The body is being discarded.
+    /// SASL_LIST_MECHS: the mechanisms offered, space-separated, as the value.
+    SaslListMechs,
+    /// SASL_AUTH (starts an exchange) or SASL_STEP (continues it).
+    Sasl {
+        /// The mechanism (the packet's key).
+        mechanism: Bytes,
+        /// The client's message (the packet's value).
+        data: Bytes,
+        /// SASL_STEP rather than SASL_AUTH.
+        step: bool,
+    },
+    /// An opcode Weft does not serve: reply [`Status::UnknownCommand`]. The body is being
+    /// discarded.
     Unsupported,
     /// SET/ADD/REPLACE/APPEND/PREPEND of an item over the item-size limit: reply
     /// [`Status::ValueTooLarge`]. The value is being discarded. For SET, memcached also
@@ -464,6 +474,14 @@ impl BinaryCommand {
             Self::Version => VERSION,
             Self::Stat { .. } => STAT,
             Self::Verbosity { .. } => VERBOSITY,
+            Self::SaslListMechs => SASL_LIST_MECHS,
+            Self::Sasl { step, .. } => {
+                if *step {
+                    SASL_STEP
+                } else {
+                    SASL_AUTH
+                }
+            }
             Self::Unsupported | Self::TooLarge { .. } => return None,
         })
     }

@@ -25,6 +25,28 @@ pub(crate) fn execute(connection: &mut Connection, request: &BinaryRequest, out:
     };
     let quiet = request.is_quiet();
     match &request.command {
+        BinaryCommand::SaslListMechs => {
+            let mechanisms = connection.context.security.sasl_mechanisms(true).join(" ");
+            if mechanisms.is_empty() {
+                reply.error(out, Status::UnknownCommand);
+            } else {
+                reply.respond(out, Status::NoError, 0, &[], &[], mechanisms.as_bytes());
+            }
+            return;
+        }
+        BinaryCommand::Sasl {
+            mechanism,
+            data,
+            step,
+        } => return sasl(connection, out, reply, mechanism, data, *step),
+        BinaryCommand::Version => {}
+        _ if !connection.authenticated => {
+            reply.error(out, Status::AuthError);
+            return;
+        }
+        _ => {}
+    }
+    match &request.command {
         BinaryCommand::Get {
             key,
             with_key,
@@ -166,6 +188,43 @@ pub(crate) fn execute(connection: &mut Connection, request: &BinaryRequest, out:
         },
         // SASL and opcodes Weft does not serve; also any the codec learns later.
         _ => reply.error(out, Status::UnknownCommand),
+    }
+}
+
+/// SASL_AUTH starts an exchange (replacing any in progress), SASL_STEP continues it: `0x21`
+/// (continue) with the challenge, success with `Authenticated`, or `0x20` (auth error). PLAIN
+/// is offered on memcached whatever the transport, as memcached offers it.
+fn sasl(
+    connection: &mut Connection,
+    out: &mut BytesMut,
+    reply: Reply,
+    mechanism: &[u8],
+    data: &[u8],
+    step: bool,
+) {
+    if !step {
+        let name = String::from_utf8_lossy(mechanism);
+        connection.sasl = connection.context.security.start_sasl(&name, true).ok();
+    }
+    let Some(exchange) = connection.sasl.as_mut() else {
+        reply.error(out, Status::AuthError);
+        return;
+    };
+    match exchange.step(data) {
+        Ok(weft_security::sasl::Step::Continue(challenge)) => {
+            reply.respond(out, Status::AuthContinue, 0, &[], &[], &challenge);
+        }
+        Ok(weft_security::sasl::Step::Done { subject, .. }) => {
+            connection.sasl = None;
+            connection.subject = Some(subject);
+            connection.authenticated = true;
+            reply.respond(out, Status::NoError, 0, &[], &[], b"Authenticated");
+        }
+        Err(error) => {
+            connection.sasl = None;
+            tracing::info!(%error, "memcached authentication failed");
+            reply.error(out, Status::AuthError);
+        }
     }
 }
 

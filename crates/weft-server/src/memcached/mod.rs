@@ -89,6 +89,13 @@ pub(crate) struct Connection {
     pub(crate) script: RefCell<Script>,
     /// Where a recording's statistics go (nowhere: the replay counts).
     uncounted: Counters,
+    /// Whether the client may run commands: it authenticated, or no users file is
+    /// configured.
+    pub(crate) authenticated: bool,
+    /// Who the client is.
+    pub(crate) subject: Option<weft_security::Subject>,
+    /// A binary SASL exchange in progress.
+    pub(crate) sasl: Option<crate::security::SaslExchange>,
 }
 
 /// Whether a request ran to its end or paused for its output to be written.
@@ -249,6 +256,9 @@ pub async fn serve(
         written_cas: AtomicU64::new(0),
         script: RefCell::new(Script::Off),
         uncounted: Counters::default(),
+        authenticated: context.security.anonymous_without_users().is_some(),
+        subject: context.security.anonymous_without_users(),
+        sasl: None,
     };
     serve_connection(stream, prefix, peer, connection, decoder, deadline).await;
 }

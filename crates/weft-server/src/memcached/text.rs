@@ -21,6 +21,10 @@ pub(crate) fn execute(
     out: &mut BytesMut,
 ) -> Progress {
     let start = out.len();
+    if !connection.authenticated {
+        login(connection, request, out);
+        return Progress::Done;
+    }
     match &request.command {
         TextCommand::Get { kind, keys } => return retrieve(connection, *kind, keys, resume, out),
         TextCommand::Store {
@@ -189,5 +193,40 @@ fn write_cache_error(connection: &Connection, out: &mut BytesMut, error: &CacheE
         text::write_error(out, TextError::OutOfMemory);
     } else {
         text::write_server_error(out, &error.to_string());
+    }
+}
+
+/// memcached 1.6's text-protocol authentication: before anything else, a client sends
+/// `set <any key> <flags> <exptime> <bytes>` with `<user> <password>` as the data, answered
+/// `STORED` when they are right. Any other command first is answered
+/// `CLIENT_ERROR unauthenticated`.
+fn login(connection: &mut Connection, request: &TextRequest, out: &mut BytesMut) {
+    let TextCommand::Store {
+        mode: TextStoreMode::Set,
+        value,
+        ..
+    } = &request.command
+    else {
+        out.extend_from_slice(b"CLIENT_ERROR unauthenticated\r\n");
+        return;
+    };
+    let credentials = value.splitn(2, |&b| b == b' ').collect::<Vec<_>>();
+    let subject = match credentials.as_slice() {
+        [user, password] => connection
+            .context
+            .security
+            .authenticate_password(user, password),
+        _ => None,
+    };
+    match subject {
+        Some(subject) => {
+            connection.subject = Some(subject);
+            connection.authenticated = true;
+            out.extend_from_slice(b"STORED\r\n");
+        }
+        None => {
+            tracing::info!("memcached text authentication failed");
+            out.extend_from_slice(b"CLIENT_ERROR authentication failure\r\n");
+        }
     }
 }
