@@ -29,15 +29,21 @@ PY
   fi
 done
 
-# Both clients over TLS, on a server whose port serves TLS and plaintext (TlsTest is skipped by
-# the runs above, which set no WEFT_TLS_DIR).
+# Both clients over TLS and with SASL (SCRAM, PLAIN), on a server whose port serves TLS and
+# plaintext (TlsTest is skipped by the runs above, which set no WEFT_TLS_DIR).
 tls_dir="$(mktemp -d)"
 trap 'rm -rf "$tls_dir"' EXIT
 tls_config="$(python3 "$here/../tls_files.py" "$tls_dir")"
+# A user for the clients to authenticate as, in a users file the server reads.
+weft_bin="${WEFT_BIN:-$here/../../target/release/weft}"
+tls_password="interop-$RANDOM-$RANDOM"
+WEFT_USER_PASSWORD="$tls_password" "$weft_bin" user create app --groups application \
+  --users-file "$tls_dir/users.toml" >/dev/null
+printf '[security]\nusers-file = "users.toml"\n' >> "$tls_config"
 for profile in client-15.0 client-15.2; do
   echo "=== Hot Rod Java interop over TLS, profile $profile"
   status=0
-  WEFT_TLS_DIR="$tls_dir" python3 "$here/../with_weft.py" --config "$tls_config" -- \
+  WEFT_TLS_DIR="$tls_dir" WEFT_PASSWORD="$tls_password" python3 "$here/../with_weft.py" --config "$tls_config" -- \
     mvn -q -B -Dstyle.color=never -P"$profile" -Dweft.port={port} -Dtest=TlsTest \
     -Dsurefire.failIfNoSpecifiedTests=false clean test \
     2>&1 | sed -u 's/\x1b\[[0-9;]*m//g' || status=$?

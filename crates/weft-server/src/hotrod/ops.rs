@@ -252,8 +252,12 @@ fn auth(
             tracing::debug!(connection = connection.id, user = %subject.name, "Hot Rod client authenticated");
             *connection.subject.lock() = Some(subject);
             connection.authenticated.store(true, Ordering::Release);
+            // As Infinispan answers: `complete` only when the mechanism has nothing more to
+            // say. SCRAM's last message (the server's signature) goes with `complete = 0`;
+            // the client checks it and sends nothing more (the Java client reads a complete
+            // answer's challenge as none, and its SCRAM would never finish).
             plain_header(out, frame, Status::Success);
-            out.extend_from_slice(&[1]);
+            out.extend_from_slice(&[u8::from(last.is_empty())]);
             put_array(out, &last);
             Ok(())
         }

@@ -24,10 +24,12 @@ import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.condition.EnabledIfEnvironmentVariable;
 
 /**
- * The official client over TLS (interop/hotrod-java/run.sh starts a server with the certificates
- * of interop/tls_files.py and sets WEFT_TLS_DIR): the client verifies the server's certificate
- * against the test CA and works as over plaintext; plaintext clients share the port; a client
- * trusting another CA is refused.
+ * The official client over TLS and with authentication (interop/hotrod-java/run.sh starts a
+ * server with the certificates of interop/tls_files.py, a users file with user `app`, and sets
+ * WEFT_TLS_DIR and WEFT_PASSWORD): the client verifies the server's certificate against the
+ * test CA and authenticates with SCRAM-SHA-512 or PLAIN over TLS, or SCRAM-SHA-256 in
+ * plaintext on the same port; wrong or missing credentials, and a client trusting another CA,
+ * are refused.
  */
 @EnabledIfEnvironmentVariable(named = "WEFT_TLS_DIR", matches = ".+")
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
@@ -53,20 +55,38 @@ class TlsTest {
       return context;
    }
 
-   private static RemoteCacheManager overTls(SSLContext context) {
+   private static final String USER = "app";
+
+   private static String password() {
+      return System.getenv("WEFT_PASSWORD");
+   }
+
+   private static RemoteCacheManager overTls(SSLContext context, String mechanism, String password) {
       return Weft.manager(builder -> builder
             .connectionTimeout(5_000)
             .socketTimeout(5_000)
             .maxRetries(0)
-            .security().ssl().enable().sslContext(context).sniHostName("localhost"));
+            .security()
+            .authentication().enable().saslMechanism(mechanism).username(USER).password(password)
+            .ssl().enable().sslContext(context).sniHostName("localhost"));
    }
 
-   // Proves the client's operations work over TLS, and a plaintext client on the same port
-   // sees what it wrote.
+   private static RemoteCacheManager plaintext(String mechanism, String password) {
+      return Weft.manager(builder -> builder
+            .connectionTimeout(5_000)
+            .socketTimeout(5_000)
+            .maxRetries(0)
+            .security()
+            .authentication().enable().saslMechanism(mechanism).username(USER).password(password));
+   }
+
+   // Proves the client's operations work over TLS with SCRAM-SHA-512 and with PLAIN, and a
+   // plaintext client (SCRAM-SHA-256) on the same port sees what they wrote.
    @Test
    void operationsOverTls() throws Exception {
-      try (RemoteCacheManager secure = overTls(trusting("ca.pem"));
-           RemoteCacheManager plain = Weft.manager()) {
+      try (RemoteCacheManager secure = overTls(trusting("ca.pem"), "SCRAM-SHA-512", password());
+           RemoteCacheManager plainMechanism = overTls(trusting("ca.pem"), "PLAIN", password());
+           RemoteCacheManager plain = plaintext("SCRAM-SHA-256", password())) {
          RemoteCache<String, String> cache = secure.getCache();
          String key = Weft.unique("tls");
          assertNull(cache.put(key, "v1"));
@@ -81,6 +101,7 @@ class TlsTest {
          assertEquals(many, cache.getAll(many.keySet()));
          RemoteCache<String, String> plainCache = plain.getCache();
          assertEquals("v2", plainCache.get(key));
+         assertEquals("v2", plainMechanism.<String, String>getCache().get(key));
          cache.remove(key);
          assertNull(plainCache.get(key));
       }
@@ -90,10 +111,25 @@ class TlsTest {
    @Test
    void aClientTrustingAnotherCaIsRefused() throws Exception {
       SSLContext other = trusting("other-ca.pem");
+      assertRefused(() -> overTls(other, "SCRAM-SHA-512", password()));
+   }
+
+   // Proves a wrong password, and no credentials at all, get nothing done; and PLAIN is not
+   // offered in plaintext.
+   @Test
+   void wrongOrMissingCredentialsAreRefused() throws Exception {
+      SSLContext context = trusting("ca.pem");
+      assertRefused(() -> overTls(context, "SCRAM-SHA-512", "not-" + password()));
+      assertRefused(() -> overTls(context, "PLAIN", "not-" + password()));
+      assertRefused(() -> plaintext("PLAIN", password()));
+      assertRefused(Weft::manager);
+   }
+
+   private static void assertRefused(java.util.function.Supplier<RemoteCacheManager> manager) {
       assertThrows(Exception.class, () -> {
-         try (RemoteCacheManager wrong = overTls(other)) {
-            RemoteCache<String, String> cache = wrong.getCache();
-            cache.put(Weft.unique("tls-refused"), "v");
+         try (RemoteCacheManager refused = manager.get()) {
+            RemoteCache<String, String> cache = refused.getCache();
+            cache.put(Weft.unique("refused"), "v");
          }
       });
    }
