@@ -527,13 +527,27 @@ pub struct ServerConfig {
 }
 
 /// The `[security]` section.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
 pub struct SecuritySection {
     /// The users file (`weft user create …` writes it); when set, every client must
     /// authenticate as one of its users. Relative to the configuration file's directory.
     /// Re-read when it changes.
     pub users_file: Option<PathBuf>,
+    /// Protected mode (Redis' name, made strict): a server whose client port is reachable
+    /// from other machines (`bind` not loopback) with no authentication (no users file, no
+    /// `password`), or whose cluster port is with neither `cluster-secret` nor
+    /// `[server.cluster-tls]`, refuses to start. `false` lets it start open.
+    pub protected_mode: bool,
+}
+
+impl Default for SecuritySection {
+    fn default() -> Self {
+        Self {
+            users_file: None,
+            protected_mode: true,
+        }
+    }
 }
 
 impl Default for ServerConfig {
@@ -547,6 +561,38 @@ impl Default for ServerConfig {
 }
 
 impl ServerConfig {
+    /// Why protected mode refuses this configuration, if it does (see
+    /// [`SecuritySection::protected_mode`]).
+    #[must_use]
+    pub fn protected_mode_refusal(&self) -> Option<String> {
+        if !self.security.protected_mode {
+            return None;
+        }
+        let bind = self.server.bind;
+        if !bind.ip().is_loopback()
+            && self.security.users_file.is_none()
+            && self.server.password.is_none()
+        {
+            return Some(format!(
+                "protected mode: the client port {bind} is reachable from other machines and no client has to authenticate. \
+                 Create users (`weft user create NAME --groups admin --users-file users.toml`) and set `[security] users-file = \"users.toml\"`, \
+                 or bind a loopback address (127.0.0.1), or set `[security] protected-mode = false` to serve everyone"
+            ));
+        }
+        if let Some(cluster) = self.server.cluster_address()
+            && !cluster.ip().is_loopback()
+            && self.server.cluster_secret.is_none()
+            && self.server.cluster_tls.is_none()
+        {
+            return Some(format!(
+                "protected mode: the cluster port {cluster} is reachable from other machines and any process reaching it would be taken for a member. \
+                 Set `cluster-secret` (or WEFT_CLUSTER_SECRET) on every member, and `[server.cluster-tls]` to encrypt, \
+                 or set `[security] protected-mode = false`"
+            ));
+        }
+        None
+    }
+
     /// Parses configuration text; `source_name` appears in errors.
     ///
     /// # Errors

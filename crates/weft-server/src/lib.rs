@@ -200,6 +200,9 @@ impl Server {
     /// # Errors
     /// If the caches cannot be created or the address cannot be bound.
     pub async fn start(config: ServerConfig) -> anyhow::Result<Self> {
+        if let Some(refusal) = config.protected_mode_refusal() {
+            anyhow::bail!(refusal);
+        }
         let tls = match &config.server.tls {
             Some(settings) => Some(Arc::new(
                 tls::Tls::load(settings).context("load the TLS certificate ([server.tls])")?,

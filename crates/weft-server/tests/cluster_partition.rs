@@ -283,7 +283,12 @@ fn lab_for_test() -> Option<(std::sync::MutexGuard<'static, ()>, Lab)> {
 fn start_lab(lab: &mut Lab, caches: &str, count: usize) -> (tempfile::TempDir, Vec<SocketAddr>) {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("weft.toml");
-    std::fs::write(&config, caches).unwrap();
+    // Nodes on their namespaces' addresses, open to the lab's (private) network.
+    std::fs::write(
+        &config,
+        format!("[security]\nprotected-mode = false\n{caches}"),
+    )
+    .unwrap();
     lab.start(&config, 3);
     let clients: Vec<SocketAddr> = (0..3).map(Lab::client).collect();
     wait("the cluster to form", Duration::from_secs(60), || {

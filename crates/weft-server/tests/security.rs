@@ -399,3 +399,54 @@ fn memcached_clients_authenticate() {
         b"VALUE k 0 1\r\nv\r\nEND\r\n"
     );
 }
+
+// Proves protected mode: a client port or cluster port reachable from other machines without
+// authentication refuses to start (saying what to do), unless users, a password, a cluster
+// secret or cluster TLS protect it, or protected mode is switched off.
+#[test]
+fn protected_mode_refuses_open_ports() {
+    use weft_server::config::ServerConfig;
+    let refusal = |text: &str| {
+        ServerConfig::parse("t.toml", text)
+            .unwrap()
+            .protected_mode_refusal()
+    };
+    assert_eq!(refusal(""), None, "the default binds loopback");
+    let open = refusal("[server]\nbind = \"0.0.0.0:11222\"\n").unwrap();
+    assert!(
+        open.contains("weft user create") && open.contains("protected-mode = false"),
+        "{open}"
+    );
+    assert_eq!(
+        refusal("[server]\nbind = \"0.0.0.0:11222\"\n[security]\nusers-file = \"u.toml\"\n"),
+        None
+    );
+    assert_eq!(
+        refusal("[server]\nbind = \"0.0.0.0:11222\"\npassword = \"p\"\n"),
+        None
+    );
+    assert_eq!(
+        refusal("[server]\nbind = \"0.0.0.0:11222\"\n[security]\nprotected-mode = false\n"),
+        None
+    );
+    let cluster = refusal("[server]\ncluster-listen = \"10.0.0.1:7800\"\n").unwrap();
+    assert!(cluster.contains("cluster-secret"), "{cluster}");
+    assert_eq!(
+        refusal("[server]\ncluster-listen = \"10.0.0.1:7800\"\ncluster-secret = \"s\"\n"),
+        None
+    );
+    assert_eq!(
+        refusal("[server]\ncluster-listen = \"127.0.0.1:7800\"\n"),
+        None
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let config = ServerConfig::parse("t.toml", "[server]\nbind = \"0.0.0.0:0\"\n").unwrap();
+    let error = runtime
+        .block_on(weft_server::Server::start(config))
+        .map(|_| ())
+        .unwrap_err();
+    assert!(format!("{error:#}").contains("protected mode"), "{error:#}");
+}
