@@ -24,3 +24,29 @@ def weft_tls_port(tls_files):
         yield port
     finally:
         stop_weft_cleanly(process)
+
+
+USER, PASSWORD = "app", "interop-password-1"
+
+
+@pytest.fixture(scope="module")
+def weft_auth_port(tls_files):
+    """A server with TLS and a users file holding USER (group application)."""
+    import os
+    import subprocess
+
+    from weft_process import WEFT_BIN
+
+    users = tls_files / "users.toml"
+    if not users.exists():
+        subprocess.run([str(WEFT_BIN), "user", "create", USER, "--groups", "application",
+                        "--users-file", str(users)], check=True, capture_output=True,
+                       env=dict(os.environ, WEFT_USER_PASSWORD=PASSWORD))
+    config = tls_files / "weft-auth.toml"
+    config.write_text((tls_files / "weft.toml").read_text()
+                      + '[security]\nusers-file = "users.toml"\n')
+    process, port = start_weft(config)
+    try:
+        yield port
+    finally:
+        stop_weft_cleanly(process)
