@@ -878,7 +878,7 @@ fn raw(op: u8, extras: &[u8], key: &[u8], value: &[u8], opaque: u32) -> Vec<u8> 
     out
 }
 
-// Proves SASL and unknown opcodes get "Unknown command" with the stream kept in step, a
+// Proves SASL (without users) and unknown opcodes get "Unknown command" with the stream kept in step, a
 // too-large value is refused and skipped, and invalid packets close only their connection.
 #[test]
 fn binary_unknown_opcodes_limits_and_malformed_packets() {

@@ -193,7 +193,8 @@ pub(crate) fn execute(connection: &mut Connection, request: &BinaryRequest, out:
 
 /// SASL_AUTH starts an exchange (replacing any in progress), SASL_STEP continues it: `0x21`
 /// (continue) with the challenge, success with `Authenticated`, or `0x20` (auth error). PLAIN
-/// is offered on memcached whatever the transport, as memcached offers it.
+/// is offered on memcached whatever the transport, as memcached offers it. Without users,
+/// "unknown command", as memcached without SASL.
 fn sasl(
     connection: &mut Connection,
     out: &mut BytesMut,
@@ -202,6 +203,11 @@ fn sasl(
     data: &[u8],
     step: bool,
 ) {
+    if !connection.context.security.has_users() {
+        // As memcached without SASL answers.
+        reply.error(out, Status::UnknownCommand);
+        return;
+    }
     if !step {
         let name = String::from_utf8_lossy(mechanism);
         connection.sasl = connection.context.security.start_sasl(&name, true).ok();
