@@ -55,7 +55,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    files = make(Path(tempfile.mkdtemp(prefix="weft-tls-bench-")))
+    files = make(Path(tempfile.mkdtemp(prefix="weft-tls-bench-"))).parent
     redis = start_redis_tls(files)
     weft = start_weft(["--config", str(files / "weft.toml")])
     runs = []
