@@ -450,3 +450,69 @@ fn protected_mode_refuses_open_ports() {
         .unwrap_err();
     assert!(format!("{error:#}").contains("protected mode"), "{error:#}");
 }
+
+// Proves an authenticated RESP client reaches keys other members own: the command runs at
+// the owner as the client's user (ACL WHOAMI there would name it), not as an
+// unauthenticated session answering NOAUTH; and an unauthenticated client gets NOAUTH for
+// them too.
+#[test]
+fn authenticated_clients_reach_keys_other_members_own() {
+    use common::cluster::{Addresses, Node, Resp};
+    let dir = tempfile::tempdir().unwrap();
+    users_file(dir.path(), &[("alice", "alice-pw", &["application"])]);
+    let mut configs = Vec::new();
+    for name in ["a", "b"] {
+        let config = dir.path().join(format!("{name}.toml"));
+        std::fs::write(
+            &config,
+            format!(
+                "[server]\ncluster-secret = \"s\"\ndata-dir = \"{}\"\n[security]\nusers-file = \"users.toml\"\n\
+                 [caches.default]\nmode = \"distributed\"\nowners = 1\nresp-database = 0\n",
+                dir.path().join(format!("data-{name}")).display()
+            ),
+        )
+        .unwrap();
+        configs.push(config);
+    }
+    let (at_a, at_b) = (Addresses::free(), Addresses::free());
+    let a = Node::start("a", &configs[0], at_a, &[]);
+    let _b = Node::start("b", &configs[1], at_b, &[at_a]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut client = loop {
+        if let Ok(mut client) = Resp::connect(a.client)
+            && client.command(&[b"AUTH", b"alice", b"alice-pw"]).is_ok()
+        {
+            break client;
+        }
+        assert!(Instant::now() < deadline, "node a never served");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    // With one owner per key over two members, about half of these live on b; wait for the
+    // cluster to be whole (a key of b's answers once b is a member).
+    for i in 0..40 {
+        let key = format!("k{i}");
+        loop {
+            match client.command(&[b"SET", key.as_bytes(), b"v"]) {
+                Ok(reply) => {
+                    assert_eq!(reply.as_deref(), Some(b"OK".as_slice()));
+                    break;
+                }
+                Err(error) => {
+                    assert!(!error.to_string().contains("NOAUTH"), "{key}: {error}");
+                    assert!(Instant::now() < deadline, "{key}: {error}");
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            }
+        }
+        assert_eq!(
+            client
+                .command(&[b"GET", key.as_bytes()])
+                .unwrap()
+                .as_deref(),
+            Some(b"v".as_slice())
+        );
+    }
+    let mut anonymous = Resp::connect(a.client).unwrap();
+    let error = anonymous.command(&[b"GET", b"k1"]).unwrap_err();
+    assert!(error.to_string().contains("NOAUTH"), "{error}");
+}

@@ -377,6 +377,12 @@ async fn run_at_owner(
         resp3: session.protocol == weft_resp::Protocol::Resp3,
         args: elsewhere.args.iter().map(|arg| arg.to_vec()).collect(),
         transaction,
+        user: session.subject.as_ref().map(|subject| {
+            (
+                subject.name.to_string(),
+                subject.roles.iter().cloned().collect(),
+            )
+        }),
     };
     let argument = postcard::to_stdvec(&command).unwrap_or_default();
     let answer = grid
@@ -456,6 +462,9 @@ struct RemoteCommand {
     args: Vec<Vec<u8>>,
     /// For EXEC: the transaction, run at the owner of all its keys.
     transaction: Option<RemoteTransaction>,
+    /// Who sent it: the client's user and roles, authenticated where it connected (the
+    /// member it came from proved itself on the cluster port).
+    user: Option<(String, Vec<String>)>,
 }
 
 /// A transaction whose keys all live on one other member.
@@ -503,6 +512,13 @@ impl weft_core::operation::Function for CommandFunction {
         let Some(mut session) = Session::forwarded(context, cache.clone(), command.resp3) else {
             return Err(refused("no RESP database").into());
         };
+        // The client authenticated at the member it connected to; it is who it said there.
+        session.authenticated = true;
+        if let Some((name, roles)) = command.user {
+            let mut subject = weft_security::Subject::new(&name, []);
+            subject.roles = roles.into_iter().collect();
+            session.subject = Some(subject);
+        }
         let args: Vec<bytes::Bytes> = command.args.into_iter().map(bytes::Bytes::from).collect();
         if let Some(transaction) = command.transaction {
             // EXEC here, as the client's own node would run it: the watched keys checked
