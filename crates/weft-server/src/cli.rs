@@ -8,11 +8,12 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use serde_json::Value;
 
-/// The topology report of the node at `server` (`host:port`, or an `http://` URL).
+/// The topology report of the node at `server` (`host:port`, or an `http://` URL), asked
+/// with HTTP Basic `credentials` (user, password) when given (a server with users needs them).
 ///
 /// # Errors
 /// If the node cannot be reached or does not answer with a report.
-pub fn topology(server: &str) -> anyhow::Result<Value> {
+pub fn topology(server: &str, credentials: Option<(&str, &str)>) -> anyhow::Result<Value> {
     let address = server
         .trim_start_matches("http://")
         .trim_end_matches('/')
@@ -20,8 +21,13 @@ pub fn topology(server: &str) -> anyhow::Result<Value> {
     let mut stream =
         TcpStream::connect(&address).with_context(|| format!("connect to {address}"))?;
     stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let authorization = credentials.map_or_else(String::new, |(user, password)| {
+        use base64::Engine;
+        let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+        format!("Authorization: Basic {token}\r\n")
+    });
     let request = format!(
-        "GET /rest/v2/cluster/topology HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+        "GET /rest/v2/cluster/topology HTTP/1.1\r\nHost: {address}\r\n{authorization}Connection: close\r\n\r\n"
     );
     stream.write_all(request.as_bytes())?;
     let mut response = Vec::new();

@@ -98,6 +98,12 @@ enum Command {
             default_value = "127.0.0.1:11222"
         )]
         server: String,
+        /// The user to authenticate as (a server with a users file needs one).
+        #[arg(long, global = true, env = "WEFT_USER")]
+        user: Option<String>,
+        /// Its password.
+        #[arg(long, global = true, env = "WEFT_PASSWORD", hide_env_values = true)]
+        password: Option<String>,
     },
 }
 
@@ -278,8 +284,16 @@ fn run() -> anyhow::Result<ExitCode> {
             print!("{text}");
             Ok(ExitCode::SUCCESS)
         }
-        Command::Cluster { show, server } => {
-            let report = weft_server::cli::topology(&server)?;
+        Command::Cluster {
+            show,
+            server,
+            user,
+            password,
+        } => {
+            let credentials = user
+                .as_deref()
+                .map(|user| (user, password.as_deref().unwrap_or_default()));
+            let report = weft_server::cli::topology(&server, credentials)?;
             let text = match show {
                 ClusterShow::Members => weft_server::cli::members_text(&report),
                 ClusterShow::Topology { segments } => {
