@@ -55,7 +55,11 @@ pub(crate) async fn require(
     let Some((user, password)) = basic(&request) else {
         return RestError::unauthorized("authentication required", CHALLENGE).into_response();
     };
-    match authenticator(&user, &password) {
+    let client = request
+        .extensions()
+        .get::<crate::ClientAddress>()
+        .map(|crate::ClientAddress(address)| *address);
+    match authenticator(client, &user, &password) {
         Some(name) => {
             request.extensions_mut().insert(Authenticated(name));
             next.run(request).await

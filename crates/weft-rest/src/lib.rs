@@ -64,9 +64,11 @@ pub const CONTAINER_NAME: &str = "default";
 /// [`ClientAddress`] or carries the password (see [`RestState::with_password`]).
 pub type ShutdownHook = Arc<dyn Fn() + Send + Sync>;
 
-/// Checks HTTP Basic credentials (user name, password): the name of the user they
-/// authenticate, or `None`. May take a while (a slow hash); see [`RestState::with_authenticator`].
-pub type Authenticator = Arc<dyn Fn(&[u8], &[u8]) -> Option<String> + Send + Sync>;
+/// Checks HTTP Basic credentials (the client's address when known, user name, password):
+/// the name of the user they authenticate, or `None`. May take a while (a slow hash); see
+/// [`RestState::with_authenticator`].
+pub type Authenticator =
+    Arc<dyn Fn(Option<std::net::SocketAddr>, &[u8], &[u8]) -> Option<String> + Send + Sync>;
 
 /// A request extension naming the user the request authenticated as (set by the router's
 /// authentication when an [`Authenticator`] is configured).

@@ -330,9 +330,10 @@ impl Server {
             });
         if security.has_users() {
             let security = Arc::clone(&security);
-            rest_state = rest_state.with_authenticator(Arc::new(move |user, password| {
+            rest_state = rest_state.with_authenticator(Arc::new(move |client, user, password| {
+                let peer = client.map_or(std::net::IpAddr::from([0, 0, 0, 0]), |c| c.ip());
                 security
-                    .authenticate_password(user, password)
+                    .authenticate_password(peer, "HTTP", user, password)
                     .map(|subject| subject.name.to_string())
             }));
         }

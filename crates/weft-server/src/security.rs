@@ -11,9 +11,13 @@
 //! With neither, clients are anonymous and everything is allowed (the server listens on
 //! loopback by default).
 
+use std::collections::HashMap;
+use std::net::IpAddr;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
 
 use weft_security::Subject;
 use weft_security::sasl::{self, Exchange, SaslError, Step};
@@ -24,11 +28,66 @@ pub const DEFAULT_USER: &str = "default";
 /// How often the users file is checked for a change.
 const USERS_CHECK_PERIOD: Duration = Duration::from_secs(2);
 
+/// Failed authentications an address may make in a burst before it is slowed down.
+const FAILURES_BURST: f64 = 10.0;
+/// How fast an address' failures are forgiven: one every this many seconds.
+const FAILURE_FORGIVEN_SECS: f64 = 3.0;
+/// Addresses remembered before the fully forgiven ones are forgotten.
+const THROTTLED_ADDRESSES_MAX: usize = 10_000;
+/// The `tracing` target of authentication outcomes (`WEFT_LOG=info,weft::audit=debug` shows
+/// them all; failures and refusals are logged at info, successes at debug).
+pub const AUDIT: &str = "weft::audit";
+
 /// How clients authenticate.
 #[derive(Debug)]
 pub struct Security {
     realm: Option<Arc<Realm>>,
     password: Option<String>,
+    throttle: Throttle,
+}
+
+/// Slows down addresses that fail to authenticate again and again: after a burst of
+/// [`FAILURES_BURST`] failures, an address gets one attempt every [`FAILURE_FORGIVEN_SECS`];
+/// attempts beyond that are refused at once, without checking (so they cost no hashing),
+/// whatever they present. A success forgets the address' failures.
+#[derive(Debug, Default)]
+struct Throttle {
+    addresses: Mutex<HashMap<IpAddr, (f64, Instant)>>,
+}
+
+impl Throttle {
+    fn decayed(failures: f64, since: Instant, now: Instant) -> f64 {
+        (failures - now.duration_since(since).as_secs_f64() / FAILURE_FORGIVEN_SECS).max(0.0)
+    }
+
+    /// Whether `address` may try now.
+    fn allows(&self, address: IpAddr) -> bool {
+        let now = Instant::now();
+        self.addresses
+            .lock()
+            .get(&address)
+            .is_none_or(|&(failures, since)| {
+                Self::decayed(failures, since, now) + 1.0 <= FAILURES_BURST
+            })
+    }
+
+    fn failed(&self, address: IpAddr) {
+        let now = Instant::now();
+        let mut addresses = self.addresses.lock();
+        if addresses.len() >= THROTTLED_ADDRESSES_MAX {
+            addresses.retain(|_, &mut (failures, since)| Self::decayed(failures, since, now) > 0.0);
+        }
+        let entry = addresses.entry(address).or_insert((0.0, now));
+        let failures = Self::decayed(entry.0, entry.1, now) + 1.0;
+        *entry = (failures, now);
+        if failures + 1.0 > FAILURES_BURST {
+            tracing::warn!(target: AUDIT, %address, "repeated failed authentications: this address is slowed down");
+        }
+    }
+
+    fn succeeded(&self, address: IpAddr) {
+        self.addresses.lock().remove(&address);
+    }
 }
 
 impl Security {
@@ -48,7 +107,11 @@ impl Security {
             }
             None => None,
         };
-        Ok(Self { realm, password })
+        Ok(Self {
+            realm,
+            password,
+            throttle: Throttle::default(),
+        })
     }
 
     /// Whether clients must authenticate.
@@ -95,15 +158,46 @@ impl Security {
     /// Checks a user name and a password sent whole. Slow on purpose for users-file users (a
     /// memory of recent successes spares repeats); it runs off the async workers' queue when
     /// it can.
+    /// `peer` is the client's address: one that failed again and again is slowed down.
     #[must_use]
-    pub fn authenticate_password(&self, user: &[u8], password: &[u8]) -> Option<Subject> {
-        let user = std::str::from_utf8(user).ok()?;
+    pub fn authenticate_password(
+        &self,
+        peer: IpAddr,
+        protocol: &'static str,
+        user: &[u8],
+        password: &[u8],
+    ) -> Option<Subject> {
+        let name = String::from_utf8_lossy(user);
+        if !self.throttle.allows(peer) {
+            tracing::info!(target: AUDIT, %peer, protocol, user = %name, "authentication refused: too many failures from this address");
+            return None;
+        }
+        let subject = self.check_password(&name, password);
+        self.record(peer, protocol, &name, subject.as_ref());
+        subject
+    }
+
+    fn check_password(&self, user: &str, password: &[u8]) -> Option<Subject> {
         if let Some(realm) = &self.realm {
             return off_the_workers(|| realm.authenticate_password(user, password));
         }
         let expected = self.password.as_ref()?;
         (user == DEFAULT_USER && constant_time_eq(expected.as_bytes(), password))
             .then(|| Subject::new(DEFAULT_USER, ["admin".to_owned()]))
+    }
+
+    /// Notes an authentication's outcome: the audit log, and the throttle.
+    fn record(&self, peer: IpAddr, protocol: &'static str, user: &str, subject: Option<&Subject>) {
+        match subject {
+            Some(subject) => {
+                self.throttle.succeeded(peer);
+                tracing::debug!(target: AUDIT, %peer, protocol, user = %subject.name, "authenticated");
+            }
+            None => {
+                self.throttle.failed(peer);
+                tracing::info!(target: AUDIT, %peer, protocol, user, "authentication failed");
+            }
+        }
     }
 
     /// The SASL mechanisms offered: none without a users file (SASL needs users); the SCRAMs,
@@ -122,7 +216,9 @@ impl Security {
     /// # Errors
     /// If it is not offered.
     pub fn start_sasl(
-        &self,
+        self: &Arc<Self>,
+        peer: IpAddr,
+        protocol: &'static str,
         mechanism: &str,
         plain_allowed: bool,
     ) -> Result<SaslExchange, SaslError> {
@@ -133,8 +229,11 @@ impl Security {
             return Err(SaslError::Unsupported(mechanism.to_owned()));
         }
         Ok(SaslExchange {
+            security: Arc::clone(self),
             realm: Arc::clone(realm),
             exchange: Exchange::start(mechanism)?,
+            peer,
+            protocol,
         })
     }
 
@@ -166,18 +265,37 @@ impl Security {
 /// A SASL exchange in progress on a connection.
 #[derive(Debug)]
 pub struct SaslExchange {
+    security: Arc<Security>,
     realm: Arc<Realm>,
     exchange: Exchange,
+    peer: IpAddr,
+    protocol: &'static str,
 }
 
 impl SaslExchange {
     /// Takes the client's next message.
     ///
     /// # Errors
-    /// When the exchange fails; the client must start another.
+    /// When the exchange fails (or its address is slowed down); the client must start
+    /// another.
     pub fn step(&mut self, message: &[u8]) -> Result<Step, SaslError> {
+        if !self.security.throttle.allows(self.peer) {
+            tracing::info!(target: AUDIT, peer = %self.peer, protocol = self.protocol, "authentication refused: too many failures from this address");
+            return Err(SaslError::Failed);
+        }
         let (realm, exchange) = (&self.realm, &mut self.exchange);
-        off_the_workers(|| exchange.step(realm, message))
+        let outcome = off_the_workers(|| exchange.step(realm, message));
+        match &outcome {
+            Ok(Step::Done { subject, .. }) => {
+                self.security
+                    .record(self.peer, self.protocol, &subject.name, Some(subject));
+            }
+            Ok(Step::Continue(_)) => {}
+            Err(_) => self
+                .security
+                .record(self.peer, self.protocol, "(SASL)", None),
+        }
+        outcome
     }
 }
 

@@ -516,3 +516,40 @@ fn authenticated_clients_reach_keys_other_members_own() {
     let error = anonymous.command(&[b"GET", b"k1"]).unwrap_err();
     assert!(error.to_string().contains("NOAUTH"), "{error}");
 }
+
+// Proves an address that fails to authenticate again and again is slowed down: after ten
+// failures even the right password is refused at once, on every protocol, until time has
+// forgiven a failure (one every 3 s); then the right password works and forgets the rest.
+#[test]
+fn repeated_failures_from_an_address_are_slowed_down() {
+    let dir = tempfile::tempdir().unwrap();
+    let users = users_file(dir.path(), &[("alice", "alice-pw", &["admin"])]);
+    let server = start(&users);
+    let mut client = server.client();
+    for _ in 0..10 {
+        assert!(matches!(
+            client.call(&["AUTH", "alice", "guess"]),
+            Frame::Error(_)
+        ));
+    }
+    let started = Instant::now();
+    assert!(
+        matches!(client.call(&["AUTH", "alice", "alice-pw"]), Frame::Error(_)),
+        "not slowed down"
+    );
+    assert!(
+        started.elapsed() < Duration::from_millis(500),
+        "a refused attempt should cost nothing"
+    );
+    assert_eq!(
+        http(&server, "/rest/v2/caches", Some(("alice", "alice-pw"))).0,
+        401,
+        "HTTP from the same address"
+    );
+    std::thread::sleep(Duration::from_millis(3200));
+    assert_eq!(client.call(&["AUTH", "alice", "alice-pw"]), Frame::ok());
+    assert_eq!(
+        http(&server, "/rest/v2/caches", Some(("alice", "alice-pw"))).0,
+        200
+    );
+}

@@ -94,6 +94,8 @@ pub(crate) struct Connection {
     pub(crate) sasl: parking_lot::Mutex<Option<crate::security::SaslExchange>>,
     /// Whether the connection is TLS (SASL PLAIN is offered only then).
     pub(crate) tls: bool,
+    /// The client's address.
+    pub(crate) peer: SocketAddr,
 }
 
 /// Serves one Hot Rod connection until the client closes it, a frame is malformed, or the
@@ -120,6 +122,7 @@ pub async fn serve(
         subject: parking_lot::Mutex::new(context.security.anonymous_without_users()),
         sasl: parking_lot::Mutex::new(None),
         tls: stream.is_tls(),
+        peer,
     });
     let limits = Limits {
         array_bytes_max: context.settings.hotrod_value_bytes_max,

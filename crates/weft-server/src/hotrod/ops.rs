@@ -232,7 +232,7 @@ fn auth(
         if connection.authenticated.load(Ordering::Acquire) && security.has_users() {
             return Err(Failure::server("ISPN006016: already authenticated"));
         }
-        match security.start_sasl(mechanism, connection.tls) {
+        match security.start_sasl(connection.peer.ip(), "Hot Rod", mechanism, connection.tls) {
             Ok(exchange) => *sasl = Some(exchange),
             Err(error) => return Err(Failure::server(format!("ISPN006010: {error}"))),
         }
@@ -263,7 +263,6 @@ fn auth(
         }
         Err(error) => {
             *sasl = None;
-            tracing::info!(connection = connection.id, %mechanism, %error, "Hot Rod authentication failed");
             Err(Failure::server(format!(
                 "ELY05051: Authentication failed: {error}"
             )))

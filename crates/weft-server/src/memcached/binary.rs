@@ -210,7 +210,11 @@ fn sasl(
     }
     if !step {
         let name = String::from_utf8_lossy(mechanism);
-        connection.sasl = connection.context.security.start_sasl(&name, true).ok();
+        connection.sasl = connection
+            .context
+            .security
+            .start_sasl(connection.peer.ip(), "memcached", &name, true)
+            .ok();
     }
     let Some(exchange) = connection.sasl.as_mut() else {
         reply.error(out, Status::AuthError);
@@ -226,9 +230,8 @@ fn sasl(
             connection.authenticated = true;
             reply.respond(out, Status::NoError, 0, &[], &[], b"Authenticated");
         }
-        Err(error) => {
+        Err(_) => {
             connection.sasl = None;
-            tracing::info!(%error, "memcached authentication failed");
             reply.error(out, Status::AuthError);
         }
     }

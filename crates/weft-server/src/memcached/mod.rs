@@ -96,6 +96,8 @@ pub(crate) struct Connection {
     pub(crate) subject: Option<weft_security::Subject>,
     /// A binary SASL exchange in progress.
     pub(crate) sasl: Option<crate::security::SaslExchange>,
+    /// The client's address.
+    pub(crate) peer: SocketAddr,
 }
 
 /// Whether a request ran to its end or paused for its output to be written.
@@ -259,6 +261,7 @@ pub async fn serve(
         authenticated: context.security.anonymous_without_users().is_some(),
         subject: context.security.anonymous_without_users(),
         sasl: None,
+        peer,
     };
     serve_connection(stream, prefix, peer, connection, decoder, deadline).await;
 }

@@ -212,10 +212,12 @@ fn login(connection: &mut Connection, request: &TextRequest, out: &mut BytesMut)
     };
     let credentials = value.splitn(2, |&b| b == b' ').collect::<Vec<_>>();
     let subject = match credentials.as_slice() {
-        [user, password] => connection
-            .context
-            .security
-            .authenticate_password(user, password),
+        [user, password] => connection.context.security.authenticate_password(
+            connection.peer.ip(),
+            "memcached",
+            user,
+            password,
+        ),
         _ => None,
     };
     match subject {
@@ -224,9 +226,6 @@ fn login(connection: &mut Connection, request: &TextRequest, out: &mut BytesMut)
             connection.authenticated = true;
             out.extend_from_slice(b"STORED\r\n");
         }
-        None => {
-            tracing::info!("memcached text authentication failed");
-            out.extend_from_slice(b"CLIENT_ERROR authentication failure\r\n");
-        }
+        None => out.extend_from_slice(b"CLIENT_ERROR authentication failure\r\n"),
     }
 }

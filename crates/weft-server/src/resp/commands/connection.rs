@@ -39,16 +39,13 @@ fn check_credentials(session: &mut Session, user: &[u8], password: &[u8]) -> boo
     match session
         .context
         .security
-        .authenticate_password(user, password)
+        .authenticate_password(session.peer.ip(), "RESP", user, password)
     {
         Some(subject) => {
             session.subject = Some(subject);
             true
         }
-        None => {
-            tracing::info!(peer = %session.peer, user = %String::from_utf8_lossy(user), "RESP authentication failed");
-            false
-        }
+        None => false,
     }
 }
 

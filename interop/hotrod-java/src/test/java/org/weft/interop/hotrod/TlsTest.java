@@ -19,7 +19,10 @@ import javax.net.ssl.TrustManagerFactory;
 
 import org.infinispan.client.hotrod.RemoteCache;
 import org.infinispan.client.hotrod.RemoteCacheManager;
+import org.junit.jupiter.api.MethodOrderer;
+import org.junit.jupiter.api.Order;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestMethodOrder;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.condition.EnabledIfEnvironmentVariable;
 
@@ -33,6 +36,8 @@ import org.junit.jupiter.api.condition.EnabledIfEnvironmentVariable;
  */
 @EnabledIfEnvironmentVariable(named = "WEFT_TLS_DIR", matches = ".+")
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
+// The refusals last: an address that fails again and again is slowed down by the server.
+@TestMethodOrder(MethodOrderer.OrderAnnotation.class)
 class TlsTest {
    private static Path dir() {
       return Path.of(System.getenv("WEFT_TLS_DIR"));
@@ -83,6 +88,7 @@ class TlsTest {
    // Proves the client's operations work over TLS with SCRAM-SHA-512 and with PLAIN, and a
    // plaintext client (SCRAM-SHA-256) on the same port sees what they wrote.
    @Test
+   @Order(1)
    void operationsOverTls() throws Exception {
       try (RemoteCacheManager secure = overTls(trusting("ca.pem"), "SCRAM-SHA-512", password());
            RemoteCacheManager plainMechanism = overTls(trusting("ca.pem"), "PLAIN", password());
@@ -109,6 +115,7 @@ class TlsTest {
 
    // Proves the server's certificate is checked: a client trusting another CA cannot operate.
    @Test
+   @Order(2)
    void aClientTrustingAnotherCaIsRefused() throws Exception {
       SSLContext other = trusting("other-ca.pem");
       assertRefused(() -> overTls(other, "SCRAM-SHA-512", password()));
@@ -117,6 +124,7 @@ class TlsTest {
    // Proves a wrong password, and no credentials at all, get nothing done; and PLAIN is not
    // offered in plaintext.
    @Test
+   @Order(3)
    void wrongOrMissingCredentialsAreRefused() throws Exception {
       SSLContext context = trusting("ca.pem");
       assertRefused(() -> overTls(context, "SCRAM-SHA-512", "not-" + password()));
