@@ -12,5 +12,17 @@ else
 fi
 # One file at a time: the files share one server, and some tests clear or count a whole cache.
 # --test-force-exit: a server that leaves a socket open must not keep the run alive.
-exec python3 ../with_weft.py --config "$here/weft.toml" -- \
+python3 ../with_weft.py --config "$here/weft.toml" -- \
   node --test --test-concurrency=1 --test-force-exit
+
+# Authentication (SCRAM, PLAIN over TLS) against a server with a users file and TLS.
+tls_dir="$(mktemp -d)"
+trap 'rm -rf "$tls_dir"' EXIT
+tls_config="$(python3 ../tls_files.py "$tls_dir")"
+weft_bin="${WEFT_BIN:-$here/../../target/release/weft}"
+password="interop-$RANDOM-$RANDOM"
+WEFT_USER_PASSWORD="$password" "$weft_bin" user create app --groups application \
+  --users-file "$tls_dir/users.toml" >/dev/null
+printf '[security]\nusers-file = "users.toml"\n' >> "$tls_config"
+WEFT_TLS_DIR="$tls_dir" WEFT_PASSWORD="$password" python3 ../with_weft.py --config "$tls_config" -- \
+  node --test --test-concurrency=1 --test-force-exit auth/auth-suite.js
