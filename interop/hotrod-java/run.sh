@@ -46,11 +46,15 @@ for profile in client-15.0 client-15.2; do
   WEFT_TLS_DIR="$tls_dir" WEFT_PASSWORD="$tls_password" python3 "$here/../with_weft.py" --config "$tls_config" -- \
     mvn -q -B -Dstyle.color=never -P"$profile" -Dweft.port={port} -Dtest=TlsTest \
     -Dsurefire.failIfNoSpecifiedTests=false clean test \
-    2>&1 | sed -u 's/\x1b\[[0-9;]*m//g' || status=$?
+    >"$tls_dir/mvn-$profile.log" 2>&1 || status=$?
+  # The refusals the tests provoke fill the client's log with stack traces: shown on failure.
   if [ "$status" -ne 0 ]; then
+    sed 's/\x1b\[[0-9;]*m//g' "$tls_dir/mvn-$profile.log" | tail -150
     echo "Hot Rod Java TLS interop failed with profile $profile (exit $status)"
     exit "$status"
   fi
+  grep -ho 'tests="[0-9]*" errors="[0-9]*" skipped="[0-9]*" failures="[0-9]*"' \
+    "$here"/target/surefire-reports/TEST-*.xml | sed "s/^/$profile over TLS: /"
 done
 
 # The official client against a three-node cluster (both classes are skipped by the
