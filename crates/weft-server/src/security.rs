@@ -74,8 +74,13 @@ impl Throttle {
     fn failed(&self, address: IpAddr) {
         let now = Instant::now();
         let mut addresses = self.addresses.lock();
-        if addresses.len() >= THROTTLED_ADDRESSES_MAX {
+        if addresses.len() >= THROTTLED_ADDRESSES_MAX && !addresses.contains_key(&address) {
             addresses.retain(|_, &mut (failures, since)| Self::decayed(failures, since, now) > 0.0);
+            if addresses.len() >= THROTTLED_ADDRESSES_MAX {
+                // Failing from more addresses than are remembered: the newest are not
+                // tracked (memory stays bounded; each of their attempts still costs a hash).
+                return;
+            }
         }
         let entry = addresses.entry(address).or_insert((0.0, now));
         let failures = Self::decayed(entry.0, entry.1, now) + 1.0;
