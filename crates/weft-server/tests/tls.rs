@@ -534,3 +534,59 @@ fn members_replicate_over_mutual_tls() {
         );
     }
 }
+
+// Proves SIGHUP reloads the certificate of a running `weft server` process (with the periodic
+// check off), that a server without a change keeps serving through it, and that the process
+// does not exit on SIGHUP.
+#[test]
+fn sighup_reloads_the_certificate() {
+    use common::cluster::{Node, free_tcp_port};
+    let first = Ca::new("First CA");
+    let second = Ca::new("Second CA");
+    let files = Files::new(&first);
+    let config = files.path("weft.toml");
+    std::fs::write(
+        &config,
+        "[server.tls]\ncertificate = \"server.pem\"\nkey = \"server.key\"\nreload-check-secs = 0\n",
+    )
+    .unwrap();
+    let client = SocketAddr::from(([127, 0, 0, 1], free_tcp_port()));
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_weft"));
+    command
+        .args(["server", "--config", config.to_str().unwrap()])
+        .args(["--bind", &client.to_string()])
+        .current_dir(files.dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut node = Node::spawn("tls", client, &mut command);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut before = loop {
+        if let Ok(stream) = connect(client, client_config(&first, &[], None)) {
+            break stream;
+        }
+        assert!(Instant::now() < deadline, "the server never served TLS");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    resp_ping(&mut before);
+    node.signal("-HUP");
+    std::thread::sleep(Duration::from_millis(300));
+    resp_ping(&mut connect(client, client_config(&first, &[], None)).unwrap());
+    files.write_server(&second);
+    // No periodic check: the new files wait for the signal.
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(refused(client, client_config(&second, &[], None)));
+    node.signal("-HUP");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while refused(client, client_config(&second, &[], None)) {
+        assert!(
+            Instant::now() < deadline,
+            "SIGHUP did not reload the certificate"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    resp_ping(&mut before);
+    assert!(
+        node.exit_within(Duration::from_millis(200)).is_none(),
+        "SIGHUP stopped the server"
+    );
+}
