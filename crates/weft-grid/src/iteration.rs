@@ -146,7 +146,7 @@ impl Node {
     /// is unreachable, or no longer the reader, is asked again after the topology moves on.
     ///
     /// # Errors
-    /// When no reader answered for [`PAGE_RETRY_FOR`], or the reader refused.
+    /// When no reader answered for `PAGE_RETRY_FOR`, or the reader refused.
     pub async fn segment_page(
         &self,
         cache: &Cache,
