@@ -200,7 +200,7 @@ pub fn allocator_footprint(size: usize) -> usize {
 }
 
 impl CacheEntry {
-    /// Builds an entry. The version is set later by [`CacheEntry::set_version_unshared`],
+    /// Builds an entry. The version is set later by `CacheEntry::set_version_unshared`,
     /// under the segment lock, so that versions follow the order writes are applied in.
     ///
     /// # Panics

@@ -535,7 +535,7 @@ impl<T: Keyed> Table<T> {
 ///
 /// Small hashes keep their pairs in insertion order in a vector (Redis' listpack: linear
 /// lookups over at most [`HASH_LISTPACK_ENTRIES_MAX`] short pairs, and replies in the
-/// order Redis gives), large ones a [`Table`].
+/// order Redis gives), large ones a `Table`.
 #[derive(Debug, Clone, Default)]
 pub struct HashValue {
     pairs: Vec<(Bytes, Bytes)>,
@@ -833,7 +833,7 @@ impl ListValue {
 ///
 /// Small sets of integers keep them sorted by value in a vector (Redis' intset: binary
 /// search, and replies in ascending order as Redis gives them); any other set is a
-/// [`Table`].
+/// `Table`.
 #[derive(Debug, Clone, Default)]
 pub struct SetValue {
     ints: Vec<(i64, Bytes)>,
@@ -1043,7 +1043,7 @@ impl Ord for OrderedScore {
 
 /// A sorted set: members ordered by score, ties by member bytes.
 ///
-/// A [`Table`] maps members to scores (lookups, random members, scans) and a B-tree keeps
+/// A `Table` maps members to scores (lookups, random members, scans) and a B-tree keeps
 /// the order. While compact (Redis' listpack) a score of -0 is kept as 0, as the listpack's
 /// text form does; a large set keeps -0, as Redis' skiplist does.
 #[derive(Debug, Clone, Default)]

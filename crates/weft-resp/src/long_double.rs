@@ -70,7 +70,7 @@ enum Class {
 }
 
 /// An x87 80-bit extended-precision value, computed exactly like C's
-/// `long double` on x86-64 Linux. See the [module documentation](self).
+/// `long double` on x86-64 Linux. See the `long_double` module's documentation.
 ///
 /// There is deliberately no `PartialEq`: compare [`LongDouble::to_bits`] for
 /// identity, as C's `==` semantics (`-0 == 0`, `NaN != NaN`) are not needed.
