@@ -11,30 +11,23 @@
 //! `secret` too.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::server::WebPkiClientVerifier;
 use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig};
+use weft_security::files::{self, FileError};
 
 /// Why the cluster's TLS files could not be used.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ClusterTlsError {
     /// A file could not be read or holds nothing usable.
-    #[error("{what} {path}: {reason}")]
-    File {
-        /// What the file was for.
-        what: &'static str,
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        reason: String,
-    },
+    #[error(transparent)]
+    File(#[from] FileError),
     /// rustls refused what the files hold.
     #[error("cluster TLS configuration: {0}")]
     Rustls(String),
@@ -82,21 +75,12 @@ impl ClusterTls {
         key: &Path,
         ca: &Path,
     ) -> Result<Self, ClusterTlsError> {
-        let chain = certificates("certificate", certificate)?;
-        let key_der = |path: &Path| {
-            PrivateKeyDer::from_pem_file(path).map_err(|e| ClusterTlsError::File {
-                what: "key",
-                path: path.to_owned(),
-                reason: e.to_string(),
-            })
-        };
+        let chain = files::certificates("certificate", certificate)?;
         let mut roots = RootCertStore::empty();
-        for root in certificates("ca", ca)? {
-            roots.add(root).map_err(|e| ClusterTlsError::File {
-                what: "ca",
-                path: ca.to_owned(),
-                reason: e.to_string(),
-            })?;
+        for root in files::certificates("ca", ca)? {
+            roots
+                .add(root)
+                .map_err(|e| FileError::new("ca", ca, e.to_string()))?;
         }
         let roots = Arc::new(roots);
         let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
@@ -109,7 +93,7 @@ impl ClusterTls {
             .with_protocol_versions(&[&rustls::version::TLS13])
             .map_err(rustls_error)?
             .with_client_cert_verifier(client_verifier)
-            .with_single_cert(chain.clone(), key_der(key)?)
+            .with_single_cert(chain.clone(), files::private_key(key)?)
             .map_err(rustls_error)?;
         let server_verifier =
             WebPkiServerVerifier::builder_with_provider(roots, Arc::clone(&provider))
@@ -120,7 +104,7 @@ impl ClusterTls {
             .map_err(rustls_error)?
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(MemberVerifier(server_verifier)))
-            .with_client_auth_cert(chain, key_der(key)?)
+            .with_client_auth_cert(chain, files::private_key(key)?)
             .map_err(rustls_error)?;
         Ok(Self::new(Arc::new(server), Arc::new(client)))
     }
@@ -129,25 +113,6 @@ impl ClusterTls {
     pub(crate) fn server_name(to: SocketAddr) -> ServerName<'static> {
         ServerName::IpAddress(to.ip().into())
     }
-}
-
-fn certificates(
-    what: &'static str,
-    path: &Path,
-) -> Result<Vec<CertificateDer<'static>>, ClusterTlsError> {
-    let error = |reason: String| ClusterTlsError::File {
-        what,
-        path: path.to_owned(),
-        reason,
-    };
-    let certificates = CertificateDer::pem_file_iter(path)
-        .map_err(|e| error(e.to_string()))?
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| error(e.to_string()))?;
-    if certificates.is_empty() {
-        return Err(error("no PEM certificate in it".to_owned()));
-    }
-    Ok(certificates)
 }
 
 /// Checks a member's certificate chain against the cluster CA (validity, usage, signatures)

@@ -9,9 +9,11 @@
 //!   edited (`weft user …`), written atomically, re-read when it changes.
 //! - [`sasl`]: server-side PLAIN and SCRAM-SHA-256/512 exchanges as values stepped with the
 //!   client's messages.
+//! - [`files`]: PEM certificates and keys, and noticing that a file changed.
 //! - [`Subject`]: who a connection authenticated as, with the roles its groups grant.
 
 pub mod credentials;
+pub mod files;
 pub mod sasl;
 pub mod users;
 

@@ -14,13 +14,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock};
-use std::time::SystemTime;
 
 use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 
 use crate::Subject;
 use crate::credentials::{CredentialError, PasswordHash, ScramCredential, ScramHash};
+use crate::files::{Stamp, stamp};
 
 /// Most bytes in a user name.
 pub const NAME_BYTES_MAX: usize = 256;
@@ -356,8 +356,6 @@ impl Users {
     }
 }
 
-type Stamp = (SystemTime, u64);
-
 /// The users a server authenticates against: a users file, re-read when it changes.
 #[derive(Debug)]
 pub struct Realm {
@@ -502,11 +500,6 @@ impl Realm {
         data.extend_from_slice(password);
         ScramHash::Sha256.hmac_of(&self.verified_key, &data)
     }
-}
-
-fn stamp(path: &Path) -> Option<Stamp> {
-    let meta = std::fs::metadata(path).ok()?;
-    Some((meta.modified().ok()?, meta.len()))
 }
 
 #[cfg(test)]

@@ -12,18 +12,16 @@
 //! handshakes use the new files, established sessions keep theirs, and files that do not
 //! load leave the previous ones in use.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use bytes::BytesMut;
 use parking_lot::{Mutex, RwLock};
 use rustls::RootCertStore;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::{ServerConfig, WebPkiClientVerifier};
 use tokio::net::TcpStream;
 use tokio_rustls::LazyConfigAcceptor;
+use weft_security::files::{self, FileError, Stamp};
 
 use crate::config::{ClientAuth, TlsSection};
 use crate::stream::Rewind;
@@ -43,15 +41,8 @@ pub type TlsStream = tokio_rustls::server::TlsStream<Rewind<TcpStream>>;
 #[non_exhaustive]
 pub enum TlsError {
     /// A file could not be read or holds no PEM object of the expected kind.
-    #[error("{what} {path}: {reason}")]
-    File {
-        /// What the file was for.
-        what: &'static str,
-        /// The file.
-        path: PathBuf,
-        /// Why it could not be used.
-        reason: String,
-    },
+    #[error(transparent)]
+    File(#[from] FileError),
     /// The settings contradict each other.
     #[error("[server.tls]: {0}")]
     Settings(String),
@@ -75,8 +66,6 @@ struct Configs {
     http1: Arc<ServerConfig>,
     detect: Arc<ServerConfig>,
 }
-
-type Stamp = (SystemTime, u64);
 
 impl Tls {
     /// Reads the files `settings` names.
@@ -143,45 +132,18 @@ impl Tls {
 }
 
 fn stamps(settings: &TlsSection) -> Vec<Option<Stamp>> {
-    files(settings)
-        .map(|path| {
-            let meta = std::fs::metadata(path).ok()?;
-            Some((meta.modified().ok()?, meta.len()))
-        })
-        .collect()
+    paths(settings).map(files::stamp).collect()
 }
 
-fn files(settings: &TlsSection) -> impl Iterator<Item = &Path> {
+fn paths(settings: &TlsSection) -> impl Iterator<Item = &Path> {
     [settings.certificate.as_path(), settings.key.as_path()]
         .into_iter()
         .chain(settings.client_ca.as_deref())
 }
 
-fn certificates(what: &'static str, path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
-    let error = |reason: String| TlsError::File {
-        what,
-        path: path.to_owned(),
-        reason,
-    };
-    let certificates = CertificateDer::pem_file_iter(path)
-        .map_err(|e| error(e.to_string()))?
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| error(e.to_string()))?;
-    if certificates.is_empty() {
-        return Err(error(
-            "no PEM certificate (-----BEGIN CERTIFICATE-----) in it".to_owned(),
-        ));
-    }
-    Ok(certificates)
-}
-
 fn build(settings: &TlsSection) -> Result<Configs, TlsError> {
-    let chain = certificates("certificate", &settings.certificate)?;
-    let key = PrivateKeyDer::from_pem_file(&settings.key).map_err(|e| TlsError::File {
-        what: "key",
-        path: settings.key.clone(),
-        reason: e.to_string(),
-    })?;
+    let chain = files::certificates("certificate", &settings.certificate)?;
+    let key = files::private_key(&settings.key)?;
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let builder = ServerConfig::builder_with_provider(Arc::clone(&provider))
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
@@ -189,12 +151,10 @@ fn build(settings: &TlsSection) -> Result<Configs, TlsError> {
     let builder = match (&settings.client_ca, settings.client_auth()) {
         (Some(ca), mode) if mode != ClientAuth::None => {
             let mut roots = RootCertStore::empty();
-            for certificate in certificates("client-ca", ca)? {
-                roots.add(certificate).map_err(|e| TlsError::File {
-                    what: "client-ca",
-                    path: ca.clone(),
-                    reason: e.to_string(),
-                })?;
+            for certificate in files::certificates("client-ca", ca)? {
+                roots
+                    .add(certificate)
+                    .map_err(|e| FileError::new("client-ca", ca, e.to_string()))?;
             }
             let verifier =
                 WebPkiClientVerifier::builder_with_provider(Arc::new(roots), Arc::clone(&provider));
