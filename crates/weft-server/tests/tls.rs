@@ -361,6 +361,8 @@ fn broken_handshakes_leave_the_server_serving() {
     let started = Instant::now();
     assert!(matches!(stalled.read(&mut buf), Ok(0) | Err(_)));
     assert!(started.elapsed() < READ_TIMEOUT);
+    // Closed by the server at its 1 s deadline, not by this read's own timeout.
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
 
     let plain_server = TestServer::start();
     assert!(refused(plain_server.addr, client_config(&ca, &[], None)));
@@ -508,6 +510,15 @@ fn members_replicate_over_mutual_tls() {
     let a = Node::start("a", &configs[0], at_a, &[]);
     let b = Node::start("b", &configs[1], at_b, &[at_a]);
     wait_stable(&[&a, &b], "default", Duration::from_secs(60));
+    // The cluster port speaks TLS: a plaintext member would send its challenge at once; this
+    // one waits for a ClientHello.
+    let mut raw = TcpStream::connect(at_a.cluster).unwrap();
+    raw.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+    let mut byte = [0u8; 1];
+    assert!(
+        !matches!(raw.read(&mut byte), Ok(n) if n > 0),
+        "the cluster port answered a plaintext connection"
+    );
     for i in 0..20 {
         let key = format!("k{i}");
         assert_eq!(
