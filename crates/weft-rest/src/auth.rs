@@ -25,19 +25,30 @@ fn anonymous(request: &Request) -> bool {
         )
 }
 
-/// User name and password of an `Authorization: Basic` header.
-fn basic(request: &Request) -> Option<(Vec<u8>, Vec<u8>)> {
-    let value = request.headers().get(header::AUTHORIZATION)?.as_bytes();
+/// An `Authorization` header's scheme and credentials (`Basic dXNlcjpwYXNz`).
+pub(crate) fn scheme_and_credentials(value: &[u8]) -> Option<(&[u8], &[u8])> {
     let space = value.iter().position(|&b| b == b' ')?;
     let (scheme, credentials) = value.split_at(space);
-    if !scheme.eq_ignore_ascii_case(b"basic") {
-        return None;
-    }
+    Some((scheme, credentials.trim_ascii()))
+}
+
+/// User name and password of Basic credentials (base64 of `user:password`).
+pub(crate) fn basic_credentials(credentials: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
     let decoded = base64::engine::general_purpose::STANDARD
-        .decode(credentials.trim_ascii())
+        .decode(credentials)
         .ok()?;
     let colon = decoded.iter().position(|&b| b == b':')?;
     Some((decoded[..colon].to_vec(), decoded[colon + 1..].to_vec()))
+}
+
+/// User name and password of an `Authorization: Basic` header.
+fn basic(request: &Request) -> Option<(Vec<u8>, Vec<u8>)> {
+    let value = request.headers().get(header::AUTHORIZATION)?.as_bytes();
+    let (scheme, credentials) = scheme_and_credentials(value)?;
+    if !scheme.eq_ignore_ascii_case(b"basic") {
+        return None;
+    }
+    basic_credentials(credentials)
 }
 
 /// The middleware.

@@ -6,7 +6,6 @@
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use base64::Engine;
 use serde_json::{Value, json};
 
 use crate::error::RestError;
@@ -181,17 +180,12 @@ impl Caller {
     /// with any user name (there is one password, as for RESP's AUTH).
     fn password(&self) -> Option<Vec<u8>> {
         let value = self.authorization.as_ref()?.as_bytes();
-        let (scheme, credentials) = value.split_at(value.iter().position(|&b| b == b' ')?);
-        let credentials = credentials.trim_ascii();
+        let (scheme, credentials) = crate::auth::scheme_and_credentials(value)?;
         if scheme.eq_ignore_ascii_case(b"bearer") {
             return Some(credentials.to_vec());
         }
         if scheme.eq_ignore_ascii_case(b"basic") {
-            let decoded = base64::engine::general_purpose::STANDARD
-                .decode(credentials)
-                .ok()?;
-            let colon = decoded.iter().position(|&b| b == b':')?;
-            return Some(decoded[colon + 1..].to_vec());
+            return crate::auth::basic_credentials(credentials).map(|(_, password)| password);
         }
         None
     }

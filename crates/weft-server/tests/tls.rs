@@ -362,7 +362,11 @@ fn broken_handshakes_leave_the_server_serving() {
     assert!(matches!(stalled.read(&mut buf), Ok(0) | Err(_)));
     assert!(started.elapsed() < READ_TIMEOUT);
     // Closed by the server at its 1 s deadline, not by this read's own timeout.
-    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
 
     let plain_server = TestServer::start();
     assert!(refused(plain_server.addr, client_config(&ca, &[], None)));
