@@ -47,6 +47,13 @@ fn malformed(what: &'static str, reason: impl Into<String>) -> CredentialError {
     }
 }
 
+/// Whether `a` and `b` are equal, compared so that the time taken does not tell how much of
+/// a guess was right.
+#[must_use]
+pub fn equal_in_constant_time(a: &[u8], b: &[u8]) -> bool {
+    constant_time::verify_slices_are_equal(a, b).is_ok()
+}
+
 /// An Argon2id hash of a password, in PHC string form.
 #[derive(Clone, PartialEq, Eq)]
 pub struct PasswordHash(String);
@@ -233,8 +240,7 @@ impl ScramCredential {
     /// hash is `StoredKey`, compared in constant time.
     #[must_use]
     pub fn matches_client_key(&self, client_key: &[u8]) -> bool {
-        constant_time::verify_slices_are_equal(&self.hash.hash(client_key), &self.stored_key)
-            .is_ok()
+        equal_in_constant_time(&self.hash.hash(client_key), &self.stored_key)
     }
 }
 

@@ -191,8 +191,9 @@ impl Security {
                 .or_else(|| off_the_workers(|| realm.authenticate_password(user, password)));
         }
         let expected = self.password.as_ref()?;
-        (user == DEFAULT_USER && constant_time_eq(expected.as_bytes(), password))
-            .then(|| Subject::new(DEFAULT_USER, ["admin".to_owned()]))
+        (user == DEFAULT_USER
+            && weft_security::credentials::equal_in_constant_time(expected.as_bytes(), password))
+        .then(|| Subject::new(DEFAULT_USER, ["admin".to_owned()]))
     }
 
     /// Notes an authentication's outcome: the audit log, and the throttle.
@@ -324,8 +325,4 @@ fn off_the_workers<T>(work: impl FnOnce() -> T) -> T {
         }
         _ => work(),
     }
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
