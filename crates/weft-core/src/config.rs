@@ -448,6 +448,56 @@ pub struct CacheConfig {
     /// Stores behind the cache; none by default (memory only).
     #[serde(skip_serializing_if = "PersistenceConfig::is_empty")]
     pub persistence: PersistenceConfig,
+    /// Who may touch the cache when the server authorizes requests (Infinispan's
+    /// `security.authorization`).
+    #[serde(skip_serializing_if = "SecurityConfig::is_default")]
+    pub security: SecurityConfig,
+}
+
+/// A cache's security (Infinispan's `security` element).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct SecurityConfig {
+    /// Which roles may touch the cache.
+    pub authorization: AuthorizationConfig,
+}
+
+impl SecurityConfig {
+    fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// Which roles may touch a cache (Infinispan's `authorization` element). A server that
+/// authorizes requests checks every cache's: by default every role may, each as far as its
+/// permissions go.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct AuthorizationConfig {
+    /// Whether requests to this cache are authorized at all (when the server authorizes).
+    /// `false` lets every authenticated user do anything to it, as an Infinispan cache
+    /// without authorization.
+    pub enabled: bool,
+    /// The only roles that may touch the cache (each as far as its permissions go); empty:
+    /// every role.
+    pub roles: Vec<String>,
+}
+
+impl Default for AuthorizationConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            roles: Vec::new(),
+        }
+    }
+}
+
+impl AuthorizationConfig {
+    /// The roles admitted: `None` for every role.
+    #[must_use]
+    pub fn admitted(&self) -> Option<&[String]> {
+        (!self.roles.is_empty()).then_some(self.roles.as_slice())
+    }
 }
 
 /// The stores behind a cache (Infinispan's `persistence` element).
@@ -676,6 +726,7 @@ impl Default for CacheConfig {
             resp_database: None,
             encoding: EncodingConfig::default(),
             persistence: PersistenceConfig::default(),
+            security: SecurityConfig::default(),
         }
     }
 }

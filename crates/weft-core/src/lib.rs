@@ -42,10 +42,10 @@ pub use cache::{
 };
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{
-    CacheConfig, CacheMode, ConfigError, DurabilityMode, EncodingConfig, ExpirationConfig,
-    KeyPartitioner, MediaTypeConfig, MemoryConfig, MergePolicy, OWNERS_DEFAULT, PartitionHandling,
-    PersistenceConfig, Reads, Replication, StoreConfig, StoreKind, WhenFull, WhenSplit,
-    WriteBehindConfig,
+    AuthorizationConfig, CacheConfig, CacheMode, ConfigError, DurabilityMode, EncodingConfig,
+    ExpirationConfig, KeyPartitioner, MediaTypeConfig, MemoryConfig, MergePolicy, OWNERS_DEFAULT,
+    PartitionHandling, PersistenceConfig, Reads, Replication, SecurityConfig, StoreConfig,
+    StoreKind, WhenFull, WhenSplit, WriteBehindConfig,
 };
 pub use container::{TABLE_SLOT_BYTES, entry_charge};
 pub use entry::{CacheEntry, EntryMetadata, Payload};

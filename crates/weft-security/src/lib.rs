@@ -10,8 +10,11 @@
 //! - [`sasl`]: server-side PLAIN and SCRAM-SHA-256/512 exchanges as values stepped with the
 //!   client's messages.
 //! - [`files`]: PEM certificates and keys, and noticing that a file changed.
+//! - [`authorization`]: permissions, roles, and the roles a user's groups grant (RBAC as
+//!   Infinispan defines it).
 //! - [`Subject`]: who a connection authenticated as, with the roles its groups grant.
 
+pub mod authorization;
 pub mod credentials;
 pub mod files;
 pub mod sasl;
@@ -20,6 +23,8 @@ pub mod users;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use authorization::Permissions;
+
 /// Who a connection is: the user it authenticated as, and the roles that grants.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Subject {
@@ -27,19 +32,31 @@ pub struct Subject {
     pub name: Arc<str>,
     /// Its groups, as the users file lists them.
     pub groups: BTreeSet<String>,
-    /// Its roles: by default each group grants the role of the same name.
-    pub roles: BTreeSet<String>,
+    /// Its roles, as an [`authorization::Policy`] maps its groups (none until one does).
+    roles: BTreeSet<String>,
+    /// Each role the policy defines, with what it grants.
+    granted: Vec<(String, Permissions)>,
+    /// What all its roles grant.
+    permissions: Permissions,
 }
 
 impl Subject {
-    /// A subject named `name` in `groups`, each granting the role of its name.
+    /// A subject named `name` in `groups`, with no role yet: [`authorization::Policy::resolve`]
+    /// grants its roles.
     #[must_use]
     pub fn new(name: &str, groups: impl IntoIterator<Item = String>) -> Self {
-        let groups: BTreeSet<String> = groups.into_iter().collect();
         Self {
             name: name.into(),
-            roles: groups.clone(),
-            groups,
+            groups: groups.into_iter().collect(),
+            roles: BTreeSet::new(),
+            granted: Vec::new(),
+            permissions: Permissions::NONE,
         }
+    }
+
+    /// Its roles, as an [`authorization::Policy`] granted them.
+    #[must_use]
+    pub fn roles(&self) -> &BTreeSet<String> {
+        &self.roles
     }
 }

@@ -580,7 +580,7 @@ mod tests {
         let realm = Realm::open(&path).unwrap_or_else(|e| panic!("{e}"));
         let alice = realm
             .authenticate_password("alice", b"pw-1")
-            .map(|s| s.roles);
+            .map(|s| s.groups);
         assert_eq!(alice, Some(BTreeSet::from(["admin".to_owned()])));
         assert!(realm.authenticate_password("alice", b"pw-2").is_none());
         assert!(realm.authenticate_password("nobody", b"pw-1").is_none());
