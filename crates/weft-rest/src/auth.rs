@@ -1,7 +1,8 @@
-//! HTTP authentication: with an [`Authenticator`](crate::Authenticator) configured, every
-//! request must carry HTTP Basic credentials it accepts, except the health status a probe
-//! reads (`GET …/health/status`). A request without them, or with wrong ones, is answered
-//! `401` with a `WWW-Authenticate: Basic` challenge; one that passes carries
+//! HTTP authentication and authorization: with a [`Guard`](crate::Guard) configured, every
+//! request but the health status a probe reads (`GET …/health/status`) goes on only as the
+//! guard decides, shown its HTTP Basic credentials, method, path and action. A request
+//! without credentials, or with wrong ones, is answered `401` with a `WWW-Authenticate:
+//! Basic` challenge, a user without the permission `403`; one that passes carries
 //! [`Authenticated`](crate::Authenticated) to the handlers.
 
 use axum::extract::{Request, State};
@@ -51,30 +52,56 @@ fn basic(request: &Request) -> Option<(Vec<u8>, Vec<u8>)> {
     basic_credentials(credentials)
 }
 
+/// The `action` query parameter, if any (percent-decoded).
+fn action(request: &Request) -> Option<String> {
+    let query = request.uri().query()?;
+    query.split('&').find_map(|pair| {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        (name == "action").then(|| {
+            percent_encoding::percent_decode_str(value)
+                .decode_utf8_lossy()
+                .into_owned()
+        })
+    })
+}
+
 /// The middleware.
 pub(crate) async fn require(
     State(state): State<Shared>,
     mut request: Request,
     next: Next,
 ) -> Response {
-    let Some(authenticator) = state.authenticator.clone() else {
+    let Some(guard) = state.guard.clone() else {
         return next.run(request).await;
     };
     if anonymous(&request) {
         return next.run(request).await;
     }
-    let Some((user, password)) = basic(&request) else {
-        return RestError::unauthorized("authentication required", CHALLENGE).into_response();
-    };
+    let credentials = basic(&request);
     let client = request
         .extensions()
         .get::<crate::ClientAddress>()
         .map(|crate::ClientAddress(address)| *address);
-    match authenticator(client, &user, &password) {
-        Some(name) => {
-            request.extensions_mut().insert(Authenticated(name));
+    let action = action(&request);
+    let verdict = guard(crate::Access {
+        client,
+        credentials: credentials
+            .as_ref()
+            .map(|(user, password)| (user.as_slice(), password.as_slice())),
+        method: request.method(),
+        path: request.uri().path(),
+        action: action.as_deref(),
+    });
+    match verdict {
+        crate::Verdict::Allowed(user) => {
+            if let Some(name) = user {
+                request.extensions_mut().insert(Authenticated(name));
+            }
             next.run(request).await
         }
-        None => RestError::unauthorized("wrong user name or password", CHALLENGE).into_response(),
+        crate::Verdict::Unauthenticated(reason) => {
+            RestError::unauthorized(reason, CHALLENGE).into_response()
+        }
+        crate::Verdict::Forbidden(message) => RestError::forbidden(message).into_response(),
     }
 }

@@ -33,6 +33,11 @@ impl RestError {
         }
     }
 
+    /// 403: the user authenticated, but may not do this.
+    pub(crate) fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, message)
+    }
+
     /// 400: the request itself is malformed.
     pub(crate) fn bad_request(message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, message)

@@ -64,14 +64,39 @@ pub const CONTAINER_NAME: &str = "default";
 /// [`ClientAddress`] or carries the password (see [`RestState::with_password`]).
 pub type ShutdownHook = Arc<dyn Fn() + Send + Sync>;
 
-/// Checks HTTP Basic credentials (the client's address when known, user name, password):
-/// the name of the user they authenticate, or `None`. May take a while (a slow hash); see
-/// [`RestState::with_authenticator`].
-pub type Authenticator =
-    Arc<dyn Fn(Option<std::net::SocketAddr>, &[u8], &[u8]) -> Option<String> + Send + Sync>;
+/// Decides whether a request may go on: checks its HTTP Basic credentials and whether their
+/// user may do what the request asks. May take a while (a slow hash); see
+/// [`RestState::with_guard`].
+pub type Guard = Arc<dyn Fn(Access<'_>) -> Verdict + Send + Sync>;
+
+/// What a [`Guard`] is shown of a request.
+#[derive(Debug, Clone, Copy)]
+pub struct Access<'a> {
+    /// The client's address, when known.
+    pub client: Option<std::net::SocketAddr>,
+    /// The user name and password of its `Authorization: Basic` header, if it has one.
+    pub credentials: Option<(&'a [u8], &'a [u8])>,
+    /// The method.
+    pub method: &'a axum::http::Method,
+    /// The path, still percent-encoded.
+    pub path: &'a str,
+    /// The `action` query parameter, if any.
+    pub action: Option<&'a str>,
+}
+
+/// A [`Guard`]'s decision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Go on: as this user (`None`: anonymously, where the guard allows it).
+    Allowed(Option<String>),
+    /// `401` with a challenge: no credentials, or wrong ones (the reason says which).
+    Unauthenticated(&'static str),
+    /// `403`: the user may not (the message says what it lacks).
+    Forbidden(String),
+}
 
 /// A request extension naming the user the request authenticated as (set by the router's
-/// authentication when an [`Authenticator`] is configured).
+/// authentication when a [`Guard`] is configured).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Authenticated(pub String);
 
@@ -102,7 +127,7 @@ pub struct RestState {
     cluster: Option<ClusterView>,
     forwarder: Option<Arc<dyn Forwarder>>,
     password: Option<String>,
-    authenticator: Option<Authenticator>,
+    guard: Option<Guard>,
 }
 
 /// A request extension naming the address of the client connection a request arrived on,
@@ -245,7 +270,7 @@ impl RestState {
             cluster: None,
             forwarder: None,
             password: None,
-            authenticator: None,
+            guard: None,
         }
     }
 
@@ -322,11 +347,12 @@ impl RestState {
         self
     }
 
-    /// Requires every request (but the health status probes read) to authenticate with HTTP
-    /// Basic credentials `authenticator` accepts; others get `401` with a challenge.
+    /// Lets every request (but the health status probes read) through only as `guard`
+    /// decides: `401` with a challenge for missing or wrong credentials, `403` for a user
+    /// without the permission.
     #[must_use]
-    pub fn with_authenticator(mut self, authenticator: Authenticator) -> Self {
-        self.authenticator = Some(authenticator);
+    pub fn with_guard(mut self, guard: Guard) -> Self {
+        self.guard = Some(guard);
         self
     }
 

@@ -539,6 +539,22 @@ pub struct SecuritySection {
     /// `password`), or whose cluster port is with neither `cluster-secret` nor
     /// `[server.cluster-tls]`, refuses to start. `false` lets it start open.
     pub protected_mode: bool,
+    /// With a users file, whether requests are authorized by role (Infinispan's RBAC): each
+    /// operation needs a permission one of the user's roles grants (and, on a cache that
+    /// admits only some roles, one of those). `false`: every authenticated user may do
+    /// everything.
+    pub authorization: bool,
+    /// Roles beyond (or redefining) the predefined `admin`, `deployer`, `application`,
+    /// `observer` and `monitor`: a role's name and its permissions (`READ`, `WRITE`,
+    /// `BULK_READ`, `BULK_WRITE`, `LISTEN`, `EXEC`, `ADMIN`, `CREATE`, `MONITOR`,
+    /// `LIFECYCLE`, `ALL`, `ALL_READ`, `ALL_WRITE`).
+    pub roles: BTreeMap<String, Vec<String>>,
+    /// The roles a group grants, for groups that should not grant the role of their own name
+    /// (the default).
+    pub group_roles: BTreeMap<String, Vec<String>>,
+    /// Whether `/metrics` answers without credentials (for a scraper that has none); with a
+    /// users file it otherwise needs MONITOR.
+    pub metrics_anonymous: bool,
 }
 
 impl Default for SecuritySection {
@@ -546,6 +562,10 @@ impl Default for SecuritySection {
         Self {
             users_file: None,
             protected_mode: true,
+            authorization: true,
+            roles: BTreeMap::new(),
+            group_roles: BTreeMap::new(),
+            metrics_anonymous: false,
         }
     }
 }

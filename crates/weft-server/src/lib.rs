@@ -8,6 +8,7 @@
 //! reach into the data container: every command goes through `weft_core::Cache`.
 
 mod admission;
+pub(crate) mod authorization;
 mod buffers;
 pub mod cli;
 pub mod cluster;
@@ -210,11 +211,8 @@ impl Server {
             None => None,
         };
         let security = Arc::new(
-            security::Security::new(
-                config.security.users_file.as_deref(),
-                config.server.password.clone(),
-            )
-            .context("read the users file ([security] users-file)")?,
+            security::Security::new(&config.security, config.server.password.clone())
+                .context("set up security ([security])")?,
         );
         let listener = TcpListener::bind(config.server.bind)
             .await
@@ -330,11 +328,9 @@ impl Server {
             });
         if security.has_users() {
             let security = Arc::clone(&security);
-            rest_state = rest_state.with_authenticator(Arc::new(move |client, user, password| {
-                let peer = client.map_or(std::net::IpAddr::from([0, 0, 0, 0]), |c| c.ip());
-                security
-                    .authenticate_password(peer, "HTTP", user, password)
-                    .map(|subject| subject.name.to_string())
+            let manager = manager.clone();
+            rest_state = rest_state.with_guard(Arc::new(move |access| {
+                authorization::rest_verdict(&security, &manager, access)
             }));
         }
         let routed = Arc::new(cluster::Routed::default());

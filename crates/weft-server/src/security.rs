@@ -10,16 +10,20 @@
 //!
 //! With neither, clients are anonymous and everything is allowed (the server listens on
 //! loopback by default).
+//!
+//! Users of a users file are authorized by role (`crate::authorization`): an authenticated
+//! subject carries the roles its groups grant under the configured
+//! [`Policy`](weft_security::authorization::Policy).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
 use weft_security::Subject;
+use weft_security::authorization::{Policy, PolicyError};
 use weft_security::sasl::{self, Exchange, SaslError, Step};
 use weft_security::users::{Realm, UsersError};
 
@@ -44,6 +48,21 @@ pub struct Security {
     realm: Option<Arc<Realm>>,
     password: Option<String>,
     throttle: Throttle,
+    /// The roles users get; requests are authorized only when `authorizing`.
+    policy: Policy,
+    authorizing: bool,
+    metrics_anonymous: bool,
+}
+
+/// Why the security configuration cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum SecurityError {
+    /// The users file.
+    #[error("read the users file ([security] users-file): {0}")]
+    Users(#[from] UsersError),
+    /// The roles or the group mapping.
+    #[error("[security] roles / group-roles: {0}")]
+    Policy(#[from] PolicyError),
 }
 
 /// Slows down addresses that fail to authenticate again and again: after a burst of
@@ -97,12 +116,25 @@ impl Throttle {
 
 impl Security {
     /// From the configuration: a users file (opened now), else the shared password, else
-    /// none.
+    /// none; and the roles users get.
     ///
     /// # Errors
-    /// If the users file cannot be read or parsed.
-    pub fn new(users_file: Option<&Path>, password: Option<String>) -> Result<Self, UsersError> {
-        let realm = match users_file {
+    /// If the users file cannot be read or parsed, or a role is not well defined.
+    pub fn new(
+        section: &crate::config::SecuritySection,
+        password: Option<String>,
+    ) -> Result<Self, SecurityError> {
+        let policy = Policy::new(
+            section
+                .roles
+                .iter()
+                .map(|(role, permissions)| (role.clone(), permissions.clone())),
+            section
+                .group_roles
+                .iter()
+                .map(|(group, roles)| (group.clone(), roles.clone())),
+        )?;
+        let realm = match section.users_file.as_deref() {
             Some(path) => {
                 let realm = Realm::open(path)?;
                 if realm.users().is_empty() {
@@ -113,10 +145,42 @@ impl Security {
             None => None,
         };
         Ok(Self {
+            authorizing: realm.is_some() && section.authorization,
             realm,
             password,
             throttle: Throttle::default(),
+            policy,
+            metrics_anonymous: section.metrics_anonymous,
         })
+    }
+
+    /// Whether requests are authorized by role (a users file, and `[security]
+    /// authorization` not turned off).
+    #[must_use]
+    pub fn authorizes(&self) -> bool {
+        self.authorizing
+    }
+
+    /// Whether `/metrics` answers without credentials.
+    #[must_use]
+    pub fn metrics_anonymous(&self) -> bool {
+        self.metrics_anonymous
+    }
+
+    /// A user authenticated by another member, with the roles it had there.
+    #[must_use]
+    pub fn subject_with_roles(
+        &self,
+        name: &str,
+        roles: impl IntoIterator<Item = String>,
+    ) -> Subject {
+        self.policy.with_roles(name, roles)
+    }
+
+    /// `default`, the user every client is when no authentication is required (and the
+    /// shared password's): an administrator.
+    fn default_user(&self) -> Subject {
+        self.policy.with_roles(DEFAULT_USER, ["admin".to_owned()])
     }
 
     /// Whether clients must authenticate.
@@ -150,14 +214,14 @@ impl Security {
     /// `default` with every role without a users file, nobody with one.
     #[must_use]
     pub fn anonymous_without_users(&self) -> Option<Subject> {
-        (!self.has_users()).then(|| Subject::new(DEFAULT_USER, ["admin".to_owned()]))
+        (!self.has_users()).then(|| self.default_user())
     }
 
     /// Who a client is before it authenticates: `default` with every role when no
     /// authentication is required, nobody otherwise.
     #[must_use]
     pub fn anonymous(&self) -> Option<Subject> {
-        (!self.required()).then(|| Subject::new(DEFAULT_USER, ["admin".to_owned()]))
+        (!self.required()).then(|| self.default_user())
     }
 
     /// Checks a user name and a password sent whole. Slow on purpose for users-file users (a
@@ -188,12 +252,13 @@ impl Security {
             // credentials with every request, and they are remembered once checked.
             return realm
                 .remembered(user, password)
-                .or_else(|| off_the_workers(|| realm.authenticate_password(user, password)));
+                .or_else(|| off_the_workers(|| realm.authenticate_password(user, password)))
+                .map(|subject| self.policy.resolve(subject));
         }
         let expected = self.password.as_ref()?;
         (user == DEFAULT_USER
             && weft_security::credentials::equal_in_constant_time(expected.as_bytes(), password))
-        .then(|| Subject::new(DEFAULT_USER, ["admin".to_owned()]))
+        .then(|| self.default_user())
     }
 
     /// Notes an authentication's outcome: the audit log, and the throttle.
@@ -301,6 +366,13 @@ impl SaslExchange {
             off_the_workers(|| exchange.step(realm, message))
         } else {
             exchange.step(realm, message)
+        };
+        let outcome = match outcome {
+            Ok(Step::Done { subject, last }) => Ok(Step::Done {
+                subject: self.security.policy.resolve(subject),
+                last,
+            }),
+            other => other,
         };
         match &outcome {
             Ok(Step::Done { subject, .. }) => {

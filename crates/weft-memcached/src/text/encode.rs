@@ -77,6 +77,18 @@ pub fn write_server_error(out: &mut BytesMut, message: &str) {
     out.put_slice(b"\r\n");
 }
 
+/// Appends `CLIENT_ERROR <message>\r\n`, for refusals without a fixed memcached text (a
+/// user without the permission). CR and LF in `message` are replaced by spaces.
+pub fn write_client_error(out: &mut BytesMut, message: &str) {
+    out.reserve(message.len() + 15);
+    out.put_slice(b"CLIENT_ERROR ");
+    out.extend(message.bytes().map(|byte| match byte {
+        b'\r' | b'\n' => b' ',
+        other => other,
+    }));
+    out.put_slice(b"\r\n");
+}
+
 /// Appends one retrieval hit: `VALUE <key> <flags> <bytes>[ <cas unique>]\r\n<data>\r\n`.
 pub fn write_value(out: &mut BytesMut, key: &[u8], flags: u32, value: &[u8], cas: Option<u64>) {
     out.reserve(key.len() + value.len() + 48);

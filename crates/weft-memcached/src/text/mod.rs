@@ -21,8 +21,9 @@ use bytes::Bytes;
 pub use decode::TextDecoder;
 pub use detect::{DETECTED_COMMANDS, looks_like_text_command};
 pub use encode::{
-    EncodeError, Status, write_end, write_error, write_line, write_number, write_request,
-    write_server_error, write_stat, write_stat_number, write_status, write_value, write_version,
+    EncodeError, Status, write_client_error, write_end, write_error, write_line, write_number,
+    write_request, write_server_error, write_stat, write_stat_number, write_status, write_value,
+    write_version,
 };
 pub use error::{TextError, TextProtocolError};
 

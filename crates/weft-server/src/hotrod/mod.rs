@@ -150,6 +150,12 @@ pub async fn serve(
                     context.total_commands.fetch_add(1, Ordering::Relaxed);
                     ops::refuse_unauthenticated(&connection, &frame, &mut output);
                 }
+                Ok(Some(frame))
+                    if context.security.authorizes()
+                        && !ops::authorize(&connection, &frame, &mut output) =>
+                {
+                    context.total_commands.fetch_add(1, Ordering::Relaxed);
+                }
                 Ok(Some(frame)) if admin::changes_caches(&connection, &frame) => {
                     context.total_commands.fetch_add(1, Ordering::Relaxed);
                 }

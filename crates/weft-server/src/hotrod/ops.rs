@@ -197,6 +197,38 @@ pub(super) fn allowed_unauthenticated(frame: &Frame) -> bool {
     )
 }
 
+/// Whether the client's user may make this request (`crate::authorization`'s table), on the
+/// cache it names; Infinispan's ISPN000287 error response otherwise. Called only when the
+/// server authorizes.
+pub(super) fn authorize(connection: &Connection, frame: &Frame, out: &mut BytesMut) -> bool {
+    use crate::authorization::{self, Need};
+    let need = authorization::hotrod(&frame.request);
+    if need == Need::Nothing {
+        return true;
+    }
+    let cache = lookup(connection, frame.cache_name());
+    let subject = connection.subject.lock();
+    let opcode = frame.request.opcode();
+    match connection.context.security.authorize(
+        subject.as_ref(),
+        "Hot Rod",
+        format_args!("{opcode:#04x}"),
+        need,
+        cache.as_ref().map(|cache| (cache.name(), cache.config())),
+    ) {
+        Ok(()) => true,
+        Err(denied) => {
+            write_error(
+                out,
+                frame.header.message_id,
+                Status::ServerError,
+                &format!("java.lang.SecurityException: {denied}"),
+            );
+            false
+        }
+    }
+}
+
 /// Answers a request sent before authenticating, as Infinispan does: an error naming it.
 pub(super) fn refuse_unauthenticated(connection: &Connection, frame: &Frame, out: &mut BytesMut) {
     tracing::debug!(

@@ -46,6 +46,13 @@ pub(crate) fn execute(connection: &mut Connection, request: &BinaryRequest, out:
         }
         _ => {}
     }
+    if let Err(denied) = connection.authorize(
+        crate::authorization::memcached_binary(&request.command),
+        "binary",
+    ) {
+        reply.respond(out, Status::AuthError, 0, &[], &[], denied.as_bytes());
+        return;
+    }
     match &request.command {
         BinaryCommand::Get {
             key,

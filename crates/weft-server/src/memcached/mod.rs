@@ -109,6 +109,28 @@ pub(crate) enum Progress {
 }
 
 impl Connection {
+    /// Whether the client's user may run a command that needs `need` on this connection's
+    /// cache (`crate::authorization`'s table); the denial's message otherwise.
+    pub(crate) fn authorize(
+        &self,
+        need: crate::authorization::Need,
+        operation: &str,
+    ) -> Result<(), String> {
+        let security = &self.context.security;
+        if !security.authorizes() {
+            return Ok(());
+        }
+        security
+            .authorize(
+                self.subject.as_ref(),
+                "memcached",
+                operation,
+                need,
+                Some((self.cache.name(), self.cache.config())),
+            )
+            .map_err(|denied| denied.to_string())
+    }
+
     pub(crate) fn store(&self) -> Store<'_> {
         let recording = matches!(*self.script.borrow(), Script::Recording(_));
         Store {

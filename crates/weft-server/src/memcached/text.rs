@@ -25,6 +25,13 @@ pub(crate) fn execute(
         login(connection, request, out);
         return Progress::Done;
     }
+    if let Err(denied) = connection.authorize(
+        crate::authorization::memcached_text(&request.command),
+        crate::authorization::memcached_text_name(&request.command),
+    ) {
+        text::write_client_error(out, &denied);
+        return Progress::Done;
+    }
     match &request.command {
         TextCommand::Get { kind, keys } => return retrieve(connection, *kind, keys, resume, out),
         TextCommand::Store {

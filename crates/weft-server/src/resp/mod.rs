@@ -12,7 +12,7 @@ pub(crate) mod commands;
 pub(crate) mod push;
 mod reply;
 mod session;
-mod table;
+pub(crate) mod table;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -380,7 +380,7 @@ async fn run_at_owner(
         user: session.subject.as_ref().map(|subject| {
             (
                 subject.name.to_string(),
-                subject.roles.iter().cloned().collect(),
+                subject.roles().iter().cloned().collect(),
             )
         }),
     };
@@ -515,9 +515,7 @@ impl weft_core::operation::Function for CommandFunction {
         // The client authenticated at the member it connected to; it is who it said there.
         session.authenticated = true;
         if let Some((name, roles)) = command.user {
-            let mut subject = weft_security::Subject::new(&name, []);
-            subject.roles = roles.into_iter().collect();
-            session.subject = Some(subject);
+            session.subject = Some(session.context.security.subject_with_roles(&name, roles));
         }
         let args: Vec<bytes::Bytes> = command.args.into_iter().map(bytes::Bytes::from).collect();
         if let Some(transaction) = command.transaction {

@@ -83,6 +83,24 @@ pub struct Session {
     pub cluster_wide: Option<Vec<Bytes>>,
 }
 
+/// A command's full name as Redis' ACL names it: `get`, or `acl|list` for a container's
+/// subcommand.
+#[derive(Clone, Copy)]
+struct FullName<'a>(&'a table::CommandSpec, &'a [Bytes]);
+
+impl std::fmt::Display for FullName<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let FullName(spec, args) = *self;
+        f.write_str(spec.name)?;
+        if !spec.subcommands.is_empty()
+            && let Some(sub) = args.get(1)
+        {
+            write!(f, "|{}", String::from_utf8_lossy(sub).to_ascii_lowercase())?;
+        }
+        Ok(())
+    }
+}
+
 /// A transaction being queued.
 #[derive(Debug, Default)]
 pub struct Multi {
@@ -337,15 +355,20 @@ impl Session {
             self.refuse(spec, &error, reply);
             return;
         }
+        // As Redis: authentication and permissions are checked before a command is queued.
+        if !self.authenticated && !spec.allowed_unauthenticated() {
+            self.refuse(spec, "NOAUTH Authentication required.", reply);
+            return;
+        }
+        if let Err(error) = self.authorize(spec, args) {
+            self.refuse(spec, &error, reply);
+            return;
+        }
         if self.multi.is_some() && !self.executing && !spec.runs_inside_multi() {
             if let Some(multi) = &mut self.multi {
                 multi.queued.push(args.to_vec());
             }
             reply.simple("QUEUED");
-            return;
-        }
-        if !self.authenticated && !spec.allowed_unauthenticated() {
-            reply.error("NOAUTH Authentication required.");
             return;
         }
         match self.owner(spec, args) {
@@ -418,6 +441,57 @@ impl Session {
             (spec.handler)(self, args, reply);
         }
         tracking::after_command(self, spec, args);
+    }
+
+    /// Whether the client's user may run the command (`crate::authorization`'s table), on
+    /// the selected database's cache or, for FLUSHALL, on every database's; Redis' NOPERM
+    /// otherwise.
+    fn authorize(&self, spec: &table::CommandSpec, args: &[Bytes]) -> Result<(), String> {
+        use crate::authorization::{self, Need};
+        let security = &self.context.security;
+        if !security.authorizes() {
+            return Ok(());
+        }
+        let need = authorization::resp(spec, args);
+        let name = FullName(spec, args);
+        let subject = self.subject.as_ref();
+        let allowed = match need {
+            Need::Nothing => true,
+            Need::EveryDatabase(_) => self
+                .context
+                .manager
+                .caches()
+                .iter()
+                .filter(|cache| cache.config().resp_database.is_some())
+                .all(|cache| {
+                    security
+                        .authorize(
+                            subject,
+                            "RESP",
+                            name,
+                            need,
+                            Some((cache.name(), cache.config())),
+                        )
+                        .is_ok()
+                }),
+            _ => security
+                .authorize(
+                    subject,
+                    "RESP",
+                    name,
+                    need,
+                    Some((self.cache.name(), self.cache.config())),
+                )
+                .is_ok(),
+        };
+        if allowed {
+            Ok(())
+        } else {
+            // Redis 7.0's words.
+            Err(format!(
+                "NOPERM this user has no permissions to run the '{name}' command"
+            ))
+        }
     }
 
     /// A command refused before it runs (Redis' `rejectCommand`): a transaction being queued
