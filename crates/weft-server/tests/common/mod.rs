@@ -4,6 +4,7 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::missing_panics_doc)]
 
+pub mod auth;
 pub mod cluster;
 pub mod hotrod;
 pub mod linearizability;
