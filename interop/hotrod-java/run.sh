@@ -34,10 +34,13 @@ done
 tls_dir="$(mktemp -d)"
 trap 'rm -rf "$tls_dir"' EXIT
 tls_config="$(python3 "$here/../tls_files.py" "$tls_dir")"
-# A user for the clients to authenticate as, in a users file the server reads.
+# Users for the clients to authenticate as, in a users file the server reads.
 weft_bin="${WEFT_BIN:-$here/../../target/release/weft}"
 tls_password="interop-$RANDOM-$RANDOM"
 WEFT_USER_PASSWORD="$tls_password" "$weft_bin" user create app --groups application \
+  --users-file "$tls_dir/users.toml" >/dev/null
+# And one that may only read (the observer role).
+WEFT_USER_PASSWORD="$tls_password" "$weft_bin" user create viewer --groups observer \
   --users-file "$tls_dir/users.toml" >/dev/null
 printf '[security]\nusers-file = "users.toml"\n' >> "$tls_config"
 for profile in client-15.0 client-15.2; do

@@ -27,11 +27,14 @@ def weft_tls_port(tls_files):
 
 
 USER, PASSWORD = "app", "interop-password-1"
+# A user in group observer: it may read, not write.
+VIEWER = "viewer"
 
 
 @pytest.fixture(scope="module")
 def weft_auth_port(tls_files):
-    """A server with TLS and a users file holding USER (group application)."""
+    """A server with TLS and a users file holding USER (group application) and VIEWER
+    (group observer), both with PASSWORD."""
     import os
     import subprocess
 
@@ -39,9 +42,10 @@ def weft_auth_port(tls_files):
 
     users = tls_files / "users.toml"
     if not users.exists():
-        subprocess.run([str(WEFT_BIN), "user", "create", USER, "--groups", "application",
-                        "--users-file", str(users)], check=True, capture_output=True,
-                       env=dict(os.environ, WEFT_USER_PASSWORD=PASSWORD))
+        for name, group in ((USER, "application"), (VIEWER, "observer")):
+            subprocess.run([str(WEFT_BIN), "user", "create", name, "--groups", group,
+                            "--users-file", str(users)], check=True, capture_output=True,
+                           env=dict(os.environ, WEFT_USER_PASSWORD=PASSWORD))
     config = tls_files / "weft-auth.toml"
     config.write_text((tls_files / "weft.toml").read_text()
                       + '[security]\nusers-file = "users.toml"\n')

@@ -1,7 +1,7 @@
 """Real clients authenticating against a users file, over TLS and in plaintext: redis-py
 (AUTH user pass, HELLO), redis-cli --user/--pass, python-binary-memcached (SASL PLAIN),
 curl -u and http.client over HTTPS; wrong or missing credentials refused in each protocol's
-words."""
+words; an observer's writes refused in each protocol's words for a missing permission."""
 
 import base64
 import http.client
@@ -13,7 +13,7 @@ import bmemcached
 import pytest
 import redis
 
-from conftest import PASSWORD, USER
+from conftest import PASSWORD, USER, VIEWER
 
 
 def test_redis_py_authenticates_as_a_user(tls_files, weft_auth_port):
@@ -91,3 +91,33 @@ def test_https_with_basic_credentials(tls_files, weft_auth_port):
              f"{USER}:{PASSWORD}", f"https://localhost:{weft_auth_port}/rest/v2/caches"],
             capture_output=True, text=True, timeout=20)
         assert result.returncode == 0, result.stderr
+
+
+def test_an_observer_reads_but_may_not_write(tls_files, weft_auth_port):
+    # Proves roles through real clients: redis-py raises NoPermissionError (Redis' NOPERM) for
+    # an observer's SET but reads; curl gets 403 for its PUT and 200 for its GET;
+    # python-binary-memcached's set fails; nothing the refused writes carried is stored.
+    writer = redis.Redis(host="127.0.0.1", port=weft_auth_port, username=USER,
+                         password=PASSWORD, socket_timeout=10)
+    assert writer.set("observed", "v")
+    viewer = redis.Redis(host="127.0.0.1", port=weft_auth_port, username=VIEWER,
+                         password=PASSWORD, socket_timeout=10)
+    assert viewer.get("observed") == b"v"
+    with pytest.raises(redis.exceptions.NoPermissionError, match="no permissions to run the 'set'"):
+        viewer.set("observed", "w")
+    assert viewer.get("observed") == b"v"
+
+    base = ["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--cacert",
+            str(tls_files / "ca.pem"), "-u", f"{VIEWER}:{PASSWORD}"]
+    url = f"https://localhost:{weft_auth_port}/rest/v2/caches/default/observed"
+    put = subprocess.run(base + ["-X", "PUT", "-H", "Content-Type: text/plain", "--data", "w",
+                                 url], capture_output=True, text=True, timeout=20)
+    assert put.stdout == "403"
+    get = subprocess.run(base + [url], capture_output=True, text=True, timeout=20)
+    assert get.stdout == "200"
+
+    client = bmemcached.Client([f"127.0.0.1:{weft_auth_port}"], VIEWER, PASSWORD)
+    with pytest.raises(Exception):
+        assert client.set("mc-observed", "v")
+    client.disconnect_all()
+    assert writer.get("observed") == b"v"

@@ -3,6 +3,7 @@ package org.weft.interop.hotrod;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.InputStream;
 import java.nio.file.Files;
@@ -19,6 +20,7 @@ import javax.net.ssl.TrustManagerFactory;
 
 import org.infinispan.client.hotrod.RemoteCache;
 import org.infinispan.client.hotrod.RemoteCacheManager;
+import org.infinispan.client.hotrod.exceptions.HotRodClientException;
 import org.junit.jupiter.api.MethodOrderer;
 import org.junit.jupiter.api.Order;
 import org.junit.jupiter.api.Test;
@@ -32,7 +34,7 @@ import org.junit.jupiter.api.condition.EnabledIfEnvironmentVariable;
  * WEFT_TLS_DIR and WEFT_PASSWORD): the client verifies the server's certificate against the
  * test CA and authenticates with SCRAM-SHA-512 or PLAIN over TLS, or SCRAM-SHA-256 in
  * plaintext on the same port; wrong or missing credentials, and a client trusting another CA,
- * are refused.
+ * are refused; user `viewer` (group observer) reads but may not write.
  */
 @EnabledIfEnvironmentVariable(named = "WEFT_TLS_DIR", matches = ".+")
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
@@ -67,12 +69,17 @@ class TlsTest {
    }
 
    private static RemoteCacheManager overTls(SSLContext context, String mechanism, String password) {
+      return overTlsAs(USER, context, mechanism, password);
+   }
+
+   private static RemoteCacheManager overTlsAs(String user, SSLContext context, String mechanism,
+         String password) {
       return Weft.manager(builder -> builder
             .connectionTimeout(5_000)
             .socketTimeout(5_000)
             .maxRetries(0)
             .security()
-            .authentication().enable().saslMechanism(mechanism).username(USER).password(password)
+            .authentication().enable().saslMechanism(mechanism).username(user).password(password)
             .ssl().enable().sslContext(context).sniHostName("localhost"));
    }
 
@@ -113,9 +120,29 @@ class TlsTest {
       }
    }
 
-   // Proves the server's certificate is checked: a client trusting another CA cannot operate.
+   // Proves roles reach the client: an observer reads what the application user wrote, and its
+   // write is refused with Infinispan's ISPN000287, changing nothing.
    @Test
    @Order(2)
+   void anObserverMayReadButNotWrite() throws Exception {
+      SSLContext context = trusting("ca.pem");
+      String key = Weft.unique("observed");
+      try (RemoteCacheManager app = overTls(context, "SCRAM-SHA-512", password());
+           RemoteCacheManager viewer = overTlsAs("viewer", context, "SCRAM-SHA-512", password())) {
+         app.<String, String>getCache().put(key, "v");
+         RemoteCache<String, String> cache = viewer.getCache();
+         assertEquals("v", cache.get(key));
+         HotRodClientException refused = assertThrows(HotRodClientException.class,
+               () -> cache.put(key, "w"));
+         assertTrue(refused.getMessage().contains("ISPN000287"), refused.getMessage());
+         assertTrue(refused.getMessage().contains("WRITE"), refused.getMessage());
+         assertEquals("v", cache.get(key));
+      }
+   }
+
+   // Proves the server's certificate is checked: a client trusting another CA cannot operate.
+   @Test
+   @Order(3)
    void aClientTrustingAnotherCaIsRefused() throws Exception {
       SSLContext other = trusting("other-ca.pem");
       assertRefused(() -> overTls(other, "SCRAM-SHA-512", password()));
@@ -124,7 +151,7 @@ class TlsTest {
    // Proves a wrong password, and no credentials at all, get nothing done; and PLAIN is not
    // offered in plaintext.
    @Test
-   @Order(3)
+   @Order(4)
    void wrongOrMissingCredentialsAreRefused() throws Exception {
       SSLContext context = trusting("ca.pem");
       assertRefused(() -> overTls(context, "SCRAM-SHA-512", "not-" + password()));
