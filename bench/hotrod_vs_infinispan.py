@@ -224,8 +224,9 @@ def ensure_jar(rebuild: bool) -> None:
             continue
         print(f"building {jar.relative_to(BENCH.parent)} (mvn -q -B package)", file=sys.stderr, flush=True)
         started = time.monotonic()
-        subprocess.run(["mvn", "-q", "-B", "package"], cwd=project, check=True, timeout=1200,
-                       stdin=subprocess.DEVNULL)
+        # Maven's output (even with -q, colour resets) goes to stderr: stdout is the table.
+        subprocess.run(["mvn", "-q", "-B", "-Dstyle.color=never", "package"], cwd=project, check=True,
+                       timeout=1200, stdin=subprocess.DEVNULL, stdout=sys.stderr)
         print(f"built in {time.monotonic() - started:.0f}s", file=sys.stderr, flush=True)
 
 
