@@ -1,15 +1,29 @@
 package weft.bench;
 
+import java.io.IOException;
+import java.io.InputStream;
 import java.lang.management.ManagementFactory;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.security.GeneralSecurityException;
+import java.security.KeyStore;
+import java.security.cert.Certificate;
+import java.security.cert.CertificateFactory;
+import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Set;
 import java.util.SplittableRandom;
 import java.util.logging.Logger;
 import java.util.logging.LogManager;
 import java.util.logging.Level;
 import java.util.logging.Handler;
 import java.util.concurrent.atomic.AtomicLong;
+
+import javax.net.ssl.SSLContext;
+import javax.net.ssl.TrustManagerFactory;
 
 import org.HdrHistogram.Histogram;
 import org.infinispan.client.hotrod.RemoteCache;
@@ -35,6 +49,12 @@ import org.infinispan.client.hotrod.configuration.ConfigurationBuilder;
  * preloaded key that returned nothing or a value of the wrong length; {@code client_cpu_seconds} is
  * this JVM's process CPU time over the measured window. Diagnostics go to stderr, and so do two
  * marker lines at the start and end of the measured window.
+ *
+ * <p>With {@code --tls-ca FILE} the client speaks TLS, trusting the PEM certificates in FILE and
+ * sending {@code --sni-host} (localhost) as the server name, which is also the name the server's
+ * certificate must carry. With {@code --user NAME --password-file FILE} it authenticates with SASL
+ * {@code --sasl-mechanism} (SCRAM-SHA-512); the password is read from a file so that it is on no
+ * command line.
  */
 public final class LoadGen {
     private static final int PRELOAD_BATCH = 1000;
@@ -64,6 +84,9 @@ public final class LoadGen {
                 || getRatio < 0 || getRatio > 1 || maxOps < threads) {
             usage("invalid option value");
         }
+        if (opts.containsKey("user") != opts.containsKey("password-file")) {
+            usage("--user and --password-file go together");
+        }
         quietLogging();
 
         ConfigurationBuilder config = new ConfigurationBuilder();
@@ -78,6 +101,7 @@ public final class LoadGen {
         int status;
         RemoteCacheManager manager = null;
         try {
+            secure(config, opts);
             manager = new RemoteCacheManager(config.build());
             RemoteCache<String, byte[]> cache = manager.getCache(cacheName);
             if (cache == null) {
@@ -88,7 +112,8 @@ public final class LoadGen {
             }
             status = run(cache, threads, seconds, warmupSeconds, valueBytes, keys, preload, getRatio, maxOps, seed);
         } catch (Exception e) {
-            // Connecting or preloading failed: one line for the driver, the trace after it.
+            // Reading the TLS or password files, connecting or preloading failed: one line for
+            // the driver, the trace after it.
             System.err.println("fatal: " + causes(e));
             e.printStackTrace();
             status = 1;
@@ -98,6 +123,55 @@ public final class LoadGen {
             }
         }
         System.exit(status);
+    }
+
+    /** TLS and SASL authentication as the options ask; neither without them. */
+    static void secure(ConfigurationBuilder config, Map<String, String> opts)
+            throws IOException, GeneralSecurityException {
+        String ca = opts.get("tls-ca");
+        if (ca != null) {
+            config.security().ssl().enable()
+                    .sslContext(trusting(Path.of(ca)))
+                    .sniHostName(opts.getOrDefault("sni-host", "localhost"));
+        }
+        String user = opts.get("user");
+        if (user != null) {
+            config.security().authentication().enable()
+                    .saslMechanism(opts.getOrDefault("sasl-mechanism", "SCRAM-SHA-512"))
+                    .username(user)
+                    .password(password(Path.of(opts.get("password-file"))));
+        }
+    }
+
+    /** A TLS context that trusts the certificates of a PEM file (and nothing else). */
+    static SSLContext trusting(Path pem) throws IOException, GeneralSecurityException {
+        KeyStore roots = KeyStore.getInstance(KeyStore.getDefaultType());
+        roots.load(null, null);
+        int i = 0;
+        for (Certificate certificate : certificates(pem)) {
+            roots.setCertificateEntry("ca-" + i++, certificate);
+        }
+        TrustManagerFactory trust = TrustManagerFactory.getInstance(TrustManagerFactory.getDefaultAlgorithm());
+        trust.init(roots);
+        SSLContext context = SSLContext.getInstance("TLS");
+        context.init(null, trust.getTrustManagers(), null);
+        return context;
+    }
+
+    /** The certificates of a PEM file, in order; an error if it holds none. */
+    static List<Certificate> certificates(Path pem) throws IOException, GeneralSecurityException {
+        try (InputStream in = Files.newInputStream(pem)) {
+            List<Certificate> found = new ArrayList<>(CertificateFactory.getInstance("X.509").generateCertificates(in));
+            if (found.isEmpty()) {
+                throw new GeneralSecurityException("no certificate in " + pem);
+            }
+            return found;
+        }
+    }
+
+    /** A password file's content without the line end an editor may have added. */
+    static char[] password(Path file) throws IOException {
+        return Files.readString(file).strip().toCharArray();
     }
 
     /** An exception and its causes on one line. */
@@ -311,22 +385,39 @@ public final class LoadGen {
         }
     }
 
+    private static final Set<String> OPTIONS = Set.of("host", "port", "cache", "threads", "seconds",
+            "warmup-seconds", "value-bytes", "keys", "get-ratio", "max-ops", "seed", "preload", "tls-ca", "sni-host",
+            "sasl-mechanism", "user", "password-file");
+
     static Map<String, String> parse(String[] argv) {
-        Map<String, String> opts = new HashMap<>();
-        for (int i = 0; i < argv.length; i++) {
-            String arg = argv[i];
+        for (String arg : argv) {
             if (arg.equals("-h") || arg.equals("--help")) {
                 usage(null);
             }
+        }
+        try {
+            return options(argv, 0, OPTIONS);
+        } catch (IllegalArgumentException e) {
+            usage(e.getMessage());
+            return Map.of(); // not reached: usage exits
+        }
+    }
+
+    /**
+     * {@code --name value} pairs from {@code argv[from]} on, each name one of {@code names}.
+     * Throws IllegalArgumentException naming the first argument that is not such a pair.
+     */
+    static Map<String, String> options(String[] argv, int from, Set<String> names) {
+        Map<String, String> opts = new HashMap<>();
+        for (int i = from; i < argv.length; i += 2) {
+            String arg = argv[i];
             if (!arg.startsWith("--") || i + 1 >= argv.length) {
-                usage("bad argument " + arg);
+                throw new IllegalArgumentException("bad argument " + arg);
             }
-            String name = arg.substring(2);
-            switch (name) {
-                case "host", "port", "cache", "threads", "seconds", "warmup-seconds", "value-bytes",
-                        "keys", "get-ratio", "max-ops", "seed", "preload" -> opts.put(name, argv[++i]);
-                default -> usage("unknown option " + arg);
+            if (!names.contains(arg.substring(2))) {
+                throw new IllegalArgumentException("unknown option " + arg);
             }
+            opts.put(arg.substring(2), argv[i + 1]);
         }
         return opts;
     }
@@ -337,7 +428,9 @@ public final class LoadGen {
         }
         System.err.println("usage: LoadGen [--host 127.0.0.1] [--port 11222] [--cache bench] [--threads 1]"
                 + " [--seconds 10] [--warmup-seconds 3] [--value-bytes 100] [--keys 100000]"
-                + " [--get-ratio 0.8] [--max-ops 100000000] [--seed 42] [--preload true|false]");
+                + " [--get-ratio 0.8] [--max-ops 100000000] [--seed 42] [--preload true|false]"
+                + " [--tls-ca CA.pem [--sni-host localhost]]"
+                + " [--user NAME --password-file FILE [--sasl-mechanism SCRAM-SHA-512]]");
         System.exit(problem == null ? 0 : 2);
     }
 
