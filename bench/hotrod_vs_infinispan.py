@@ -15,15 +15,28 @@ fails is reported and the other one goes on.
 The warmup is long by default because the Infinispan server is a fresh JVM per cell: measured
 at 16 threads here, its throughput after a 2 s warmup was about a third of that after 20 s.
 
+With --secure both servers speak TLS only, with the same certificate (interop/tls_files.py: a
+test CA and a certificate for localhost and 127.0.0.1), and require SASL SCRAM-SHA-512 as user
+`bench` with a random password: Weft through [server.tls] and a users file made with `weft user
+create bench --groups application` (LoadGen reads and writes entries and creates no cache, so the
+`application` role suffices), Infinispan through its endpoint's ssl and sasl builders (no
+authorization: an authenticated user may do anything). LoadGen trusts the test CA, sends the
+server name `localhost` and authenticates with SCRAM-SHA-512. Its matrix defaults to 1 and 16
+threads x 100-byte values:
+
+    python3 bench/hotrod_vs_infinispan.py --secure --json /tmp/hotrod-tls.json
+
 Options: --rounds R (3), --seconds S (10), --warmup-seconds W (15), --quick (1 round, 5 s + 3 s),
---threads 1,4,16, --value-bytes 100,1024, --keys K, --targets weft,infinispan, --json FILE.
-The jar is built with `mvn -q -B package` in bench/hotrod when missing (--rebuild to force).
+--threads 1,4,16, --value-bytes 100,1024, --keys K, --targets weft,infinispan, --secure,
+--json FILE. The jar is built with `mvn -q -B package` in bench/hotrod when missing (--rebuild to
+force). WEFT_BIN names the Weft binary (default target/release/weft).
 """
 
 import argparse
 import json
 import os
 import queue
+import secrets
 import signal
 import subprocess
 import sys
@@ -34,6 +47,7 @@ from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH.parent / "interop"))
+from tls_files import make as make_tls_files  # noqa: E402
 from weft_process import WEFT_BIN, free_port, stop, wait_for_port  # noqa: E402
 
 HOTROD = BENCH / "hotrod"
@@ -47,6 +61,13 @@ WINDOW_END = "# measured window: end"
 WEFT_CONFIG = "[caches.bench]\n"  # no encoding: values kept as the client's protostream bytes
 SERVER_START_TIMEOUT_S = 90.0
 GIVE_UP_AFTER_FAILURES = 2  # a target that failed this many cells in a row and never ran is skipped
+# --secure: the user LoadGen authenticates as. LoadGen pings the cache (needs no permission),
+# preloads it with putAll and PUTs (WRITE) and GETs (READ): Weft's `application` role grants those
+# and more; LoadGen creates no cache over Hot Rod, so it needs neither `deployer` nor `admin`.
+SECURE_USER = "bench"
+SECURE_GROUPS = "application"
+SECURE_MECHANISM = "SCRAM-SHA-512"
+USER_CREATE_TIMEOUT_S = 60.0
 
 
 def cpu_seconds(pid: int) -> float:
@@ -89,6 +110,44 @@ class Server:
         return stop(self.process)
 
 
+class Secure:
+    """What --secure adds: Weft's configuration, and the options of InfinispanServer and LoadGen."""
+
+    def __init__(self, weft_config: Path, infinispan_argv: list[str], loadgen_argv: list[str]):
+        self.weft_config, self.infinispan_argv, self.loadgen_argv = weft_config, infinispan_argv, loadgen_argv
+
+
+def make_secure(workdir: Path, weft_user: bool = True) -> Secure:
+    """Writes into `workdir/tls` the certificates of interop/tls_files.py, a random password in a
+    file only its owner reads (so that it is on no command line), and, with `weft_user`, a Weft
+    users file with SECURE_USER made by `weft user create`, plus a Weft configuration serving TLS
+    and requiring those users, with the `bench` cache."""
+    files = workdir / "tls"
+    config = make_tls_files(files)
+    password = secrets.token_urlsafe(24)
+    password_file = files / "password"
+    password_file.touch(mode=0o600)
+    password_file.write_text(password)
+    if weft_user:
+        if not WEFT_BIN.exists():
+            raise RuntimeError(f"{WEFT_BIN} missing: run `cargo build --release -p weft-server`")
+        created = subprocess.run(
+            [str(WEFT_BIN), "user", "create", SECURE_USER, "--groups", SECURE_GROUPS,
+             "--users-file", str(files / "users.toml")],
+            env={**os.environ, "WEFT_USER_PASSWORD": password}, capture_output=True, text=True,
+            stdin=subprocess.DEVNULL, timeout=USER_CREATE_TIMEOUT_S)
+        if created.returncode != 0:
+            raise RuntimeError(f"weft user create exited with {created.returncode}: {created.stderr.strip()}")
+    # Paths in the configuration are relative to its directory: the certificates and users file.
+    config.write_text(config.read_text() + '\n[security]\nusers-file = "users.toml"\n\n' + WEFT_CONFIG)
+    return Secure(
+        config,
+        ["--tls-cert", str(files / "server.pem"), "--tls-key", str(files / "server.key"),
+         "--user", SECURE_USER, "--password-file", str(password_file)],
+        ["--tls-ca", str(files / "ca.pem"), "--sni-host", "localhost", "--sasl-mechanism", SECURE_MECHANISM,
+         "--user", SECURE_USER, "--password-file", str(password_file)])
+
+
 def start_weft(config: Path, log: Path) -> Server:
     if not WEFT_BIN.exists():
         raise RuntimeError(f"{WEFT_BIN} missing: run `cargo build --release -p weft-server`")
@@ -112,7 +171,8 @@ def start_weft(config: Path, log: Path) -> Server:
 
 
 def start_infinispan(log: Path, extra_argv: tuple[str, ...] | list[str] = ()) -> Server:
-    """`extra_argv` goes after the port: `["--sifs", DIR]` gives both caches a SoftIndexFileStore."""
+    """`extra_argv` goes after the port: `["--sifs", DIR]` gives both caches a SoftIndexFileStore,
+    `Secure.infinispan_argv` TLS and SCRAM."""
     port = free_port()
     argv = ["java", "-Xmx2g", "-cp", str(JAR), "weft.bench.InfinispanServer", str(port), *extra_argv]
     with log.open("wb") as err:
@@ -240,6 +300,13 @@ def fmt(run: dict | None, key: str, digits: int = 1) -> str:
     return f"{run[key]:.{digits}f}"
 
 
+def fmt_server_us_per_op(run: dict | None) -> str:
+    """The server's CPU time over the measured window per operation that succeeded in it."""
+    if not run or run.get("server_cpu_window_seconds") is None or not run.get("ops"):
+        return "—"
+    return f"{run['server_cpu_window_seconds'] * 1e6 / run['ops']:.1f}"
+
+
 def best_runs(results: list[dict]) -> dict:
     best: dict = {}
     for record in results:
@@ -251,12 +318,13 @@ def best_runs(results: list[dict]) -> dict:
     return best
 
 
-def table(results: list[dict], threads_list, sizes, rounds: int, clients=("15.0",)) -> str:
+def table(results: list[dict], threads_list, sizes, rounds: int, clients=("15.0",), secure: bool = False) -> str:
     best = best_runs(results)
     lines = [
         "| client | threads | value B | Weft ops/s | Infinispan ops/s | Weft/ISPN | Weft p99 µs | ISPN p99 µs "
-        "| client CPU s Weft | client CPU s ISPN | server CPU s Weft | server CPU s ISPN |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| client CPU s Weft | client CPU s ISPN | server CPU s Weft | server CPU s ISPN "
+        "| server CPU µs/op Weft | server CPU µs/op ISPN |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for client in clients:
       for threads in threads_list:
@@ -267,10 +335,15 @@ def table(results: list[dict], threads_list, sizes, rounds: int, clients=("15.0"
             lines.append(
                 f"| {client} | {threads} | {size} | {fmt_rate(w)} | {fmt_rate(i)} | {ratio} | {fmt(w, 'p99_us')} "
                 f"| {fmt(i, 'p99_us')} | {fmt(w, 'client_cpu_seconds', 2)} | {fmt(i, 'client_cpu_seconds', 2)} "
-                f"| {fmt(w, 'server_cpu_window_seconds', 2)} | {fmt(i, 'server_cpu_window_seconds', 2)} |")
+                f"| {fmt(w, 'server_cpu_window_seconds', 2)} | {fmt(i, 'server_cpu_window_seconds', 2)} "
+                f"| {fmt_server_us_per_op(w)} | {fmt_server_us_per_op(i)} |")
     lines.append("")
+    if secure:
+        lines.append(f"Both servers: TLS (same certificate) and SASL {SECURE_MECHANISM}; "
+                     "Weft authorizes by role (`application`), Infinispan without authorization.")
     lines.append(f"Best of {rounds} round(s) by ops/s; p99 and CPU are that run's. CPU seconds are "
-                 "over the measured window (client: LoadGen JVM; server: /proc utime+stime). "
+                 "over the measured window (client: LoadGen JVM; server: /proc utime+stime); server "
+                 "µs/op is that window's server CPU per operation that succeeded in it. "
                  "Whole-run server CPU (preload + warmup + window) is `server_cpu_seconds` in the JSON.")
     failures = [r for r in results if "error" in r]
     errors = [r for r in results if r.get("result", {}).get("errors") or r.get("result", {}).get("get_misses")
@@ -292,8 +365,8 @@ def main() -> int:
     parser.add_argument("--warmup-seconds", type=float, default=15.0)
     parser.add_argument("--quick", action="store_true",
                         help="1 round, 3 s measured after 5 s warmup (a smoke test: a JVM server is not warm yet)")
-    parser.add_argument("--threads", default="1,4,16")
-    parser.add_argument("--value-bytes", default="100,1024")
+    parser.add_argument("--threads", help="client threads, comma-separated (1,4,16; with --secure 1,16)")
+    parser.add_argument("--value-bytes", help="value sizes, comma-separated (100,1024; with --secure 100)")
     parser.add_argument("--keys", type=int, default=100_000)
     parser.add_argument("--get-ratio", type=float, default=0.8)
     parser.add_argument("--max-ops", type=int, default=100_000_000,
@@ -303,11 +376,13 @@ def main() -> int:
                         help="Java client versions LoadGen runs with (15.0 pooled, 15.2 pipelined)")
     parser.add_argument("--json", type=Path, help="write the raw results here")
     parser.add_argument("--rebuild", action="store_true", help="rebuild the jar even if present")
+    parser.add_argument("--secure", action="store_true",
+                        help=f"TLS and SASL {SECURE_MECHANISM} on both servers (see the module's doc)")
     args = parser.parse_args()
     if args.quick:
         args.rounds, args.seconds, args.warmup_seconds = 1, 3.0, 5.0
-    threads_list = [int(t) for t in args.threads.split(",")]
-    sizes = [int(s) for s in args.value_bytes.split(",")]
+    threads_list = [int(t) for t in (args.threads or ("1,16" if args.secure else "1,4,16")).split(",")]
+    sizes = [int(s) for s in (args.value_bytes or ("100" if args.secure else "100,1024")).split(",")]
     targets = [t.strip() for t in args.targets.split(",")]
     clients = [c.strip() for c in args.clients.split(",")]
     if not set(clients) <= set(LOADGEN_JARS):
@@ -319,8 +394,12 @@ def main() -> int:
     signal.signal(signal.SIGTERM, interrupt)
     ensure_jar(args.rebuild)
     workdir = Path(tempfile.mkdtemp(prefix="weft-hotrod-bench-"))
-    config = workdir / "weft.toml"
-    config.write_text(WEFT_CONFIG)
+    secure = make_secure(workdir, weft_user="weft" in targets) if args.secure else None
+    if secure:
+        config = secure.weft_config
+    else:
+        config = workdir / "weft.toml"
+        config.write_text(WEFT_CONFIG)
 
     results: list[dict] = []
     failures_in_a_row = {t: 0 for t in targets}
@@ -332,11 +411,14 @@ def main() -> int:
                 "settings": {"rounds": args.rounds, "seconds": args.seconds,
                              "warmup_seconds": args.warmup_seconds, "keys": args.keys,
                              "get_ratio": args.get_ratio, "threads": threads_list,
-                             "value_bytes": sizes, "clients": clients, "weft_bin": str(WEFT_BIN),
+                             "value_bytes": sizes, "clients": clients, "secure": args.secure,
+                             "sasl_mechanism": SECURE_MECHANISM if args.secure else None,
+                             "weft_bin": str(WEFT_BIN),
                              "jars": {c: str(LOADGEN_JARS[c]) for c in clients}},
                 "runs": results}, indent=1) + "\n")
 
-    print(f"Hot Rod {int(args.get_ratio * 100)}/{100 - int(args.get_ratio * 100)} GET/PUT, "
+    print(f"Hot Rod{f' over TLS with {SECURE_MECHANISM}' if secure else ''} "
+          f"{int(args.get_ratio * 100)}/{100 - int(args.get_ratio * 100)} GET/PUT, "
           f"{args.keys} keys, {args.warmup_seconds:g} s warmup + {args.seconds:g} s measured, "
           f"{args.rounds} round(s); logs in {workdir}", file=sys.stderr, flush=True)
     busy = machine_busy()
@@ -369,8 +451,9 @@ def main() -> int:
                                       "%Y-%m-%dT%H:%M:%S", time.localtime(binary.st_mtime)) if binary else None)
                                   server = start_weft(config, log)
                               else:
-                                  server = start_infinispan(log)
-                              record["result"] = run_loadgen(server, threads, size, args, client)
+                                  server = start_infinispan(log, secure.infinispan_argv if secure else ())
+                              record["result"] = run_loadgen(server, threads, size, args, client,
+                                                             secure.loadgen_argv if secure else ())
                               failures_in_a_row[target] = 0
                               succeeded[target] = True
                           except (RuntimeError, OSError, TimeoutError, ValueError,
@@ -395,7 +478,7 @@ def main() -> int:
         print("interrupted: reporting what ran", file=sys.stderr)
     finally:
         save()
-    print(table(results, threads_list, sizes, args.rounds, clients))
+    print(table(results, threads_list, sizes, args.rounds, clients, secure=args.secure))
     return 0 if any("result" in r for r in results) else 1
 
 
