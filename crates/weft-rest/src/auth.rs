@@ -16,6 +16,11 @@ use crate::{Authenticated, Shared};
 
 /// The challenge of a `401`.
 pub(crate) const CHALLENGE: &str = "Basic realm=\"weft\", charset=\"UTF-8\"";
+/// The challenge of a `401` from a server that also takes bearer tokens.
+pub(crate) const CHALLENGE_WITH_BEARER: &str =
+    "Basic realm=\"weft\", charset=\"UTF-8\", Bearer realm=\"weft\"";
+/// The challenge of a `401` to a refused bearer token (RFC 6750).
+pub(crate) const INVALID_BEARER: &str = "Bearer realm=\"weft\", error=\"invalid_token\"";
 
 /// Paths answered without credentials: what a liveness or readiness probe reads.
 fn anonymous(request: &Request) -> bool {
@@ -50,6 +55,16 @@ fn basic(request: &Request) -> Option<(Vec<u8>, Vec<u8>)> {
         return None;
     }
     basic_credentials(credentials)
+}
+
+/// The token of an `Authorization: Bearer` header.
+fn bearer(request: &Request) -> Option<&str> {
+    let value = request.headers().get(header::AUTHORIZATION)?.as_bytes();
+    let (scheme, token) = scheme_and_credentials(value)?;
+    if !scheme.eq_ignore_ascii_case(b"bearer") {
+        return None;
+    }
+    std::str::from_utf8(token).ok()
 }
 
 /// The `action` query parameter, if any (percent-decoded).
@@ -88,6 +103,7 @@ pub(crate) async fn require(
         credentials: credentials
             .as_ref()
             .map(|(user, password)| (user.as_slice(), password.as_slice())),
+        bearer: bearer(&request),
         method: request.method(),
         path: request.uri().path(),
         action: action.as_deref(),
@@ -99,8 +115,8 @@ pub(crate) async fn require(
             }
             next.run(request).await
         }
-        crate::Verdict::Unauthenticated(reason) => {
-            RestError::unauthorized(reason, CHALLENGE).into_response()
+        crate::Verdict::Unauthenticated(reason, challenge) => {
+            RestError::unauthorized(reason, challenge.header()).into_response()
         }
         crate::Verdict::Forbidden(message) => RestError::forbidden(message).into_response(),
     }

@@ -76,6 +76,8 @@ pub struct Access<'a> {
     pub client: Option<std::net::SocketAddr>,
     /// The user name and password of its `Authorization: Basic` header, if it has one.
     pub credentials: Option<(&'a [u8], &'a [u8])>,
+    /// The token of its `Authorization: Bearer` header, if it has one.
+    pub bearer: Option<&'a str>,
     /// The method.
     pub method: &'a axum::http::Method,
     /// The path, still percent-encoded.
@@ -89,10 +91,34 @@ pub struct Access<'a> {
 pub enum Verdict {
     /// Go on: as this user (`None`: anonymously, where the guard allows it).
     Allowed(Option<String>),
-    /// `401` with a challenge: no credentials, or wrong ones (the reason says which).
-    Unauthenticated(&'static str),
+    /// `401` with a challenge: no credentials, or wrong ones (the reason says which); the
+    /// challenge names the schemes the server accepts.
+    Unauthenticated(&'static str, Challenge),
     /// `403`: the user may not (the message says what it lacks).
     Forbidden(String),
+}
+
+/// What a `401` asks for (`WWW-Authenticate`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Challenge {
+    /// HTTP Basic credentials.
+    Basic,
+    /// HTTP Basic credentials or a bearer token.
+    BasicOrBearer,
+    /// A valid bearer token (the one sent was refused: RFC 6750's `invalid_token`).
+    InvalidBearer,
+}
+
+impl Challenge {
+    /// The `WWW-Authenticate` value.
+    #[must_use]
+    pub fn header(self) -> &'static str {
+        match self {
+            Self::Basic => auth::CHALLENGE,
+            Self::BasicOrBearer => auth::CHALLENGE_WITH_BEARER,
+            Self::InvalidBearer => auth::INVALID_BEARER,
+        }
+    }
 }
 
 /// A request extension naming the user the request authenticated as (set by the router's

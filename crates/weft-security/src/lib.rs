@@ -10,6 +10,7 @@
 //! - [`sasl`]: server-side PLAIN and SCRAM-SHA-256/512 exchanges as values stepped with the
 //!   client's messages.
 //! - [`files`]: PEM certificates and keys, and noticing that a file changed.
+//! - [`tokens`]: bearer tokens (JWTs) checked against an OpenID provider's JWKS file.
 //! - [`authorization`]: permissions, roles, and the roles a user's groups grant (RBAC as
 //!   Infinispan defines it).
 //! - [`Subject`]: who a connection authenticated as, with the roles its groups grant.
@@ -18,6 +19,7 @@ pub mod authorization;
 pub mod credentials;
 pub mod files;
 pub mod sasl;
+pub mod tokens;
 pub mod users;
 
 use std::collections::BTreeSet;

@@ -1,5 +1,6 @@
-//! Server-side SASL: PLAIN (RFC 4616) and SCRAM-SHA-256/512 (RFC 5802, RFC 7677), as
-//! exchanges stepped with each client message. Protocols carry the messages (Hot Rod's
+//! Server-side SASL: PLAIN (RFC 4616), SCRAM-SHA-256/512 (RFC 5802, RFC 7677) and
+//! OAUTHBEARER (RFC 7628, a bearer token checked by [`Tokens`]), as exchanges stepped with
+//! each client message. Protocols carry the messages (Hot Rod's
 //! `AUTH`, memcached's `SASL_AUTH`/`SASL_STEP`) and act on the outcome.
 //!
 //! SCRAM without channel binding (`n` or `y` flags; `p=` is refused), user names as RFC 5802
@@ -10,12 +11,17 @@
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 
+use std::sync::Arc;
+
 use crate::Subject;
 use crate::credentials::{ScramCredential, ScramHash};
+use crate::tokens::Tokens;
 use crate::users::Realm;
 
 /// The PLAIN mechanism's name.
 pub const PLAIN: &str = "PLAIN";
+/// The OAUTHBEARER mechanism's name.
+pub const OAUTHBEARER: &str = "OAUTHBEARER";
 /// Bytes of randomness in the server's part of a SCRAM nonce.
 const SERVER_NONCE_BYTES: usize = 18;
 /// Largest client message accepted (a user name and a proof are far smaller).
@@ -73,6 +79,7 @@ pub struct Exchange {
 #[derive(Debug)]
 enum State {
     Plain,
+    Bearer(Arc<Tokens>),
     ScramFirst(ScramHash),
     ScramFinal(Box<ScramPending>),
     Over,
@@ -105,6 +112,14 @@ impl Exchange {
         Ok(Self { state })
     }
 
+    /// Starts OAUTHBEARER, whose token `tokens` checks.
+    #[must_use]
+    pub fn start_bearer(tokens: Arc<Tokens>) -> Self {
+        Self {
+            state: State::Bearer(tokens),
+        }
+    }
+
     /// Takes the client's next message.
     ///
     /// # Errors
@@ -116,6 +131,13 @@ impl Exchange {
         }
         match std::mem::replace(&mut self.state, State::Over) {
             State::Plain => plain(realm, message),
+            // A client that sends no initial response is asked for it with an empty
+            // challenge (RFC 4422 §5); the Java client does so.
+            State::Bearer(tokens) if message.is_empty() => {
+                self.state = State::Bearer(tokens);
+                Ok(Step::Continue(Vec::new()))
+            }
+            State::Bearer(tokens) => bearer(&tokens, message),
             State::ScramFirst(hash) => {
                 let pending = scram_first(realm, hash, message)?;
                 let challenge = pending.server_first.clone().into_bytes();
@@ -146,6 +168,57 @@ fn plain(realm: &Realm, message: &[u8]) -> Result<Step, SaslError> {
     let subject = realm
         .authenticate_password(name, password)
         .ok_or(SaslError::Failed)?;
+    Ok(Step::Done {
+        subject,
+        last: Vec::new(),
+    })
+}
+
+/// RFC 7628's client response: a GS2 header (`n,a=user,` or `n,,`), then `key=value` pairs
+/// each ended by 0x01, `auth=Bearer <token>` among them, then a last 0x01. An authorization
+/// identity, when given, must be the token's user.
+fn bearer(tokens: &Tokens, message: &[u8]) -> Result<Step, SaslError> {
+    let text =
+        std::str::from_utf8(message).map_err(|_| SaslError::Malformed("OAUTHBEARER not UTF-8"))?;
+    // WildFly Elytron (the Infinispan clients' SASL, and Infinispan's server) writes the
+    // separator as the four characters `%x01`, the RFC's ABNF notation: taken as 0x01 when
+    // the message has no real one.
+    let text: std::borrow::Cow<'_, str> = if !text.contains('\x01') && text.contains("%x01") {
+        text.replace("%x01", "\x01").into()
+    } else {
+        text.into()
+    };
+    let (gs2, pairs) = text.split_once('\x01').ok_or(SaslError::Malformed(
+        "OAUTHBEARER expects a GS2 header and key=value pairs",
+    ))?;
+    let mut gs2_fields = gs2.split(',');
+    let (Some(binding), Some(authzid)) = (gs2_fields.next(), gs2_fields.next()) else {
+        return Err(SaslError::Malformed("OAUTHBEARER GS2 header"));
+    };
+    if binding != "n" && binding != "y" {
+        return Err(SaslError::Malformed(
+            "OAUTHBEARER without channel binding only",
+        ));
+    }
+    let authzid = match authzid.strip_prefix("a=") {
+        Some(name) => Some(unescape_name(name)?),
+        None if authzid.is_empty() => None,
+        None => return Err(SaslError::Malformed("OAUTHBEARER GS2 header")),
+    };
+    let token = pairs
+        .split('\x01')
+        .find_map(|pair| pair.strip_prefix("auth="))
+        .and_then(|auth| {
+            let (scheme, token) = auth.split_once(' ')?;
+            scheme
+                .eq_ignore_ascii_case("bearer")
+                .then_some(token.trim())
+        })
+        .ok_or(SaslError::Malformed("OAUTHBEARER without auth=Bearer"))?;
+    let subject = tokens.verify(token).map_err(|_| SaslError::Failed)?;
+    if authzid.is_some_and(|name| *name != *subject.name) {
+        return Err(SaslError::Failed);
+    }
     Ok(Step::Done {
         subject,
         last: Vec::new(),
@@ -459,5 +532,66 @@ mod tests {
         ));
         assert_eq!(mechanisms(false), vec!["SCRAM-SHA-512", "SCRAM-SHA-256"]);
         assert!(mechanisms(true).contains(&PLAIN));
+    }
+
+    // Proves OAUTHBEARER (RFC 7628) authenticates the user a valid token names, refuses an
+    // authorization identity that is not the token's user and an invalid token, and reports a
+    // message that is not OAUTHBEARER's as malformed.
+    #[test]
+    fn oauthbearer_takes_a_valid_token() {
+        use crate::tokens::testing::{now, signer, token, tokens};
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let (key, jwks) = signer("k");
+        let tokens = Arc::new(tokens(&jwks, dir.path()));
+        let claims = serde_json::json!({
+            "iss": "https://idp.example", "aud": "weft", "exp": now() + 600,
+            "preferred_username": "alice",
+        });
+        let good = token(&key, "k", &claims);
+        let step = |message: String| {
+            Exchange::start_bearer(Arc::clone(&tokens)).step(&realm(), message.as_bytes())
+        };
+        match step(format!(
+            "n,a=alice,\x01host=h\x01auth=Bearer {good}\x01\x01"
+        )) {
+            Ok(Step::Done { subject, last }) => {
+                assert_eq!(&*subject.name, "alice");
+                assert!(last.is_empty());
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            step(format!("n,,\x01auth=Bearer {good}\x01\x01")),
+            Ok(Step::Done { .. })
+        ));
+        // WildFly Elytron's separator, the characters `%x01`.
+        assert!(matches!(
+            step(format!("n,a=alice,%x01auth=Bearer {good}%x01%x01")),
+            Ok(Step::Done { .. })
+        ));
+        // No initial response: an empty challenge asks for it.
+        let mut exchange = Exchange::start_bearer(Arc::clone(&tokens));
+        assert_eq!(exchange.step(&realm(), b""), Ok(Step::Continue(Vec::new())));
+        let message = format!("n,,\x01auth=Bearer {good}\x01\x01");
+        assert!(matches!(
+            exchange.step(&realm(), message.as_bytes()),
+            Ok(Step::Done { .. })
+        ));
+        assert_eq!(
+            step(format!("n,a=bob,\x01auth=Bearer {good}\x01\x01")),
+            Err(SaslError::Failed)
+        );
+        assert_eq!(
+            step("n,,\x01auth=Bearer not.a.token\x01\x01".to_owned()),
+            Err(SaslError::Failed)
+        );
+        assert!(matches!(
+            step("n,,auth=Bearer x".to_owned()),
+            Err(SaslError::Malformed(_))
+        ));
+        assert!(matches!(
+            step("n,,\x01auth=Basic x\x01\x01".to_owned()),
+            Err(SaslError::Malformed(_))
+        ));
     }
 }

@@ -341,19 +341,42 @@ pub(crate) fn rest_verdict(
     manager: &weft_core::CacheManager,
     access: weft_rest::Access<'_>,
 ) -> weft_rest::Verdict {
-    use weft_rest::Verdict;
+    use weft_rest::{Challenge, Verdict};
     let target = rest(access.method, access.path, access.action);
-    let Some((user, password)) = access.credentials else {
-        if security.metrics_anonymous() && access.path == "/metrics" {
-            return Verdict::Allowed(None);
-        }
-        return Verdict::Unauthenticated("authentication required");
+    let challenge = if security.has_tokens() {
+        Challenge::BasicOrBearer
+    } else {
+        Challenge::Basic
     };
     let peer = access
         .client
         .map_or(std::net::IpAddr::from([0, 0, 0, 0]), |client| client.ip());
-    let Some(subject) = security.authenticate_password(peer, "HTTP", user, password) else {
-        return Verdict::Unauthenticated("wrong user name or password");
+    let subject = match (access.credentials, access.bearer) {
+        (Some((user, password)), _) => {
+            match security.authenticate_password(peer, "HTTP", user, password) {
+                Some(subject) => subject,
+                None => {
+                    return Verdict::Unauthenticated("wrong user name or password", challenge);
+                }
+            }
+        }
+        (None, Some(token)) if security.has_tokens() => {
+            match security.authenticate_token(peer, "HTTP", token) {
+                Some(subject) => subject,
+                None => {
+                    return Verdict::Unauthenticated(
+                        "invalid bearer token",
+                        Challenge::InvalidBearer,
+                    );
+                }
+            }
+        }
+        _ => {
+            if security.metrics_anonymous() && access.path == "/metrics" {
+                return Verdict::Allowed(None);
+            }
+            return Verdict::Unauthenticated("authentication required", challenge);
+        }
     };
     let cache = target
         .cache

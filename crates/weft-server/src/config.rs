@@ -555,6 +555,39 @@ pub struct SecuritySection {
     /// Whether `/metrics` answers without credentials (for a scraper that has none); with a
     /// users file it otherwise needs MONITOR.
     pub metrics_anonymous: bool,
+    /// Bearer tokens (JWTs) an OpenID provider signs: REST's `Authorization: Bearer`, and
+    /// SASL OAUTHBEARER (Hot Rod, memcached) on TLS connections.
+    pub jwt: Option<JwtSection>,
+}
+
+/// The `[security.jwt]` section: where the provider's keys are and what tokens must say.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct JwtSection {
+    /// The provider's JWKS document (its `jwks_uri`, saved to a file). Relative to the
+    /// configuration file's directory; re-read when it changes.
+    pub jwks_file: PathBuf,
+    /// The issuer tokens must name (`iss`).
+    #[serde(default)]
+    pub issuer: Option<String>,
+    /// An audience tokens must name (`aud`).
+    #[serde(default)]
+    pub audience: Option<String>,
+    /// The claim naming the user (`sub` when it is absent).
+    #[serde(default = "default_user_claim")]
+    pub user_claim: String,
+    /// The claim listing the user's groups, which map to roles as a users file's groups do
+    /// (a dotted path reaches into objects: `realm_access.roles`).
+    #[serde(default = "default_groups_claim")]
+    pub groups_claim: String,
+}
+
+fn default_user_claim() -> String {
+    "preferred_username".to_owned()
+}
+
+fn default_groups_claim() -> String {
+    "groups".to_owned()
 }
 
 impl Default for SecuritySection {
@@ -566,6 +599,7 @@ impl Default for SecuritySection {
             roles: BTreeMap::new(),
             group_roles: BTreeMap::new(),
             metrics_anonymous: false,
+            jwt: None,
         }
     }
 }
@@ -591,6 +625,7 @@ impl ServerConfig {
         let bind = self.server.bind;
         if !bind.ip().is_loopback()
             && self.security.users_file.is_none()
+            && self.security.jwt.is_none()
             && self.server.password.is_none()
         {
             return Some(format!(
@@ -642,6 +677,11 @@ impl ServerConfig {
                 && users.is_relative()
             {
                 *users = dir.join(&*users);
+            }
+            if let Some(jwt) = config.security.jwt.as_mut()
+                && jwt.jwks_file.is_relative()
+            {
+                jwt.jwks_file = dir.join(&jwt.jwks_file);
             }
         }
         Ok(config)

@@ -25,6 +25,7 @@ use parking_lot::Mutex;
 use weft_security::Subject;
 use weft_security::authorization::{Policy, PolicyError};
 use weft_security::sasl::{self, Exchange, SaslError, Step};
+use weft_security::tokens::{TokenError, TokenSettings, Tokens};
 use weft_security::users::{Realm, UsersError};
 
 /// The user the shared `password` authenticates, and an anonymous client is (Redis' name).
@@ -46,6 +47,8 @@ pub const AUDIT: &str = "weft::audit";
 #[derive(Debug)]
 pub struct Security {
     realm: Option<Arc<Realm>>,
+    /// Bearer tokens' keys, when `[security.jwt]` is configured.
+    tokens: Option<Arc<Tokens>>,
     password: Option<String>,
     throttle: Throttle,
     /// The roles users get; requests are authorized only when `authorizing`.
@@ -63,6 +66,9 @@ pub enum SecurityError {
     /// The roles or the group mapping.
     #[error("[security] roles / group-roles: {0}")]
     Policy(#[from] PolicyError),
+    /// The bearer tokens' keys.
+    #[error("[security.jwt]: {0}")]
+    Tokens(#[from] TokenError),
 }
 
 /// Slows down addresses that fail to authenticate again and again: after a burst of
@@ -144,9 +150,20 @@ impl Security {
             }
             None => None,
         };
+        let tokens = match &section.jwt {
+            Some(jwt) => Some(Arc::new(Tokens::open(TokenSettings {
+                jwks_file: jwt.jwks_file.clone(),
+                issuer: jwt.issuer.clone(),
+                audience: jwt.audience.clone(),
+                user_claim: jwt.user_claim.clone(),
+                groups_claim: jwt.groups_claim.clone(),
+            })?)),
+            None => None,
+        };
         Ok(Self {
-            authorizing: realm.is_some() && section.authorization,
+            authorizing: (realm.is_some() || tokens.is_some()) && section.authorization,
             realm,
+            tokens,
             password,
             throttle: Throttle::default(),
             policy,
@@ -186,13 +203,45 @@ impl Security {
     /// Whether clients must authenticate.
     #[must_use]
     pub fn required(&self) -> bool {
-        self.realm.is_some() || self.password.is_some()
+        self.has_users() || self.password.is_some()
     }
 
-    /// Whether clients authenticate as users of a users file (not with the shared password).
+    /// Whether clients authenticate as users — of a users file, or named by bearer tokens —
+    /// not with the shared password.
     #[must_use]
     pub fn has_users(&self) -> bool {
-        self.realm.is_some()
+        self.realm.is_some() || self.tokens.is_some()
+    }
+
+    /// Whether bearer tokens are accepted.
+    #[must_use]
+    pub fn has_tokens(&self) -> bool {
+        self.tokens.is_some()
+    }
+
+    /// Checks a bearer token (a JWT): the subject it names, with the roles its groups grant.
+    /// `peer` is the client's address: one that failed again and again is slowed down.
+    #[must_use]
+    pub fn authenticate_token(
+        &self,
+        peer: IpAddr,
+        protocol: &'static str,
+        token: &str,
+    ) -> Option<Subject> {
+        let tokens = self.tokens.as_ref()?;
+        if !self.throttle.allows(peer) {
+            tracing::info!(target: AUDIT, %peer, protocol, "authentication refused: too many failures from this address");
+            return None;
+        }
+        let subject = match tokens.verify(token) {
+            Ok(subject) => Some(self.policy.resolve(subject)),
+            Err(error) => {
+                tracing::debug!(target: AUDIT, %peer, protocol, %error, "bearer token refused");
+                None
+            }
+        };
+        self.record(peer, protocol, "(bearer token)", subject.as_ref());
+        subject
     }
 
     /// The users clients may authenticate as, with their groups: a users file's, or
@@ -200,6 +249,7 @@ impl Security {
     #[must_use]
     pub fn user_names(&self) -> Vec<(String, Vec<String>)> {
         match &self.realm {
+            None if self.tokens.is_some() => Vec::new(),
             Some(realm) => realm
                 .users()
                 .iter()
@@ -275,15 +325,21 @@ impl Security {
         }
     }
 
-    /// The SASL mechanisms offered: none without a users file (SASL needs users); the SCRAMs,
-    /// and PLAIN where `plain_allowed` (the connection is TLS).
+    /// The SASL mechanisms offered: none without users; with a users file the SCRAMs, and
+    /// PLAIN where `plain_allowed` (the connection is TLS); with bearer tokens, OAUTHBEARER
+    /// where `plain_allowed`.
     #[must_use]
     pub fn sasl_mechanisms(&self, plain_allowed: bool) -> Vec<&'static str> {
-        if self.realm.is_some() {
+        let mut mechanisms = if self.realm.is_some() {
             sasl::mechanisms(plain_allowed)
         } else {
             Vec::new()
+        };
+        // A bearer token is as good as a password to whoever reads it: TLS only, as PLAIN.
+        if self.tokens.is_some() && plain_allowed {
+            mechanisms.push(sasl::OAUTHBEARER);
         }
+        mechanisms
     }
 
     /// Starts a SASL exchange with `mechanism`, which must be one of [`Security::sasl_mechanisms`].
@@ -297,27 +353,32 @@ impl Security {
         mechanism: &str,
         plain_allowed: bool,
     ) -> Result<SaslExchange, SaslError> {
-        let Some(realm) = &self.realm else {
-            return Err(SaslError::Unsupported(mechanism.to_owned()));
-        };
         if !self.sasl_mechanisms(plain_allowed).contains(&mechanism) {
             return Err(SaslError::Unsupported(mechanism.to_owned()));
         }
+        let exchange = match (&self.tokens, mechanism) {
+            (Some(tokens), sasl::OAUTHBEARER) => Exchange::start_bearer(Arc::clone(tokens)),
+            _ => Exchange::start(mechanism)?,
+        };
         Ok(SaslExchange {
             security: Arc::clone(self),
-            realm: Arc::clone(realm),
-            exchange: Exchange::start(mechanism)?,
+            // Bearer tokens need no users: an empty realm stands in.
+            realm: self
+                .realm
+                .clone()
+                .unwrap_or_else(|| Arc::new(Realm::of(weft_security::users::Users::default()))),
+            exchange,
             slow: mechanism == sasl::PLAIN,
             peer,
             protocol,
         })
     }
 
-    /// Re-reads the users file whenever it changes, until `shutdown`.
+    /// Re-reads the users file and the JWKS file whenever they change, until `shutdown`.
     pub(crate) async fn watch(self: Arc<Self>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
-        let Some(realm) = self.realm.clone() else {
+        if self.realm.is_none() && self.tokens.is_none() {
             return;
-        };
+        }
         let mut ticks = tokio::time::interval(USERS_CHECK_PERIOD);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -325,13 +386,29 @@ impl Security {
                 _ = ticks.tick() => {}
                 () = crate::stopped(&mut shutdown) => return,
             }
-            let checked = Arc::clone(&realm);
-            let reloaded = tokio::task::spawn_blocking(move || checked.reload_if_changed()).await;
-            match reloaded {
-                Ok(Ok(true)) => tracing::info!(users = realm.users().len(), "users file re-read"),
-                Ok(Ok(false)) | Err(_) => {}
-                Ok(Err(error)) => {
-                    tracing::error!(%error, "users file not re-read; the users before stay in force");
+            if let Some(realm) = self.realm.clone() {
+                let checked = Arc::clone(&realm);
+                let reloaded =
+                    tokio::task::spawn_blocking(move || checked.reload_if_changed()).await;
+                match reloaded {
+                    Ok(Ok(true)) => {
+                        tracing::info!(users = realm.users().len(), "users file re-read");
+                    }
+                    Ok(Ok(false)) | Err(_) => {}
+                    Ok(Err(error)) => {
+                        tracing::error!(%error, "users file not re-read; the users before stay in force");
+                    }
+                }
+            }
+            if let Some(tokens) = self.tokens.clone() {
+                let reloaded =
+                    tokio::task::spawn_blocking(move || tokens.reload_if_changed()).await;
+                match reloaded {
+                    Ok(Ok(true)) => tracing::info!("JWKS file re-read"),
+                    Ok(Ok(false)) | Err(_) => {}
+                    Ok(Err(error)) => {
+                        tracing::error!(%error, "JWKS file not re-read; the keys before stay in force");
+                    }
                 }
             }
         }

@@ -287,9 +287,12 @@ fn auth(
             // As Infinispan answers: `complete` only when the mechanism has nothing more to
             // say. SCRAM's last message (the server's signature) goes with `complete = 0`;
             // the client checks it and sends nothing more (the Java client reads a complete
-            // answer's challenge as none, and its SCRAM would never finish).
+            // answer's challenge as none, and its SCRAM would never finish). Its OAUTHBEARER
+            // (WildFly Elytron's) likewise completes only on reading the server's (empty)
+            // answer, so that one goes with `complete = 0` too.
+            let complete = last.is_empty() && mechanism != weft_security::sasl::OAUTHBEARER;
             plain_header(out, frame, Status::Success);
-            out.extend_from_slice(&[u8::from(last.is_empty())]);
+            out.extend_from_slice(&[u8::from(complete)]);
             put_array(out, &last);
             Ok(())
         }

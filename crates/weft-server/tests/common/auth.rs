@@ -38,18 +38,30 @@ pub fn http_request(
     credentials: Option<(&str, &str)>,
     body: &str,
 ) -> (u16, String) {
+    let authorization = credentials.map_or_else(String::new, |(user, password)| {
+        let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+        format!("Authorization: Basic {token}\r\n")
+    });
+    http_with_headers(server, method, path, &authorization, body)
+}
+
+/// A request with extra header lines (each ending in CRLF) and a text body: the status and
+/// the whole answer.
+pub fn http_with_headers(
+    server: &TestServer,
+    method: &str,
+    path: &str,
+    headers: &str,
+    body: &str,
+) -> (u16, String) {
     use std::io::{Read, Write};
     let mut stream = std::net::TcpStream::connect(server.addr).unwrap();
     stream
         .set_read_timeout(Some(Duration::from_secs(20)))
         .unwrap();
-    let authorization = credentials.map_or_else(String::new, |(user, password)| {
-        let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
-        format!("Authorization: Basic {token}\r\n")
-    });
     write!(
         stream,
-        "{method} {path} HTTP/1.1\r\nHost: x\r\n{authorization}Content-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nHost: x\r\n{headers}Content-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     )
     .unwrap();
