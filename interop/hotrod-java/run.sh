@@ -43,10 +43,13 @@ WEFT_USER_PASSWORD="$tls_password" "$weft_bin" user create app --groups applicat
 WEFT_USER_PASSWORD="$tls_password" "$weft_bin" user create viewer --groups observer \
   --users-file "$tls_dir/users.toml" >/dev/null
 printf '[security]\nusers-file = "users.toml"\n' >> "$tls_config"
+# Bearer tokens from a stand-in OpenID provider, for SASL OAUTHBEARER.
+tls_token="$(python3 "$here/../jwt_files.py" "$tls_dir" app application)"
+printf '[security.jwt]\njwks-file = "jwks.json"\nissuer = "https://idp.interop"\naudience = "weft"\n' >> "$tls_config"
 for profile in client-15.0 client-15.2; do
   echo "=== Hot Rod Java interop over TLS, profile $profile"
   status=0
-  WEFT_TLS_DIR="$tls_dir" WEFT_PASSWORD="$tls_password" python3 "$here/../with_weft.py" --config "$tls_config" -- \
+  WEFT_TLS_DIR="$tls_dir" WEFT_PASSWORD="$tls_password" WEFT_TOKEN="$tls_token" python3 "$here/../with_weft.py" --config "$tls_config" -- \
     mvn -q -B -Dstyle.color=never -P"$profile" -Dweft.port={port} -Dtest=TlsTest \
     -Dsurefire.failIfNoSpecifiedTests=false clean test \
     >"$tls_dir/mvn-$profile.log" 2>&1 || status=$?

@@ -34,7 +34,8 @@ import org.junit.jupiter.api.condition.EnabledIfEnvironmentVariable;
  * WEFT_TLS_DIR and WEFT_PASSWORD): the client verifies the server's certificate against the
  * test CA and authenticates with SCRAM-SHA-512 or PLAIN over TLS, or SCRAM-SHA-256 in
  * plaintext on the same port; wrong or missing credentials, and a client trusting another CA,
- * are refused; user `viewer` (group observer) reads but may not write.
+ * are refused; user `viewer` (group observer) reads but may not write; a bearer token
+ * (WEFT_TOKEN) authenticates with OAUTHBEARER.
  */
 @EnabledIfEnvironmentVariable(named = "WEFT_TLS_DIR", matches = ".+")
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
@@ -140,9 +141,36 @@ class TlsTest {
       }
    }
 
-   // Proves the server's certificate is checked: a client trusting another CA cannot operate.
+   private static RemoteCacheManager withToken(SSLContext context, String token) {
+      return Weft.manager(builder -> builder
+            .connectionTimeout(5_000)
+            .socketTimeout(5_000)
+            .maxRetries(0)
+            .security()
+            .authentication().enable().saslMechanism("OAUTHBEARER").token(token)
+            .ssl().enable().sslContext(context).sniHostName("localhost"));
+   }
+
+   // Proves SASL OAUTHBEARER with a provider's token (WEFT_TOKEN, user app, group application)
+   // over TLS: the client works as that user; a token with a forged signature is refused.
    @Test
    @Order(3)
+   void aBearerTokenAuthenticatesOverTls() throws Exception {
+      SSLContext context = trusting("ca.pem");
+      String token = System.getenv("WEFT_TOKEN");
+      String key = Weft.unique("token");
+      try (RemoteCacheManager manager = withToken(context, token)) {
+         RemoteCache<String, String> cache = manager.getCache();
+         assertNull(cache.put(key, "v"));
+         assertEquals("v", cache.get(key));
+      }
+      String forged = token.substring(0, token.lastIndexOf('.') + 1) + "AAAA" + token.substring(token.lastIndexOf('.') + 5);
+      assertRefused(() -> withToken(context, forged));
+   }
+
+   // Proves the server's certificate is checked: a client trusting another CA cannot operate.
+   @Test
+   @Order(4)
    void aClientTrustingAnotherCaIsRefused() throws Exception {
       SSLContext other = trusting("other-ca.pem");
       assertRefused(() -> overTls(other, "SCRAM-SHA-512", password()));
@@ -151,7 +179,7 @@ class TlsTest {
    // Proves a wrong password, and no credentials at all, get nothing done; and PLAIN is not
    // offered in plaintext.
    @Test
-   @Order(4)
+   @Order(5)
    void wrongOrMissingCredentialsAreRefused() throws Exception {
       SSLContext context = trusting("ca.pem");
       assertRefused(() -> overTls(context, "SCRAM-SHA-512", "not-" + password()));
