@@ -104,6 +104,10 @@ pub(crate) async fn require(
             .as_ref()
             .map(|(user, password)| (user.as_slice(), password.as_slice())),
         bearer: bearer(&request),
+        certificate: request
+            .extensions()
+            .get::<crate::ClientCertificate>()
+            .map(|crate::ClientCertificate(user)| user.as_str()),
         method: request.method(),
         path: request.uri().path(),
         action: action.as_deref(),

@@ -78,6 +78,8 @@ pub struct Access<'a> {
     pub credentials: Option<(&'a [u8], &'a [u8])>,
     /// The token of its `Authorization: Bearer` header, if it has one.
     pub bearer: Option<&'a str>,
+    /// The user its connection's client certificate names ([`ClientCertificate`]), if any.
+    pub certificate: Option<&'a str>,
     /// The method.
     pub method: &'a axum::http::Method,
     /// The path, still percent-encoded.
@@ -161,6 +163,12 @@ pub struct RestState {
 /// or built by an embedding program) counts as coming from elsewhere than loopback.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClientAddress(pub std::net::SocketAddr);
+
+/// A request extension naming the user the connection's verified TLS client certificate
+/// names, inserted by the server that accepted it: what a request without other credentials
+/// authenticates as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientCertificate(pub String);
 
 /// What a clustered server does for REST's requests on clustered caches (see
 /// [`RestState::with_forwarder`]): keyed operations at their keys' owners, and the

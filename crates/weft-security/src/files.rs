@@ -62,6 +62,21 @@ pub fn private_key(path: &Path) -> Result<PrivateKeyDer<'static>, FileError> {
     PrivateKeyDer::from_pem_file(path).map_err(|e| FileError::new("key", path, e.to_string()))
 }
 
+/// The common name (CN) of a DER certificate's subject: who a client certificate names, for
+/// SASL EXTERNAL. `None` if it cannot be parsed or names none (the first CN when several).
+#[must_use]
+pub fn common_name(certificate: &[u8]) -> Option<String> {
+    let (_, parsed) = x509_parser::parse_x509_certificate(certificate).ok()?;
+    let name = parsed
+        .subject()
+        .iter_common_name()
+        .next()?
+        .as_str()
+        .ok()?
+        .to_owned();
+    (!name.is_empty()).then_some(name)
+}
+
 /// A file's modification time and size: when either changes, it was rewritten.
 pub type Stamp = (SystemTime, u64);
 

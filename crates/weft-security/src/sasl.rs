@@ -1,6 +1,6 @@
 //! Server-side SASL: PLAIN (RFC 4616), SCRAM-SHA-256/512 (RFC 5802, RFC 7677) and
-//! OAUTHBEARER (RFC 7628, a bearer token checked by [`Tokens`]), as exchanges stepped with
-//! each client message. Protocols carry the messages (Hot Rod's
+//! OAUTHBEARER (RFC 7628, a bearer token checked by [`Tokens`]) and EXTERNAL (the TLS client
+//! certificate's identity), as exchanges stepped with each client message. Protocols carry the messages (Hot Rod's
 //! `AUTH`, memcached's `SASL_AUTH`/`SASL_STEP`) and act on the outcome.
 //!
 //! SCRAM without channel binding (`n` or `y` flags; `p=` is refused), user names as RFC 5802
@@ -22,6 +22,9 @@ use crate::users::Realm;
 pub const PLAIN: &str = "PLAIN";
 /// The OAUTHBEARER mechanism's name.
 pub const OAUTHBEARER: &str = "OAUTHBEARER";
+/// The EXTERNAL mechanism's name (RFC 4422 appendix A): the identity the TLS client
+/// certificate proved.
+pub const EXTERNAL: &str = "EXTERNAL";
 /// Bytes of randomness in the server's part of a SCRAM nonce.
 const SERVER_NONCE_BYTES: usize = 18;
 /// Largest client message accepted (a user name and a proof are far smaller).
@@ -80,6 +83,7 @@ pub struct Exchange {
 enum State {
     Plain,
     Bearer(Arc<Tokens>),
+    External(Subject),
     ScramFirst(ScramHash),
     ScramFinal(Box<ScramPending>),
     Over,
@@ -112,6 +116,14 @@ impl Exchange {
         Ok(Self { state })
     }
 
+    /// Starts EXTERNAL for `subject`, the user the connection's client certificate names.
+    #[must_use]
+    pub fn start_external(subject: Subject) -> Self {
+        Self {
+            state: State::External(subject),
+        }
+    }
+
     /// Starts OAUTHBEARER, whose token `tokens` checks.
     #[must_use]
     pub fn start_bearer(tokens: Arc<Tokens>) -> Self {
@@ -138,6 +150,17 @@ impl Exchange {
                 Ok(Step::Continue(Vec::new()))
             }
             State::Bearer(tokens) => bearer(&tokens, message),
+            // The message is an authorization identity: none, or the certificate's own.
+            State::External(subject) => {
+                if message.is_empty() || message == subject.name.as_bytes() {
+                    Ok(Step::Done {
+                        subject,
+                        last: Vec::new(),
+                    })
+                } else {
+                    Err(SaslError::Failed)
+                }
+            }
             State::ScramFirst(hash) => {
                 let pending = scram_first(realm, hash, message)?;
                 let challenge = pending.server_first.clone().into_bytes();

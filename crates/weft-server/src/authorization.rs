@@ -371,12 +371,14 @@ pub(crate) fn rest_verdict(
                 }
             }
         }
-        _ => {
-            if security.metrics_anonymous() && access.path == "/metrics" {
+        // No credentials in the request: the connection's client certificate, if any.
+        _ => match access.certificate {
+            Some(user) => security.authenticate_certificate(peer, "HTTP", user),
+            None if security.metrics_anonymous() && access.path == "/metrics" => {
                 return Verdict::Allowed(None);
             }
-            return Verdict::Unauthenticated("authentication required", challenge);
-        }
+            None => return Verdict::Unauthenticated("authentication required", challenge),
+        },
     };
     let cache = target
         .cache

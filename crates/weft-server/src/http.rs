@@ -49,9 +49,18 @@ pub(crate) async fn serve(
     let head_received = Arc::new(AtomicBool::new(false));
     let router = context.rest_router.clone();
     let received = Arc::clone(&head_received);
+    let certificate = context
+        .security
+        .certificate_user(stream.peer_certificates());
     let service = hyper::service::service_fn(move |request: Request<Incoming>| {
         received.store(true, Ordering::Relaxed);
-        serve_request(router.clone(), request, peer, body_deadline)
+        serve_request(
+            router.clone(),
+            request,
+            peer,
+            certificate.clone(),
+            body_deadline,
+        )
     });
     let io = TokioIo::new(Rewind::new(prefix, stream));
     let connection = hyper::server::conn::http1::Builder::new()
@@ -94,6 +103,7 @@ async fn serve_request(
     router: axum::Router,
     request: Request<Incoming>,
     peer: std::net::SocketAddr,
+    certificate: Option<String>,
     body_deadline: BodyDeadline,
 ) -> Result<Response<axum::body::Body>, std::convert::Infallible> {
     use tower::ServiceExt;
@@ -108,6 +118,11 @@ async fn serve_request(
     request
         .extensions_mut()
         .insert(weft_rest::ClientAddress(peer));
+    if let Some(user) = certificate {
+        request
+            .extensions_mut()
+            .insert(weft_rest::ClientCertificate(user));
+    }
     let response = match router.oneshot(request).await {
         Ok(response) => response,
         Err(never) => match never {},

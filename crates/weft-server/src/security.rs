@@ -325,24 +325,68 @@ impl Security {
         }
     }
 
-    /// The SASL mechanisms offered: none without users; with a users file the SCRAMs, and
-    /// PLAIN where `plain_allowed` (the connection is TLS); with bearer tokens, OAUTHBEARER
-    /// where `plain_allowed`.
+    /// The SASL mechanisms offered on a connection: none without users; with a users file the
+    /// SCRAMs, and PLAIN on TLS (or in the clear where `offer.plain_in_clear`); with bearer
+    /// tokens, OAUTHBEARER on TLS; EXTERNAL where a client certificate names the client.
     #[must_use]
-    pub fn sasl_mechanisms(&self, plain_allowed: bool) -> Vec<&'static str> {
+    pub fn sasl_mechanisms(&self, offer: &SaslOffer) -> Vec<&'static str> {
         let mut mechanisms = if self.realm.is_some() {
-            sasl::mechanisms(plain_allowed)
+            sasl::mechanisms(offer.tls || offer.plain_in_clear)
         } else {
             Vec::new()
         };
-        // A bearer token is as good as a password to whoever reads it: TLS only, as PLAIN.
-        if self.tokens.is_some() && plain_allowed {
+        // A bearer token is as good as a password to whoever reads it: TLS only.
+        if self.tokens.is_some() && offer.tls {
             mechanisms.push(sasl::OAUTHBEARER);
+        }
+        if offer.certificate.is_some() && self.has_users() {
+            mechanisms.push(sasl::EXTERNAL);
         }
         mechanisms
     }
 
-    /// Starts a SASL exchange with `mechanism`, which must be one of [`Security::sasl_mechanisms`].
+    /// The user a verified TLS client certificate names (its subject's common name), when
+    /// clients authenticate as users: what SASL EXTERNAL and an HTTP request without other
+    /// credentials authenticate as.
+    #[must_use]
+    pub fn certificate_user(
+        &self,
+        certificates: Option<&[rustls::pki_types::CertificateDer<'static>]>,
+    ) -> Option<String> {
+        if !self.has_users() {
+            return None;
+        }
+        weft_security::files::common_name(certificates?.first()?)
+    }
+
+    /// The subject a client certificate's user is: the groups of the users-file user of that
+    /// name, if any, and the roles they grant — plus the role of its own name, when there is
+    /// one (Infinispan's common-name role mapper).
+    #[must_use]
+    pub fn certificate_subject(&self, user: &str) -> Subject {
+        let groups = self
+            .realm
+            .as_ref()
+            .and_then(|realm| realm.users().get(user).map(|known| known.groups.clone()))
+            .unwrap_or_default();
+        self.policy.resolve(Subject::new(user, groups))
+    }
+
+    /// Authenticates an HTTP request by its connection's client certificate.
+    #[must_use]
+    pub fn authenticate_certificate(
+        &self,
+        peer: IpAddr,
+        protocol: &'static str,
+        user: &str,
+    ) -> Subject {
+        let subject = self.certificate_subject(user);
+        self.record(peer, protocol, user, Some(&subject));
+        subject
+    }
+
+    /// Starts a SASL exchange with `mechanism`, which must be one of
+    /// [`Security::sasl_mechanisms`] for `offer`.
     ///
     /// # Errors
     /// If it is not offered.
@@ -351,18 +395,21 @@ impl Security {
         peer: IpAddr,
         protocol: &'static str,
         mechanism: &str,
-        plain_allowed: bool,
+        offer: &SaslOffer,
     ) -> Result<SaslExchange, SaslError> {
-        if !self.sasl_mechanisms(plain_allowed).contains(&mechanism) {
+        if !self.sasl_mechanisms(offer).contains(&mechanism) {
             return Err(SaslError::Unsupported(mechanism.to_owned()));
         }
-        let exchange = match (&self.tokens, mechanism) {
-            (Some(tokens), sasl::OAUTHBEARER) => Exchange::start_bearer(Arc::clone(tokens)),
+        let exchange = match (&self.tokens, &offer.certificate, mechanism) {
+            (Some(tokens), _, sasl::OAUTHBEARER) => Exchange::start_bearer(Arc::clone(tokens)),
+            (_, Some(user), sasl::EXTERNAL) => {
+                Exchange::start_external(self.certificate_subject(user))
+            }
             _ => Exchange::start(mechanism)?,
         };
         Ok(SaslExchange {
             security: Arc::clone(self),
-            // Bearer tokens need no users: an empty realm stands in.
+            // Bearer tokens and certificates need no users: an empty realm stands in.
             realm: self
                 .realm
                 .clone()
@@ -413,6 +460,17 @@ impl Security {
             }
         }
     }
+}
+
+/// What a connection may authenticate with, beyond the users' passwords.
+#[derive(Debug, Clone, Default)]
+pub struct SaslOffer {
+    /// The connection is TLS (PLAIN and OAUTHBEARER are offered).
+    pub tls: bool,
+    /// PLAIN is offered in the clear too (memcached, whose clients know no other mechanism).
+    pub plain_in_clear: bool,
+    /// The user the connection's client certificate names (EXTERNAL is offered).
+    pub certificate: Option<String>,
 }
 
 /// A SASL exchange in progress on a connection.

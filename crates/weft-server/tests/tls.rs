@@ -298,6 +298,91 @@ fn optional_client_certificates_are_still_checked() {
     assert!(refused(server.addr, client_config(&ca, &[], Some(theirs))));
 }
 
+// Proves client certificates are identities (SASL EXTERNAL, and HTTPS without other
+// credentials): the certificate's common name is the user, its users-file groups give its
+// roles (an observer reads, may not write), and a connection without a certificate is offered
+// no EXTERNAL and must authenticate otherwise.
+#[test]
+fn client_certificates_are_identities() {
+    use common::auth::{binary, binary_answer, users_file, whole_binary};
+    let ca = Ca::new("Weft test CA");
+    let files = Files::new(&ca);
+    std::fs::write(files.path("clients.pem"), ca.pem()).unwrap();
+    let users = users_file(files.dir.path(), &[("carol", "carol-pw", &["observer"])]);
+    let server = TestServer::start_with(
+        "",
+        &format!(
+            "{}[security]\nusers-file = \"{}\"\n",
+            files.section(&format!(
+                "client-ca = \"{}\"\nclient-auth = \"optional\"",
+                files.path("clients.pem").display()
+            )),
+            users.display()
+        ),
+    );
+    let carol = || {
+        client_config(
+            &ca,
+            &[],
+            Some(ca.sign(&["carol"], ExtendedKeyUsagePurpose::ClientAuth)),
+        )
+    };
+
+    // memcached binary SASL: EXTERNAL offered and accepted with the certificate's user.
+    let mut bin = connect(server.addr, carol()).unwrap();
+    let mechanisms = exchange(&mut bin, &binary(0x20, b"", b""), whole_binary);
+    let (status, offered) = binary_answer(&mechanisms);
+    assert_eq!(status, 0);
+    assert!(
+        String::from_utf8_lossy(&offered)
+            .split(' ')
+            .any(|m| m == "EXTERNAL"),
+        "{offered:?}"
+    );
+    let done = exchange(&mut bin, &binary(0x21, b"EXTERNAL", b""), whole_binary);
+    assert_eq!(binary_answer(&done), (0, b"Authenticated".to_vec()));
+    let miss = exchange(&mut bin, &binary(0x00, b"k", b""), whole_binary);
+    assert_eq!(binary_answer(&miss).0, 0x01, "a read: allowed, a miss");
+    let mut set = binary(0x01, b"k", b"v");
+    // SET's 8 bytes of extras (flags, expiration) come before the key.
+    set[4] = 8;
+    set.splice(24..24, [0u8; 8]);
+    let body = u32::try_from(set.len() - 24).unwrap().to_be_bytes();
+    set[8..12].copy_from_slice(&body);
+    let refused = exchange(&mut bin, &set, whole_binary);
+    let (status, text) = binary_answer(&refused);
+    assert_eq!(status, 0x20, "an observer may not write");
+    assert!(String::from_utf8_lossy(&text).contains("'carol' lacks 'WRITE'"));
+    // An authorization identity other than the certificate's is refused.
+    let mut other = connect(server.addr, carol()).unwrap();
+    let wrong = exchange(
+        &mut other,
+        &binary(0x21, b"EXTERNAL", b"admin"),
+        whole_binary,
+    );
+    assert_eq!(binary_answer(&wrong).0, 0x20);
+
+    // HTTPS without credentials is the certificate's user.
+    let get = |config: Arc<ClientConfig>, request: &str| {
+        let mut stream = connect(server.addr, config).unwrap();
+        let answer = exchange(&mut stream, request.as_bytes(), |a| {
+            a.windows(4).any(|w| w == b"\r\n\r\n")
+        });
+        String::from_utf8_lossy(&answer[9..12]).into_owned()
+    };
+    let list = "GET /rest/v2/caches HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
+    assert_eq!(get(carol(), list), "200");
+    let put = "PUT /rest/v2/caches/default/k HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1\r\nConnection: close\r\n\r\nv";
+    assert_eq!(get(carol(), put), "403");
+
+    // Without a certificate: no EXTERNAL, and HTTPS needs credentials.
+    let anonymous = || client_config(&ca, &[], None);
+    assert_eq!(get(anonymous(), list), "401");
+    let mut plain = connect(server.addr, anonymous()).unwrap();
+    let mechanisms = exchange(&mut plain, &binary(0x20, b"", b""), whole_binary);
+    assert!(!String::from_utf8_lossy(&binary_answer(&mechanisms).1).contains("EXTERNAL"));
+}
+
 // Proves `plaintext = false` refuses plaintext clients and serves TLS ones.
 #[test]
 fn plaintext_can_be_refused() {

@@ -92,8 +92,9 @@ pub(crate) struct Connection {
     pub(crate) authenticated: AtomicBool,
     /// A SASL exchange in progress (AUTH sent, not complete).
     pub(crate) sasl: parking_lot::Mutex<Option<crate::security::SaslExchange>>,
-    /// Whether the connection is TLS (SASL PLAIN is offered only then).
-    pub(crate) tls: bool,
+    /// What the connection may authenticate with: TLS (SASL PLAIN and OAUTHBEARER are
+    /// offered only then), a client certificate (EXTERNAL).
+    pub(crate) offer: crate::security::SaslOffer,
     /// The client's address.
     pub(crate) peer: SocketAddr,
 }
@@ -121,7 +122,13 @@ pub async fn serve(
         authenticated: AtomicBool::new(context.security.anonymous_without_users().is_some()),
         subject: parking_lot::Mutex::new(context.security.anonymous_without_users()),
         sasl: parking_lot::Mutex::new(None),
-        tls: stream.is_tls(),
+        offer: crate::security::SaslOffer {
+            tls: stream.is_tls(),
+            plain_in_clear: false,
+            certificate: context
+                .security
+                .certificate_user(stream.peer_certificates()),
+        },
         peer,
     });
     let limits = Limits {

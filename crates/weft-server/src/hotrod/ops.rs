@@ -264,7 +264,12 @@ fn auth(
         if connection.authenticated.load(Ordering::Acquire) && security.has_users() {
             return Err(Failure::server("ISPN006016: already authenticated"));
         }
-        match security.start_sasl(connection.peer.ip(), "Hot Rod", mechanism, connection.tls) {
+        match security.start_sasl(
+            connection.peer.ip(),
+            "Hot Rod",
+            mechanism,
+            &connection.offer,
+        ) {
             Ok(exchange) => *sasl = Some(exchange),
             Err(error) => return Err(Failure::server(format!("ISPN006010: {error}"))),
         }
@@ -761,7 +766,10 @@ fn serve(connection: &Arc<Connection>, frame: &Frame, out: &mut BytesMut) -> Res
             return super::admin::exec(connection, frame, task, out);
         }
         Request::AuthMechList => {
-            let mechanisms = connection.context.security.sasl_mechanisms(connection.tls);
+            let mechanisms = connection
+                .context
+                .security
+                .sasl_mechanisms(&connection.offer);
             plain_header(out, frame, Status::Success);
             put_vint(out, u32::try_from(mechanisms.len()).unwrap_or(0));
             for mechanism in mechanisms {

@@ -26,7 +26,11 @@ pub(crate) fn execute(connection: &mut Connection, request: &BinaryRequest, out:
     let quiet = request.is_quiet();
     match &request.command {
         BinaryCommand::SaslListMechs => {
-            let mechanisms = connection.context.security.sasl_mechanisms(true).join(" ");
+            let mechanisms = connection
+                .context
+                .security
+                .sasl_mechanisms(&connection.offer)
+                .join(" ");
             if mechanisms.is_empty() {
                 reply.error(out, Status::UnknownCommand);
             } else {
@@ -220,7 +224,7 @@ fn sasl(
         connection.sasl = connection
             .context
             .security
-            .start_sasl(connection.peer.ip(), "memcached", &name, true)
+            .start_sasl(connection.peer.ip(), "memcached", &name, &connection.offer)
             .ok();
     }
     let Some(exchange) = connection.sasl.as_mut() else {

@@ -96,6 +96,9 @@ pub(crate) struct Connection {
     pub(crate) subject: Option<weft_security::Subject>,
     /// A binary SASL exchange in progress.
     pub(crate) sasl: Option<crate::security::SaslExchange>,
+    /// What the connection may authenticate with (PLAIN always: memcached's clients know no
+    /// other mechanism; OAUTHBEARER on TLS; EXTERNAL with a client certificate).
+    pub(crate) offer: crate::security::SaslOffer,
     /// The client's address.
     pub(crate) peer: SocketAddr,
 }
@@ -283,6 +286,13 @@ pub async fn serve(
         authenticated: context.security.anonymous_without_users().is_some(),
         subject: context.security.anonymous_without_users(),
         sasl: None,
+        offer: crate::security::SaslOffer {
+            tls: stream.is_tls(),
+            plain_in_clear: true,
+            certificate: context
+                .security
+                .certificate_user(stream.peer_certificates()),
+        },
         peer,
     };
     serve_connection(stream, prefix, peer, connection, decoder, deadline).await;
