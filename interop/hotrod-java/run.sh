@@ -33,7 +33,7 @@ done
 # plaintext (TlsTest is skipped by the runs above, which set no WEFT_TLS_DIR).
 tls_dir="$(mktemp -d)"
 trap 'rm -rf "$tls_dir"' EXIT
-tls_config="$(python3 "$here/../tls_files.py" "$tls_dir")"
+tls_config="$(python3 "$here/../tls_files.py" "$tls_dir" --client-ca)"
 # Users for the clients to authenticate as, in a users file the server reads.
 weft_bin="${WEFT_BIN:-$here/../../target/release/weft}"
 tls_password="interop-$RANDOM-$RANDOM"

@@ -121,3 +121,22 @@ def test_an_observer_reads_but_may_not_write(tls_files, weft_auth_port):
         assert client.set("mc-observed", "v")
     client.disconnect_all()
     assert writer.get("observed") == b"v"
+
+
+def test_a_client_certificate_is_its_common_names_user(tls_files, weft_auth_port):
+    # Proves an HTTPS request with a client certificate and no credentials is the certificate's
+    # user (CN=app, group application: it may write), while one without a certificate or
+    # credentials is refused.
+    base = ["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--cacert",
+            str(tls_files / "ca.pem")]
+    url = f"https://localhost:{weft_auth_port}/rest/v2/caches/default/certified"
+    with_certificate = base + ["--cert", str(tls_files / "client.pem"), "--key",
+                               str(tls_files / "client.key")]
+    put = subprocess.run(with_certificate + ["-X", "PUT", "-H", "Content-Type: text/plain",
+                                             "--data", "v", url],
+                         capture_output=True, text=True, timeout=20)
+    assert put.stdout in ("200", "204")
+    get = subprocess.run(with_certificate + [url], capture_output=True, text=True, timeout=20)
+    assert get.stdout == "200"
+    anonymous = subprocess.run(base + [url], capture_output=True, text=True, timeout=20)
+    assert anonymous.stdout == "401"

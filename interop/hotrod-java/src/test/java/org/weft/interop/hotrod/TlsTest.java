@@ -8,13 +8,18 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.io.InputStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.security.KeyFactory;
 import java.security.KeyStore;
+import java.security.PrivateKey;
 import java.security.cert.Certificate;
 import java.security.cert.CertificateFactory;
+import java.security.spec.PKCS8EncodedKeySpec;
+import java.util.Base64;
 import java.util.HashMap;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 
+import javax.net.ssl.KeyManagerFactory;
 import javax.net.ssl.SSLContext;
 import javax.net.ssl.TrustManagerFactory;
 
@@ -35,7 +40,7 @@ import org.junit.jupiter.api.condition.EnabledIfEnvironmentVariable;
  * test CA and authenticates with SCRAM-SHA-512 or PLAIN over TLS, or SCRAM-SHA-256 in
  * plaintext on the same port; wrong or missing credentials, and a client trusting another CA,
  * are refused; user `viewer` (group observer) reads but may not write; a bearer token
- * (WEFT_TOKEN) authenticates with OAUTHBEARER.
+ * (WEFT_TOKEN) authenticates with OAUTHBEARER, a client certificate with EXTERNAL.
  */
 @EnabledIfEnvironmentVariable(named = "WEFT_TLS_DIR", matches = ".+")
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
@@ -46,8 +51,32 @@ class TlsTest {
       return Path.of(System.getenv("WEFT_TLS_DIR"));
    }
 
-   /** A TLS context trusting the certificates of the PEM file `name` in WEFT_TLS_DIR. */
-   private static SSLContext trusting(String name) throws Exception {
+   /**
+    * A TLS context trusting `ca.pem` that presents the client certificate `client.pem` (CN=app,
+    * signed by the test CA) with its key `client.key` (PKCS#8 PEM), from WEFT_TLS_DIR.
+    */
+   private static SSLContext withClientCertificate() throws Exception {
+      String pem = Files.readString(dir().resolve("client.key"));
+      String body = pem.replaceAll("-----[A-Z ]+-----", "").replaceAll("\\s", "");
+      PrivateKey key = KeyFactory.getInstance("EC")
+            .generatePrivate(new PKCS8EncodedKeySpec(Base64.getDecoder().decode(body)));
+      Certificate[] chain;
+      try (InputStream in = Files.newInputStream(dir().resolve("client.pem"))) {
+         chain = CertificateFactory.getInstance("X.509").generateCertificates(in).toArray(new Certificate[0]);
+      }
+      KeyStore identity = KeyStore.getInstance("PKCS12");
+      identity.load(null, null);
+      identity.setKeyEntry("client", key, new char[0], chain);
+      KeyManagerFactory keys = KeyManagerFactory.getInstance(KeyManagerFactory.getDefaultAlgorithm());
+      keys.init(identity, new char[0]);
+      SSLContext context = SSLContext.getInstance("TLS");
+      TrustManagerFactory trust = TrustManagerFactory.getInstance(TrustManagerFactory.getDefaultAlgorithm());
+      trust.init(roots("ca.pem"));
+      context.init(keys.getKeyManagers(), trust.getTrustManagers(), null);
+      return context;
+   }
+
+   private static KeyStore roots(String name) throws Exception {
       KeyStore roots = KeyStore.getInstance(KeyStore.getDefaultType());
       roots.load(null, null);
       try (InputStream in = Files.newInputStream(dir().resolve(name))) {
@@ -56,8 +85,13 @@ class TlsTest {
             roots.setCertificateEntry("ca-" + i++, certificate);
          }
       }
+      return roots;
+   }
+
+   /** A TLS context trusting the certificates of the PEM file `name` in WEFT_TLS_DIR. */
+   private static SSLContext trusting(String name) throws Exception {
       TrustManagerFactory trust = TrustManagerFactory.getInstance(TrustManagerFactory.getDefaultAlgorithm());
-      trust.init(roots);
+      trust.init(roots(name));
       SSLContext context = SSLContext.getInstance("TLS");
       context.init(null, trust.getTrustManagers(), null);
       return context;
@@ -168,9 +202,29 @@ class TlsTest {
       assertRefused(() -> withToken(context, forged));
    }
 
-   // Proves the server's certificate is checked: a client trusting another CA cannot operate.
+   // Proves SASL EXTERNAL: a client presenting a certificate the client CA signed (CN=app)
+   // works as that user, with no password.
    @Test
    @Order(4)
+   void aClientCertificateAuthenticatesWithExternal() throws Exception {
+      SSLContext context = withClientCertificate();
+      String key = Weft.unique("external");
+      try (RemoteCacheManager manager = Weft.manager(builder -> builder
+            .connectionTimeout(5_000)
+            .socketTimeout(5_000)
+            .maxRetries(0)
+            .security()
+            .authentication().enable().saslMechanism("EXTERNAL")
+            .ssl().enable().sslContext(context).sniHostName("localhost"))) {
+         RemoteCache<String, String> cache = manager.getCache();
+         assertNull(cache.put(key, "v"));
+         assertEquals("v", cache.get(key));
+      }
+   }
+
+   // Proves the server's certificate is checked: a client trusting another CA cannot operate.
+   @Test
+   @Order(5)
    void aClientTrustingAnotherCaIsRefused() throws Exception {
       SSLContext other = trusting("other-ca.pem");
       assertRefused(() -> overTls(other, "SCRAM-SHA-512", password()));
@@ -179,7 +233,7 @@ class TlsTest {
    // Proves a wrong password, and no credentials at all, get nothing done; and PLAIN is not
    // offered in plaintext.
    @Test
-   @Order(5)
+   @Order(6)
    void wrongOrMissingCredentialsAreRefused() throws Exception {
       SSLContext context = trusting("ca.pem");
       assertRefused(() -> overTls(context, "SCRAM-SHA-512", "not-" + password()));
