@@ -13,7 +13,7 @@
 //!
 //! Users of a users file are authorized by role (`crate::authorization`): an authenticated
 //! subject carries the roles its groups grant under the configured
-//! [`Policy`](weft_security::authorization::Policy).
+//! [`Policy`].
 
 use std::collections::HashMap;
 use std::net::IpAddr;
