@@ -67,17 +67,25 @@ fn bearer(request: &Request) -> Option<&str> {
     std::str::from_utf8(token).ok()
 }
 
-/// The `action` query parameter, if any (percent-decoded).
-fn action(request: &Request) -> Option<String> {
-    let query = request.uri().query()?;
-    query.split('&').find_map(|pair| {
-        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-        (name == "action").then(|| {
-            percent_encoding::percent_decode_str(value)
-                .decode_utf8_lossy()
-                .into_owned()
-        })
-    })
+/// The `action` query parameter, if any, read by the same parser as the handlers' (axum's
+/// `Query`, where a repeated name's last value wins): a request naming it twice is refused,
+/// so that what is authorized is what runs. A query that does not parse gives none here; the
+/// handlers then refuse it.
+fn action(request: &Request) -> Result<Option<String>, RestError> {
+    let Ok(axum::extract::Query(pairs)) =
+        axum::extract::Query::<Vec<(String, String)>>::try_from_uri(request.uri())
+    else {
+        return Ok(None);
+    };
+    let mut actions = pairs
+        .into_iter()
+        .filter(|(name, _)| name == "action")
+        .map(|(_, value)| value);
+    let first = actions.next();
+    if actions.next().is_some() {
+        return Err(RestError::bad_request("`action` is given more than once"));
+    }
+    Ok(first)
 }
 
 /// The middleware.
@@ -97,7 +105,10 @@ pub(crate) async fn require(
         .extensions()
         .get::<crate::ClientAddress>()
         .map(|crate::ClientAddress(address)| *address);
-    let action = action(&request);
+    let action = match action(&request) {
+        Ok(action) => action,
+        Err(error) => return error.into_response(),
+    };
     let verdict = guard(crate::Access {
         client,
         credentials: credentials

@@ -247,6 +247,19 @@ impl Policy {
         name: &str,
         groups: impl IntoIterator<Item = &'a String>,
     ) -> BTreeSet<String> {
+        let mut roles = self.roles_of_groups(groups);
+        if self.roles.contains_key(name) {
+            roles.insert(name.to_owned());
+        }
+        roles
+    }
+
+    /// The roles `groups` grant: each group's mapped roles (the role of the group's name by
+    /// default).
+    fn roles_of_groups<'a>(
+        &self,
+        groups: impl IntoIterator<Item = &'a String>,
+    ) -> BTreeSet<String> {
         let mut roles = BTreeSet::new();
         for group in groups {
             match self.group_roles.get(group) {
@@ -257,9 +270,6 @@ impl Policy {
                 None => {}
             }
         }
-        if self.roles.contains_key(name) {
-            roles.insert(name.to_owned());
-        }
         roles
     }
 
@@ -268,6 +278,15 @@ impl Policy {
     #[must_use]
     pub fn resolve(&self, mut subject: Subject) -> Subject {
         let roles = self.roles_of(&subject.name, &subject.groups);
+        subject.grant(self, roles);
+        subject
+    }
+
+    /// `subject` with the roles its groups grant, not its name: for names the operator does
+    /// not choose (a bearer token's user, which an identity provider may let anyone register).
+    #[must_use]
+    pub fn resolve_groups(&self, mut subject: Subject) -> Subject {
+        let roles = self.roles_of_groups(&subject.groups);
         subject.grant(self, roles);
         subject
     }
@@ -398,6 +417,19 @@ mod tests {
         let observer = policy.resolve(Subject::new("observer", []));
         assert!(observer.allows(Permissions::READ, None));
         assert!(!observer.allows(Permissions::WRITE, None));
+    }
+
+    #[test]
+    fn a_name_grants_no_role_where_only_groups_count() {
+        let policy = Policy::default();
+        let named = policy.resolve_groups(Subject::new("admin", ["observer".to_owned()]));
+        assert!(named.allows(Permissions::READ, None));
+        assert!(!named.allows(Permissions::WRITE, None));
+        assert!(
+            policy
+                .resolve(Subject::new("admin", []))
+                .allows(Permissions::ALL, None)
+        );
     }
 
     #[test]

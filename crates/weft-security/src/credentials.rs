@@ -209,6 +209,18 @@ impl fmt::Debug for ScramCredential {
     }
 }
 
+/// An identifier nobody can guess: 128 random bits, as 32 hex digits (for handles a client
+/// holds, such as an iteration's id, that must not be reachable by counting).
+///
+/// # Errors
+/// If the system's random source fails.
+pub fn unguessable_id() -> Result<String, CredentialError> {
+    let mut bytes = [0u8; 16];
+    aws_lc_rs::rand::fill(&mut bytes)
+        .map_err(|_| CredentialError::Hashing("no random bytes".to_owned()))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
 impl ScramCredential {
     /// Derives the credential of `password` with a fresh salt.
     ///

@@ -27,8 +27,9 @@ pub const OAUTHBEARER: &str = "OAUTHBEARER";
 pub const EXTERNAL: &str = "EXTERNAL";
 /// Bytes of randomness in the server's part of a SCRAM nonce.
 const SERVER_NONCE_BYTES: usize = 18;
-/// Largest client message accepted (a user name and a proof are far smaller).
-pub const MESSAGE_BYTES_MAX: usize = 8 * 1024;
+/// Largest client message accepted (a user name and a proof are far smaller; an OAUTHBEARER
+/// message holds a token of up to [`crate::tokens::TOKEN_BYTES_MAX`]).
+pub const MESSAGE_BYTES_MAX: usize = crate::tokens::TOKEN_BYTES_MAX + 1024;
 
 /// The mechanisms offered, strongest first: the SCRAMs always, PLAIN only where the password
 /// cannot be read on the way (`plain_allowed`: TLS, or configured so).

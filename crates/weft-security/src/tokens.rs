@@ -93,16 +93,22 @@ fn read_keys(path: &Path) -> Result<Keys, TokenError> {
     let set: JwkSet = serde_json::from_str(&text).map_err(|e| keys_error(e.to_string()))?;
     let mut keys = Vec::new();
     for jwk in &set.keys {
-        // A key for encryption, or of a kind not supported, is not one to verify with.
-        if !jwk.is_supported()
-            || matches!(
-                jwk.common.public_key_use,
-                Some(jsonwebtoken::jwk::PublicKeyUse::Encryption)
-            )
-        {
+        // A key for encryption is not one to verify with; nor is a symmetric one: a JWKS
+        // document is public, and anyone holding an HMAC secret can sign with it.
+        if matches!(
+            jwk.common.public_key_use,
+            Some(jsonwebtoken::jwk::PublicKeyUse::Encryption)
+        ) || matches!(
+            jwk.algorithm,
+            jsonwebtoken::jwk::AlgorithmParameters::OctetKey(_)
+        ) {
             continue;
         }
-        let key = DecodingKey::from_jwk(jwk).map_err(|e| keys_error(e.to_string()))?;
+        // A key of a kind not supported is passed over; the token's own algorithm is checked
+        // against each key's family when it is verified (keys without `alg` are common).
+        let Ok(key) = DecodingKey::from_jwk(jwk) else {
+            continue;
+        };
         keys.push(Key {
             kid: jwk.common.key_id.clone(),
             key,
@@ -330,6 +336,37 @@ mod tests {
         );
         assert!(tokens.verify("not.a.token").is_err());
         assert!(tokens.verify(&"x".repeat(TOKEN_BYTES_MAX + 1)).is_err());
+    }
+
+    // Proves a symmetric (`oct`) key in a JWKS file is never used — a JWKS document is public,
+    // so an HMAC token signed with it is refused — and that a key without `alg` is used.
+    #[test]
+    fn public_keys_only_and_alg_optional() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let (key, jwks) = signer("ec");
+        let without_alg = jwks.replace(r#""alg":"ES256","#, "");
+        let secret = b"a secret published in the JWKS file";
+        let with_oct = without_alg.replace(
+            "]}",
+            &format!(
+                r#",{{"kty":"oct","kid":"hs","k":"{}"}}]}}"#,
+                base64::Engine::encode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, secret)
+            ),
+        );
+        let tokens = tokens(&with_oct, dir.path());
+        let claims = serde_json::json!({
+            "iss": "https://idp.example", "aud": "weft", "exp": now() + 600, "sub": "x",
+        });
+        assert!(tokens.verify(&token(&key, "ec", &claims)).is_ok());
+        let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256);
+        header.kid = Some("hs".to_owned());
+        let forged = jsonwebtoken::encode(
+            &header,
+            &claims,
+            &jsonwebtoken::EncodingKey::from_secret(secret),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert!(tokens.verify(&forged).is_err());
     }
 
     // Proves a rotated JWKS file is picked up, and one that does not load keeps the keys

@@ -81,23 +81,14 @@ impl Security {
         need: Need,
         cache: Option<(&str, &CacheConfig)>,
     ) -> Result<(), Denied> {
-        if !self.authorizes() {
+        if self.permits(subject, need, cache) {
             return Ok(());
         }
         let (permission, on_cache) = match need {
             Need::Nothing => return Ok(()),
-            // The caller asks for each database's cache in turn.
             Need::Cache(permission) | Need::EveryDatabase(permission) => (permission, cache),
             Need::Server(permission) => (permission, None),
         };
-        let admitted = match on_cache {
-            Some((_, config)) if !config.security.authorization.enabled => return Ok(()),
-            Some((_, config)) => config.security.authorization.admitted(),
-            None => None,
-        };
-        if subject.is_some_and(|subject| subject.allows(permission, admitted)) {
-            return Ok(());
-        }
         let denied = Denied {
             user: subject.map_or_else(|| "(anonymous)".to_owned(), |s| s.name.to_string()),
             permission,
@@ -116,6 +107,33 @@ impl Security {
     }
 }
 
+impl Security {
+    /// [`Security::authorize`]'s decision alone, with nothing logged: for a caller that acts
+    /// ahead of the request (and leaves the request's own check to refuse and log).
+    pub(crate) fn permits(
+        &self,
+        subject: Option<&Subject>,
+        need: Need,
+        cache: Option<(&str, &CacheConfig)>,
+    ) -> bool {
+        if !self.authorizes() {
+            return true;
+        }
+        let (permission, on_cache) = match need {
+            Need::Nothing => return true,
+            // The caller asks for each database's cache in turn.
+            Need::Cache(permission) | Need::EveryDatabase(permission) => (permission, cache),
+            Need::Server(permission) => (permission, None),
+        };
+        let admitted = match on_cache {
+            Some((_, config)) if !config.security.authorization.enabled => return true,
+            Some((_, config)) => config.security.authorization.admitted(),
+            None => None,
+        };
+        subject.is_some_and(|subject| subject.allows(permission, admitted))
+    }
+}
+
 /// A Hot Rod request's need. Admin tasks (`@@cache@create`…) are on the server.
 #[must_use]
 pub fn hotrod<B>(request: &Request<B>) -> Need {
@@ -126,8 +144,14 @@ pub fn hotrod<B>(request: &Request<B>) -> Need {
         | Request::GetWithVersion { .. }
         | Request::GetWithMetadata { .. }
         | Request::ContainsKey { .. }
-        | Request::GetAll { .. }
         | Request::GetStream { .. } => Cache(Permissions::READ),
+        // As Infinispan's secure cache: many entries at once.
+        Request::GetAll { .. } => Cache(Permissions::BULK_READ),
+        // A listener that asks for the current state is sent every entry first.
+        Request::AddClientListener {
+            include_current_state: true,
+            ..
+        } => Cache(Permissions::LISTEN.union(Permissions::BULK_READ)),
         Request::Put { .. }
         | Request::PutIfAbsent { .. }
         | Request::Replace { .. }
@@ -163,7 +187,8 @@ pub fn hotrod<B>(request: &Request<B>) -> Need {
 /// A RESP command's need, by its ACL categories as Redis gives them: `@read` commands READ,
 /// `@write` WRITE, `@keyspace` commands over the whole database (KEYS, SCAN, DBSIZE,
 /// RANDOMKEY) BULK_READ, FLUSHDB and FLUSHALL BULK_WRITE, `@pubsub` subscriptions LISTEN
-/// and publishing WRITE, `@admin` commands ADMIN, INFO MONITOR; `@connection` and
+/// and publishing WRITE (on the server: channels are not a database's), CLIENT TRACKING
+/// LISTEN on every database, `@admin` commands ADMIN, INFO MONITOR; `@connection` and
 /// `@transaction` housekeeping nothing.
 #[must_use]
 pub fn resp(spec: &CommandSpec, args: &[bytes::Bytes]) -> Need {
@@ -173,6 +198,8 @@ pub fn resp(spec: &CommandSpec, args: &[bytes::Bytes]) -> Need {
             .is_some_and(|sub| sub.eq_ignore_ascii_case(name.as_bytes()))
     };
     match spec.name {
+        // Tracking is told of writes to every database's keys (BCAST: any key at all).
+        "client" if sub("tracking") => EveryDatabase(Permissions::LISTEN),
         "ping" | "echo" | "hello" | "auth" | "quit" | "reset" | "select" | "time" | "command"
         | "multi" | "exec" | "discard" | "unwatch" | "cluster" | "client" | "unsubscribe"
         | "punsubscribe" | "sunsubscribe" => Nothing,
@@ -182,8 +209,9 @@ pub fn resp(spec: &CommandSpec, args: &[bytes::Bytes]) -> Need {
         "dbsize" | "keys" | "scan" | "randomkey" => Cache(Permissions::BULK_READ),
         "flushdb" => Cache(Permissions::BULK_WRITE),
         "flushall" => EveryDatabase(Permissions::BULK_WRITE),
-        "subscribe" | "psubscribe" | "ssubscribe" => Cache(Permissions::LISTEN),
-        "publish" | "spublish" => Cache(Permissions::WRITE),
+        // Channels are the server's, not a database's.
+        "subscribe" | "psubscribe" | "ssubscribe" => Server(Permissions::LISTEN),
+        "publish" | "spublish" => Server(Permissions::WRITE),
         "watch" => Cache(Permissions::READ),
         _ if spec.flags.contains(&"write") => Cache(Permissions::WRITE),
         _ if spec.flags.contains(&"readonly") => Cache(Permissions::READ),
@@ -322,7 +350,13 @@ pub fn rest(method: &Method, path: &str, action: Option<&str>) -> RestTarget {
         ["rest", "v2", "container", "stats"]
         | ["rest", "v2", "cache-managers", "default", "stats"]
         | ["rest", "v2", "cluster", ..] => (Server(Permissions::MONITOR), None),
-        _ => (Nothing, None),
+        // What the server is, and its health.
+        ["rest", "v2", "container" | "server"]
+        | ["rest", "v2", "cache-managers", "default"]
+        | ["rest", "v2", "container", "health", ..]
+        | ["rest", "v2", "cache-managers", "default", "health", ..] => (Nothing, None),
+        // A route this table does not know yet: only administrators.
+        _ => (Server(Permissions::ADMIN), None),
     };
     RestTarget {
         need,

@@ -74,7 +74,7 @@ pub enum SecurityError {
 /// Slows down addresses that fail to authenticate again and again: after a burst of
 /// [`FAILURES_BURST`] failures, an address gets one attempt every [`FAILURE_FORGIVEN_SECS`];
 /// attempts beyond that are refused at once, without checking (so they cost no hashing),
-/// whatever they present. A success forgets the address' failures.
+/// whatever they present. Failures are forgiven with time only, not by a success.
 #[derive(Debug, Default)]
 struct Throttle {
     addresses: Mutex<HashMap<IpAddr, (f64, Instant)>>,
@@ -115,9 +115,10 @@ impl Throttle {
         }
     }
 
-    fn succeeded(&self, address: IpAddr) {
-        self.addresses.lock().remove(&address);
-    }
+    /// A success does not forgive earlier failures: a client with one valid credential (its
+    /// own password, a token, a client certificate) could otherwise interleave it with
+    /// guesses and guess without limit. Failures are forgiven with time alone.
+    fn succeeded(&self, _address: IpAddr) {}
 }
 
 impl Security {
@@ -150,6 +151,13 @@ impl Security {
             }
             None => None,
         };
+        if let Some(jwt) = &section.jwt
+            && (jwt.audience.is_none() || jwt.issuer.is_none())
+        {
+            tracing::warn!(
+                "[security.jwt] names no issuer or no audience: tokens the provider issued for other applications are accepted too; set both"
+            );
+        }
         let tokens = match &section.jwt {
             Some(jwt) => Some(Arc::new(Tokens::open(TokenSettings {
                 jwks_file: jwt.jwks_file.clone(),
@@ -234,7 +242,8 @@ impl Security {
             return None;
         }
         let subject = match tokens.verify(token) {
-            Ok(subject) => Some(self.policy.resolve(subject)),
+            // Its groups grant roles, not its name: a provider may let anyone pick one.
+            Ok(subject) => Some(self.policy.resolve_groups(subject)),
             Err(error) => {
                 tracing::debug!(target: AUDIT, %peer, protocol, %error, "bearer token refused");
                 None
@@ -304,6 +313,11 @@ impl Security {
                 .remembered(user, password)
                 .or_else(|| off_the_workers(|| realm.authenticate_password(user, password)))
                 .map(|subject| self.policy.resolve(subject));
+        }
+        // The shared password is RESP's, for servers without users; with bearer tokens (and
+        // no users file) it is not a login of its own on the other protocols.
+        if self.tokens.is_some() {
+            return None;
         }
         let expected = self.password.as_ref()?;
         (user == DEFAULT_USER
@@ -416,6 +430,7 @@ impl Security {
                 .unwrap_or_else(|| Arc::new(Realm::of(weft_security::users::Users::default()))),
             exchange,
             slow: mechanism == sasl::PLAIN,
+            bearer: mechanism == sasl::OAUTHBEARER,
             peer,
             protocol,
         })
@@ -481,6 +496,8 @@ pub struct SaslExchange {
     exchange: Exchange,
     /// PLAIN: its one step hashes a password; SCRAM's steps are a few HMACs.
     slow: bool,
+    /// OAUTHBEARER: the user is a token's.
+    bearer: bool,
     peer: IpAddr,
     protocol: &'static str,
 }
@@ -504,7 +521,13 @@ impl SaslExchange {
         };
         let outcome = match outcome {
             Ok(Step::Done { subject, last }) => Ok(Step::Done {
-                subject: self.security.policy.resolve(subject),
+                // A bearer token's user gets the roles of its groups only (see
+                // `Security::authenticate_token`).
+                subject: if self.bearer {
+                    self.security.policy.resolve_groups(subject)
+                } else {
+                    self.security.policy.resolve(subject)
+                },
                 last,
             }),
             other => other,

@@ -92,7 +92,9 @@ fn start(dir: &std::path::Path) -> TestServer {
              [security.group-roles]\nreaders = [\"reader\"]\n\
              [caches.default]\nresp-database = 0\n\
              [caches.secret]\nresp-database = 1\n\
-             [caches.secret.security.authorization]\nroles = [\"admin\", \"observer\"]\n",
+             [caches.secret.security.authorization]\nroles = [\"admin\", \"observer\"]\n\
+             [caches.open]\nresp-database = 2\n\
+             [caches.open.security.authorization]\nenabled = false\n",
             users.display()
         ),
     )
@@ -510,4 +512,99 @@ fn bad_roles_refuse_to_start() {
             .unwrap();
         assert!(format!("{error:#}").contains(expected), "{error:#}");
     }
+}
+
+// Proves the ways around the table a review found are closed: a REST `action` given twice is
+// refused and an encoded one is read as the handlers read it; a Hot Rod iteration's id is
+// unguessable and useless to another user; CLIENT TRACKING (told of every database's writes)
+// needs LISTEN on every database; channels are the server's, whatever database is selected;
+// GET_ALL needs BULK_READ, as Infinispan's.
+#[test]
+fn tricks_do_not_get_around_the_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+
+    for path in [
+        "/rest/v2/caches/default?action=stats&action=entries",
+        "/rest/v2/caches/default?action=entries&action=stats",
+    ] {
+        assert_eq!(rest(&server, "mon", "GET", path, ""), 400, "{path}");
+    }
+    assert_eq!(
+        rest(
+            &server,
+            "mon",
+            "GET",
+            "/rest/v2/caches/default?%61ction=entries",
+            ""
+        ),
+        403
+    );
+    assert_eq!(
+        rest(
+            &server,
+            "obs",
+            "GET",
+            "/rest/v2/caches/default?%61ction=entries",
+            ""
+        ),
+        200
+    );
+
+    let mut ada = hotrod(&server, "ada");
+    let started = ada.call(Request::IterationStart {
+        segments: None,
+        filter: None,
+        batch_size: 10,
+        metadata: false,
+    });
+    assert_eq!(started.status(), Status::Success);
+    let id = started.reader().string().unwrap();
+    assert_eq!(id.len(), 32, "128 random bits: {id}");
+    let mut obs = hotrod(&server, "obs");
+    let stolen = obs.call(Request::IterationNext { id: id.clone() });
+    assert_eq!(stolen.status(), Status::InvalidIteration);
+    assert_eq!(
+        obs.call(Request::IterationEnd { id: id.clone() }).status(),
+        Status::InvalidIteration
+    );
+    assert_eq!(
+        ada.call(Request::IterationNext { id: id.clone() }).status(),
+        Status::Success,
+        "its owner goes on"
+    );
+    assert_eq!(
+        ada.call(Request::IterationEnd { id }).status(),
+        Status::Success
+    );
+    let get_all = Request::GetAll { keys: vec![b("k")] };
+    assert!(hotrod_denied(
+        &hotrod(&server, "rita").call(get_all.clone())
+    ));
+    assert_eq!(obs.call(get_all).status(), Status::Success);
+
+    // `app` may listen to database 0 but not to `secret` (database 1).
+    let mut app = resp(&server, "app");
+    assert!(resp_denied(
+        &app.call(&["CLIENT", "TRACKING", "ON", "BCAST"]),
+        "client|tracking"
+    ));
+    let mut ada_resp = resp(&server, "ada");
+    assert_eq!(
+        ada_resp.call(&["CLIENT", "TRACKING", "ON", "BCAST"]),
+        Frame::ok()
+    );
+    // `nobody` may do anything to `open` (authorization off for it), but channels are not
+    // that database's: no subscribing or publishing from it.
+    let mut nobody = resp(&server, "nobody");
+    assert_eq!(nobody.call(&["SELECT", "2"]), Frame::ok());
+    assert_eq!(nobody.call(&["SET", "mine", "v"]), Frame::ok());
+    assert!(resp_denied(
+        &nobody.call(&["PSUBSCRIBE", "*"]),
+        "psubscribe"
+    ));
+    assert!(resp_denied(
+        &nobody.call(&["PUBLISH", "ch", "forged"]),
+        "publish"
+    ));
 }

@@ -315,12 +315,19 @@ fn protected_mode_refuses_open_ports() {
 // Proves an authenticated RESP client reaches keys other members own: the command runs at
 // the owner as the client's user (ACL WHOAMI there would name it), not as an
 // unauthenticated session answering NOAUTH; and an unauthenticated client gets NOAUTH for
-// them too.
+// them too. A memcached flush_all from a client that may not clear the cache clears no
+// member (the others used to be cleared before the request was checked).
 #[test]
 fn authenticated_clients_reach_keys_other_members_own() {
     use common::cluster::{Addresses, Node, Resp};
     let dir = tempfile::tempdir().unwrap();
-    users_file(dir.path(), &[("alice", "alice-pw", &["application"])]);
+    users_file(
+        dir.path(),
+        &[
+            ("alice", "alice-pw", &["application"]),
+            ("olga", "olga-pw", &["observer"]),
+        ],
+    );
     let mut configs = Vec::new();
     for name in ["a", "b"] {
         let config = dir.path().join(format!("{name}.toml"));
@@ -376,6 +383,40 @@ fn authenticated_clients_reach_keys_other_members_own() {
     let mut anonymous = Resp::connect(a.client).unwrap();
     let error = anonymous.command(&[b"GET", b"k1"]).unwrap_err();
     assert!(error.to_string().contains("NOAUTH"), "{error}");
+
+    // memcached's flush_all clears the other members too: not for a client that may not.
+    let crlf = |answer: &[u8]| answer.ends_with(b"\r\n");
+    let mut nobody = std::net::TcpStream::connect(a.client).unwrap();
+    nobody
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    assert_eq!(
+        exchange(&mut nobody, b"flush_all\r\n", crlf),
+        b"CLIENT_ERROR unauthenticated\r\n"
+    );
+    let mut olga = std::net::TcpStream::connect(a.client).unwrap();
+    olga.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    assert_eq!(
+        exchange(&mut olga, b"set login 0 0 12\r\nolga olga-pw\r\n", crlf),
+        b"STORED\r\n"
+    );
+    let refused = exchange(&mut olga, b"flush_all\r\n", crlf);
+    assert!(
+        refused.starts_with(b"CLIENT_ERROR ISPN000287"),
+        "{refused:?}"
+    );
+    for i in 0..40 {
+        let key = format!("k{i}");
+        assert_eq!(
+            client
+                .command(&[b"GET", key.as_bytes()])
+                .unwrap()
+                .as_deref(),
+            Some(b"v".as_slice()),
+            "{key} survives refused flushes"
+        );
+    }
 }
 
 // Proves an address that fails to authenticate again and again is slowed down: after ten

@@ -15,7 +15,6 @@
 use std::collections::{HashMap, VecDeque};
 use std::iter::Peekable;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::{BufMut, BytesMut};
 use parking_lot::Mutex;
@@ -42,6 +41,9 @@ fn keys_only_filter(factory: &Factory) -> bool {
 
 struct Iteration {
     connection: u64,
+    /// The user that started it: only that user's connections may continue or end it (the
+    /// Java client may do so on another pooled connection).
+    owner: Option<Arc<str>>,
     cache: Cache,
     encoding: Encoding,
     pending: VecDeque<u32>,
@@ -126,7 +128,6 @@ fn same_segments(cache: &Cache, formats: Formats) -> bool {
 #[derive(Default)]
 pub(crate) struct Iterations {
     open: Mutex<HashMap<String, Arc<Mutex<Iteration>>>>,
-    next_id: AtomicU64,
 }
 
 impl std::fmt::Debug for Iterations {
@@ -138,8 +139,24 @@ impl std::fmt::Debug for Iterations {
 }
 
 impl Iterations {
-    /// Ends an iteration; false if the id is unknown.
-    pub(crate) fn end(&self, id: &str) -> bool {
+    /// Iteration `id`, if `connection`'s user started it.
+    fn get(&self, id: &str, connection: &Connection) -> Option<Arc<Mutex<Iteration>>> {
+        let iteration = self.open.lock().get(id).cloned()?;
+        let owner = iteration.lock().owner.clone();
+        let user = connection
+            .subject
+            .lock()
+            .as_ref()
+            .map(|subject| Arc::clone(&subject.name));
+        (owner == user).then_some(iteration)
+    }
+
+    /// Ends iteration `id` if `connection`'s user started it; false otherwise, or if the id
+    /// is unknown.
+    pub(crate) fn end(&self, id: &str, connection: &Connection) -> bool {
+        if self.get(id, connection).is_none() {
+            return false;
+        }
         self.open.lock().remove(id).is_some()
     }
 
@@ -222,6 +239,11 @@ pub(super) fn start(
         connection.context.cluster.is_some() && target.cache.config().mode.is_clustered();
     let iteration = Iteration {
         connection: connection.id,
+        owner: connection
+            .subject
+            .lock()
+            .as_ref()
+            .map(|subject| Arc::clone(&subject.name)),
         cache: target.cache.clone(),
         encoding: Encoding {
             formats: target.formats,
@@ -236,8 +258,9 @@ pub(super) fn start(
         batch: (batch_size as usize).clamp(1, BATCH_MAX),
     };
     let iterations = &connection.context.hotrod.iterations;
-    let n = iterations.next_id.fetch_add(1, Ordering::Relaxed);
-    let id = format!("{:08x}-{:016x}", connection.id, n);
+    // Unguessable: an id is all another client would need to read the iteration's cache.
+    let id = weft_security::credentials::unguessable_id()
+        .map_err(|error| Failure::server(error.to_string()))?;
     let mut open = iterations.open.lock();
     if open.len() >= ITERATIONS_MAX {
         return Err(Failure::server(format!(
@@ -255,15 +278,7 @@ pub(super) fn next(
     id: &str,
     out: &mut BytesMut,
 ) -> Result<(), Failure> {
-    let Some(iteration) = connection
-        .context
-        .hotrod
-        .iterations
-        .open
-        .lock()
-        .get(id)
-        .cloned()
-    else {
+    let Some(iteration) = connection.context.hotrod.iterations.get(id, connection) else {
         super::ops::plain_header(out, frame, Status::InvalidIteration);
         put_array(out, &[]);
         put_vint(out, 0);
@@ -366,15 +381,7 @@ pub(super) fn next_clustered(connection: &Arc<Connection>, frame: &Frame) -> boo
         return false;
     };
     let id = (*id).to_owned();
-    let Some(iteration) = connection
-        .context
-        .hotrod
-        .iterations
-        .open
-        .lock()
-        .get(&id)
-        .cloned()
-    else {
+    let Some(iteration) = connection.context.hotrod.iterations.get(&id, connection) else {
         return false;
     };
     let (cursor, batch, encoding, cache, client) = {

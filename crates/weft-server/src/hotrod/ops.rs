@@ -787,7 +787,7 @@ fn serve(connection: &Arc<Connection>, frame: &Frame, out: &mut BytesMut) -> Res
             return super::iteration::next(connection, frame, id, out);
         }
         Request::IterationEnd { id } => {
-            let status = if connection.context.hotrod.iterations.end(id) {
+            let status = if connection.context.hotrod.iterations.end(id, connection) {
                 Status::Success
             } else {
                 Status::InvalidIteration

@@ -134,6 +134,16 @@ impl Connection {
             .map_err(|denied| denied.to_string())
     }
 
+    /// Whether the client's user may run a command that needs `need` on this connection's
+    /// cache, with nothing logged.
+    pub(crate) fn permits(&self, need: crate::authorization::Need) -> bool {
+        self.context.security.permits(
+            self.subject.as_ref(),
+            need,
+            Some((self.cache.name(), self.cache.config())),
+        )
+    }
+
     pub(crate) fn store(&self) -> Store<'_> {
         let recording = matches!(*self.script.borrow(), Script::Recording(_));
         Store {
@@ -361,9 +371,15 @@ async fn serve_connection(
                 }
             };
             processed += 1;
+            // The other members are cleared ahead of the request, so only for a client that
+            // may (the request's own check then refuses the others, and logs it).
             if let Some(node) = &context.cluster
                 && connection.cache.config().mode.is_clustered()
                 && flushes_now(&request)
+                && connection.authenticated
+                && connection.permits(crate::authorization::Need::Cache(
+                    weft_security::authorization::Permissions::BULK_WRITE,
+                ))
                 && let Err(error) = node.clear_others(&connection.cache).await
             {
                 tracing::warn!(%error, "flush_all did not reach every node");

@@ -90,9 +90,13 @@ struct FullName<'a>(&'a table::CommandSpec, &'a [Bytes]);
 
 impl std::fmt::Display for FullName<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        /// Redis' container commands: their subcommands are commands of their own to ACLs.
+        const CONTAINERS: [&str; 8] = [
+            "acl", "client", "cluster", "command", "config", "memory", "object", "pubsub",
+        ];
         let FullName(spec, args) = *self;
         f.write_str(spec.name)?;
-        if !spec.subcommands.is_empty()
+        if (!spec.subcommands.is_empty() || CONTAINERS.contains(&spec.name))
             && let Some(sub) = args.get(1)
         {
             write!(f, "|{}", String::from_utf8_lossy(sub).to_ascii_lowercase())?;
