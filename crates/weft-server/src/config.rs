@@ -53,6 +53,10 @@ pub struct ServerSection {
     pub resp_multibulk_length_max: usize,
     /// Most connections served at once; further ones are closed on accept.
     pub connections_max: usize,
+    /// RESP databases (`SELECT 0` … `SELECT n-1`, Redis' `databases`). A database no cache
+    /// declares (`resp-database`) gets a local cache `db<n>` when first selected, configured
+    /// as database 0's; on a clustered server, declare them.
+    pub resp_databases: u32,
     /// Most connections served at once from one client IP address (loopback included);
     /// absent = a quarter of `connections_max` (see [`ServerSection::connections_per_address`]).
     pub connections_per_address_max: Option<usize>,
@@ -366,6 +370,7 @@ impl Default for ServerSection {
             resp_bulk_bytes_max: 512 << 20,
             resp_multibulk_length_max: 1024 * 1024,
             connections_max: 10_000,
+            resp_databases: RESP_DATABASES_DEFAULT,
             connections_per_address_max: None,
             first_request_timeout_secs: FIRST_REQUEST_TIMEOUT_SECS_DEFAULT,
             request_timeout_secs: REQUEST_TIMEOUT_SECS_DEFAULT,
@@ -525,6 +530,9 @@ pub struct ServerConfig {
     #[serde(default)]
     pub caches: BTreeMap<String, CacheConfig>,
 }
+
+/// RESP databases a server has unless configured otherwise (Redis' default).
+pub const RESP_DATABASES_DEFAULT: u32 = 16;
 
 /// The `[security]` section.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]

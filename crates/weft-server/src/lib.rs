@@ -82,11 +82,23 @@ pub struct ServerContext {
     pub routed: Arc<cluster::Routed>,
     /// TLS on the client ports, when `[server.tls]` is set.
     pub tls: Option<Arc<tls::Tls>>,
+    /// Redis' configuration parameters as CONFIG GET and SET see them.
+    pub(crate) redis_config: resp::commands::config::RedisConfig,
     /// How clients authenticate.
     pub security: Arc<security::Security>,
 }
 
 impl ServerContext {
+    /// Resets what CONFIG RESETSTAT resets: the commands and connections counted, and every
+    /// cache's statistics (hits, misses, stores…).
+    pub(crate) fn reset_statistics(&self) {
+        self.total_commands.store(0, Ordering::Relaxed);
+        self.total_connections.store(0, Ordering::Relaxed);
+        for cache in self.manager.caches() {
+            cache.reset_statistics();
+        }
+    }
+
     /// Asks the server to shut down (as SIGTERM does).
     pub fn request_shutdown(&self) {
         let _ = self.shutdown.send(true);
@@ -343,8 +355,10 @@ impl Server {
                 )));
         }
         let rest_router = weft_rest::router(rest_state);
+        let redis_config = resp::commands::config::RedisConfig::new(&config.server, local_addr);
         let context = Arc::new(ServerContext {
             manager,
+            redis_config,
             settings: config.server,
             started: Instant::now(),
             local_addr,

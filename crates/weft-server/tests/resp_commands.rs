@@ -183,7 +183,7 @@ fn select_databases() {
     assert_eq!(c.cmd("SELECT 1"), Frame::ok());
     assert_eq!(c.cmd("GET k"), Frame::NullBulk);
     assert_eq!(c.cmd("SET k one"), Frame::ok());
-    assert_eq!(c.cmd("SELECT 2"), err("ERR DB index is out of range"));
+    assert_eq!(c.cmd("SELECT 16"), err("ERR DB index is out of range"));
     assert_eq!(c.cmd("SELECT -1"), err("ERR DB index is out of range"));
     assert_eq!(c.cmd("SELECT x"), err(NOT_INTEGER));
     // Redis reads the index as a C int before looking the database up.
@@ -1160,4 +1160,119 @@ fn expiration_commands_respect_max_idle() {
     let persisted = metadata("moved");
     assert_eq!((persisted.lifespan_ms, persisted.max_idle_ms), (None, None));
     assert_eq!(c.cmd("TTL moved").int(), -1);
+}
+
+// Proves CONFIG answers as redis-server 7.0 does: GET by name, glob and several patterns
+// (a map in RESP3), the old names too; SET of one or several parameters, checked by kind, with
+// Redis' errors for unknown, malformed, immutable and repeated ones; RESETSTAT; REWRITE
+// without a configuration file; and that parameters Weft's own settings answer for read them.
+#[test]
+fn config_get_and_set() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    let port = server.addr.port().to_string();
+    assert_eq!(
+        c.call(&["CONFIG", "GET", "port"]),
+        Frame::Array(vec![bulk("port"), bulk(&port)])
+    );
+    assert_eq!(
+        c.call(&["CONFIG", "GET", "databases"]),
+        Frame::Array(vec![bulk("databases"), bulk("16")])
+    );
+    let maxmemory = c.call(&["CONFIG", "GET", "maxmemory*"]);
+    assert!(sorted_texts(&maxmemory).contains(&"maxmemory-policy".to_owned()));
+    assert_eq!(c.call(&["CONFIG", "SET", "maxmemory", "1mb"]), Frame::ok());
+    assert_eq!(
+        c.call(&["CONFIG", "GET", "maxmemory"]),
+        Frame::Array(vec![bulk("maxmemory"), bulk("1048576")])
+    );
+    assert_eq!(
+        c.call(&[
+            "CONFIG",
+            "SET",
+            "hash-max-ziplist-entries",
+            "64",
+            "hz",
+            "20"
+        ]),
+        Frame::ok()
+    );
+    assert_eq!(
+        c.call(&["CONFIG", "GET", "hash-max-listpack-entries"]),
+        Frame::Array(vec![bulk("hash-max-listpack-entries"), bulk("64")])
+    );
+    assert_eq!(
+        c.call(&["CONFIG", "GET", "hash-max-ziplist-entries"]),
+        Frame::Array(vec![bulk("hash-max-ziplist-entries"), bulk("64")])
+    );
+    assert_eq!(
+        c.call(&["CONFIG", "SET", "foo", "1"]),
+        err("ERR Unknown option or number of arguments for CONFIG SET - 'foo'")
+    );
+    assert_eq!(
+        c.call(&["CONFIG", "SET", "appendonly", "maybe"]),
+        err(
+            "ERR CONFIG SET failed (possibly related to argument 'appendonly') - argument must be 'yes' or 'no'"
+        )
+    );
+    assert_eq!(
+        c.call(&["CONFIG", "SET", "databases", "3"]),
+        err(
+            "ERR CONFIG SET failed (possibly related to argument 'databases') - can't set immutable config"
+        )
+    );
+    assert_eq!(
+        c.call(&["CONFIG", "SET", "hz", "5", "hz", "6"]),
+        err("ERR CONFIG SET failed (possibly related to argument 'hz') - duplicate parameter")
+    );
+    assert_eq!(
+        c.call(&["CONFIG", "SET", "port"]),
+        err("ERR wrong number of arguments for 'config|set' command")
+    );
+    assert_eq!(
+        c.call(&["CONFIG", "GET"]),
+        err("ERR wrong number of arguments for 'config|get' command")
+    );
+    assert_eq!(c.call(&["CONFIG", "RESETSTAT"]), Frame::ok());
+    assert_eq!(
+        c.call(&["CONFIG", "REWRITE"]),
+        err("ERR The server is running without a config file")
+    );
+    let all = c.call(&["CONFIG", "GET", "*"]);
+    assert!(
+        all.items().len() > 300,
+        "every parameter, with the old names"
+    );
+    let mut three = server.client();
+    three.call(&["HELLO", "3"]);
+    assert!(matches!(
+        three.call(&["CONFIG", "GET", "port", "databases"]),
+        Frame::Map(pairs) if pairs.len() == 2
+    ));
+}
+
+// Proves a server has Redis' 16 databases out of the box: each a cache of its own created
+// when first selected, FLUSHALL and INFO keyspace covering them, and database 16 out of range.
+#[test]
+fn sixteen_databases_by_default() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    assert_eq!(c.call(&["SET", "k", "zero"]), Frame::ok());
+    assert_eq!(c.call(&["SELECT", "15"]), Frame::ok());
+    assert_eq!(c.call(&["GET", "k"]), Frame::NullBulk);
+    assert_eq!(c.call(&["SET", "k", "fifteen"]), Frame::ok());
+    assert_eq!(
+        c.call(&["SELECT", "16"]),
+        err("ERR DB index is out of range")
+    );
+    let mut other = server.client();
+    assert_eq!(other.call(&["SELECT", "15"]), Frame::ok());
+    assert_eq!(other.call(&["GET", "k"]), bulk("fifteen"));
+    let info = other.call(&["INFO", "keyspace"]).text();
+    assert!(info.contains("db0:keys=1"), "{info}");
+    assert!(info.contains("db15:keys=1"), "{info}");
+    assert_eq!(other.call(&["FLUSHALL"]), Frame::ok());
+    assert_eq!(other.call(&["DBSIZE"]), int(0));
+    assert_eq!(c.call(&["SELECT", "0"]), Frame::ok());
+    assert_eq!(c.call(&["DBSIZE"]), int(0));
 }

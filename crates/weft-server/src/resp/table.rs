@@ -6,8 +6,8 @@ use std::sync::LazyLock;
 use bytes::Bytes;
 
 use super::commands::{
-    cluster, connection, counters, expire, hashes, keys, lists, pubsub, server, sets, strings,
-    transactions, zsets, zsets_algebra,
+    cluster, config, connection, counters, expire, hashes, keys, lists, pubsub, server, sets,
+    strings, transactions, zsets, zsets_algebra,
 };
 use super::{Reply, Session};
 
@@ -208,6 +208,20 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("pubsub", -2, &[], NO_KEYS, pubsub::pubsub),
     // server
     spec("info", -1, ADMIN, NO_KEYS, server::info),
+    spec(
+        "config",
+        -2,
+        &["admin", "noscript", "loading", "stale"],
+        NO_KEYS,
+        config::config,
+    )
+    .with_subcommands(&[
+        ("GET", -3),
+        ("HELP", 2),
+        ("RESETSTAT", 2),
+        ("REWRITE", 2),
+        ("SET", -4),
+    ]),
     spec("command", -1, ADMIN, NO_KEYS, server::command),
     spec("dbsize", 1, READ, NO_KEYS, server::dbsize),
     spec(

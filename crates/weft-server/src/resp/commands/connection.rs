@@ -227,7 +227,7 @@ pub fn select(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
     }
     let cache = u32::try_from(database)
         .ok()
-        .and_then(|database| session.context.manager.cache_for_resp_database(database));
+        .and_then(|database| database_cache(session, database));
     match cache {
         Some(cache) => {
             session.cache = cache;
@@ -235,6 +235,36 @@ pub fn select(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
             reply.ok();
         }
         None => reply.error("ERR DB index is out of range"),
+    }
+}
+
+/// The cache of RESP database `database`: the one declared for it, or — on a server that is
+/// not clustered, for a database below `resp-databases` — a local cache `db<n>` created now,
+/// configured as database 0's (its stores, expiration, memory bounds).
+fn database_cache(session: &Session, database: u32) -> Option<weft_core::Cache> {
+    let manager = &session.context.manager;
+    if let Some(cache) = manager.cache_for_resp_database(database) {
+        return Some(cache);
+    }
+    if database >= session.context.settings.resp_databases || session.context.cluster.is_some() {
+        return None;
+    }
+    let mut config = manager.cache_for_resp_database(0)?.config().clone();
+    config.resp_database = Some(database);
+    // Its stores are its own: named after it, not database 0's directory or table.
+    for store in &mut config.persistence.stores {
+        store.path = None;
+        store.table = None;
+    }
+    let name = format!("db{database}");
+    match manager.get_or_create_cache(&name, config) {
+        // A cache of that name the user made for something else is not taken over.
+        Ok(cache) if cache.config().resp_database == Some(database) => Some(cache),
+        Ok(_) => None,
+        Err(error) => {
+            tracing::warn!(%error, database, "RESP database not created");
+            None
+        }
     }
 }
 

@@ -4,6 +4,7 @@
 
 pub mod cluster;
 pub mod collections;
+pub mod config;
 pub mod connection;
 pub mod counters;
 pub mod expire;
