@@ -38,6 +38,62 @@ pub const INTSET_ENTRIES_MAX: usize = 512;
 /// Redis' `zset-max-listpack-entries`.
 pub const ZSET_LISTPACK_ENTRIES_MAX: usize = 128;
 
+/// Redis' encoding thresholds in force, process-wide as redis-server's own configuration
+/// (its `CONFIG SET hash-max-listpack-entries …`): a structure changes to its large form when
+/// a write takes it past them; one already large stays so. They start at the defaults above.
+pub mod limits {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    static HASH_ENTRIES: AtomicUsize = AtomicUsize::new(super::HASH_LISTPACK_ENTRIES_MAX);
+    static HASH_VALUE: AtomicUsize = AtomicUsize::new(super::LISTPACK_VALUE_BYTES_MAX);
+    static INTSET_ENTRIES: AtomicUsize = AtomicUsize::new(super::INTSET_ENTRIES_MAX);
+    static ZSET_ENTRIES: AtomicUsize = AtomicUsize::new(super::ZSET_LISTPACK_ENTRIES_MAX);
+    static ZSET_VALUE: AtomicUsize = AtomicUsize::new(super::LISTPACK_VALUE_BYTES_MAX);
+
+    /// A threshold, by Redis' parameter name.
+    fn of(name: &str) -> Option<&'static AtomicUsize> {
+        match name {
+            "hash-max-listpack-entries" => Some(&HASH_ENTRIES),
+            "hash-max-listpack-value" => Some(&HASH_VALUE),
+            "set-max-intset-entries" => Some(&INTSET_ENTRIES),
+            "zset-max-listpack-entries" => Some(&ZSET_ENTRIES),
+            "zset-max-listpack-value" => Some(&ZSET_VALUE),
+            _ => None,
+        }
+    }
+
+    /// Sets the threshold Redis names `name` (`hash-max-listpack-entries`,
+    /// `hash-max-listpack-value`, `set-max-intset-entries`, `zset-max-listpack-entries`,
+    /// `zset-max-listpack-value`); false for another name.
+    pub fn set(name: &str, value: usize) -> bool {
+        of(name).is_some_and(|limit| {
+            limit.store(value, Ordering::Relaxed);
+            true
+        })
+    }
+
+    pub(super) fn hash_entries() -> usize {
+        HASH_ENTRIES.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn hash_value() -> usize {
+        HASH_VALUE.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn intset_entries() -> usize {
+        INTSET_ENTRIES.load(Ordering::Relaxed)
+    }
+
+    /// `zset-max-listpack-entries` in force.
+    pub fn zset_entries() -> usize {
+        ZSET_ENTRIES.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn zset_value() -> usize {
+        ZSET_VALUE.load(Ordering::Relaxed)
+    }
+}
+
 /// Estimated heap bytes per element beyond its own bytes (table slot or node, `Bytes`
 /// headers, allocator rounding).
 const ELEMENT_OVERHEAD_BYTES: usize = 48;
@@ -584,8 +640,7 @@ impl HashValue {
 
     /// Sets `field` to `value`; returns the previous value. A new field goes last.
     pub fn insert(&mut self, field: Bytes, value: Bytes) -> Option<Bytes> {
-        if !self.large
-            && (field.len() > LISTPACK_VALUE_BYTES_MAX || value.len() > LISTPACK_VALUE_BYTES_MAX)
+        if !self.large && (field.len() > limits::hash_value() || value.len() > limits::hash_value())
         {
             self.convert();
         }
@@ -608,7 +663,7 @@ impl HashValue {
             self.table.insert_new((field, value));
         } else {
             self.pairs.push((field, value));
-            if self.pairs.len() > HASH_LISTPACK_ENTRIES_MAX {
+            if self.pairs.len() > limits::hash_entries() {
                 self.convert();
             }
         }
@@ -619,7 +674,7 @@ impl HashValue {
     /// pass slices of a request, which a stored element must not keep alive); true when
     /// the field is new.
     pub fn set(&mut self, field: &[u8], value: Bytes) -> bool {
-        if !self.large && value.len() > LISTPACK_VALUE_BYTES_MAX {
+        if !self.large && value.len() > limits::hash_value() {
             self.convert();
         }
         let slot = if self.large {
@@ -885,7 +940,7 @@ impl SetValue {
                     };
                     self.bytes += ELEMENT_OVERHEAD_BYTES + member.len();
                     self.ints.insert(at, (value, member));
-                    if self.ints.len() > INTSET_ENTRIES_MAX {
+                    if self.ints.len() > limits::intset_entries() {
                         self.convert();
                     }
                     return true;
@@ -1102,8 +1157,8 @@ impl SortedSetValue {
             return Some(old);
         }
         if !self.large
-            && (self.scores.len() + 1 > ZSET_LISTPACK_ENTRIES_MAX
-                || member.len() > LISTPACK_VALUE_BYTES_MAX)
+            && (self.scores.len() + 1 > limits::zset_entries()
+                || member.len() > limits::zset_value())
         {
             self.large = true;
         }
@@ -1178,11 +1233,11 @@ impl SortedSetValue {
     /// fits its limits (scores of -0 become 0 then).
     pub fn compact_if_small(&mut self) {
         if !self.large
-            || self.len() > ZSET_LISTPACK_ENTRIES_MAX
+            || self.len() > limits::zset_entries()
             || self
                 .order
                 .iter()
-                .any(|(_, member)| member.len() > LISTPACK_VALUE_BYTES_MAX)
+                .any(|(_, member)| member.len() > limits::zset_value())
         {
             return;
         }

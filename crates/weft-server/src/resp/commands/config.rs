@@ -493,6 +493,10 @@ fn set(session: &Session, pairs: &[Bytes], reply: &mut Reply<'_>) {
     }
     let mut values = session.context.redis_config.values.lock();
     for (name, value) in changes {
+        // The encoding thresholds Weft's structures follow (the rest is remembered only).
+        if let Ok(limit) = value.parse::<usize>() {
+            weft_core::structure::limits::set(name, limit);
+        }
         values.insert(name, value);
     }
     reply.ok();

@@ -15,7 +15,7 @@ use std::ops::Bound;
 
 use bytes::Bytes;
 use weft_core::Structure;
-use weft_core::structure::{SortedSetValue, ZSET_LISTPACK_ENTRIES_MAX};
+use weft_core::structure::{SortedSetValue, limits};
 
 use super::collections::{self, ScanOptions, scan_cursor, scan_reply};
 use super::hashes::random_pick_args;
@@ -726,8 +726,7 @@ pub fn zrangestore(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>)
     };
     let result = collections::read::<SortedSetValue, _>(session, &args[2], |zset| {
         let members = zset.map(|zset| select(zset, &request)).unwrap_or_default();
-        let mut result = if request.by == RangeBy::Rank && members.len() > ZSET_LISTPACK_ENTRIES_MAX
-        {
+        let mut result = if request.by == RangeBy::Rank && members.len() > limits::zset_entries() {
             SortedSetValue::new_large()
         } else {
             SortedSetValue::default()
