@@ -1187,3 +1187,49 @@ fn sixteen_databases_by_default() {
     assert_eq!(c.call(&["SELECT", "0"]), Frame::ok());
     assert_eq!(c.call(&["DBSIZE"]), int(0));
 }
+
+// Proves COPY and MOVE as redis-server 7.0: values and structures copied with their time to
+// live, REPLACE, another database, and Redis' answers for a missing source, an existing
+// destination, the same object, a bad database and a syntax error.
+#[test]
+fn copy_and_move() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    assert_eq!(c.cmd("SET s v EX 100"), Frame::ok());
+    assert_eq!(c.cmd("RPUSH l a b"), int(2));
+    assert_eq!(c.cmd("COPY s s2"), int(1));
+    assert_eq!(c.cmd("GET s2"), bulk("v"));
+    assert!(matches!(c.cmd("TTL s2"), Frame::Integer(t) if t > 90));
+    assert_eq!(c.cmd("COPY s s2"), int(0));
+    assert_eq!(c.cmd("COPY l s2 REPLACE"), int(1));
+    assert_eq!(c.cmd("RPUSH s2 c"), int(3));
+    assert_eq!(
+        c.cmd("LLEN l"),
+        int(2),
+        "the copy is a structure of its own"
+    );
+    assert_eq!(c.cmd("COPY nothing x"), int(0));
+    assert_eq!(
+        c.cmd("COPY s s"),
+        err("ERR source and destination objects are the same")
+    );
+    assert_eq!(c.cmd("COPY s s DB 3"), int(1));
+    assert_eq!(c.cmd("COPY s x DB 16"), err("ERR DB index is out of range"));
+    assert_eq!(c.cmd("COPY s x FOO"), err(SYNTAX));
+    assert_eq!(c.cmd("MOVE l 3"), int(1));
+    assert_eq!(c.cmd("EXISTS l"), int(0));
+    assert_eq!(c.cmd("MOVE s 3"), int(0), "s exists in database 3");
+    assert_eq!(c.cmd("EXISTS s"), int(1));
+    assert_eq!(
+        c.cmd("MOVE s 0"),
+        err("ERR source and destination objects are the same")
+    );
+    assert_eq!(c.cmd("MOVE s x"), err(NOT_INTEGER));
+    assert_eq!(c.cmd("MOVE nothing 3"), int(0));
+    assert_eq!(c.cmd("SELECT 3"), Frame::ok());
+    assert_eq!(
+        c.cmd("LRANGE l 0 -1"),
+        Frame::Array(vec![bulk("a"), bulk("b")])
+    );
+    assert_eq!(c.cmd("GET s"), bulk("v"));
+}

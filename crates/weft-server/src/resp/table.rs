@@ -309,6 +309,8 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("rename", 3, &["write"], TWO_KEYS, keys::rename),
     spec("renamenx", 3, &["write", "fast"], TWO_KEYS, keys::renamenx),
     spec("touch", -2, READ, ALL_KEYS, keys::touch),
+    spec("copy", -3, WRITE, TWO_KEYS, keys::copy),
+    spec("move", 3, &["write", "fast"], ONE_KEY, keys::move_),
     // lists
     spec("lpush", -3, WRITE_FAST, ONE_KEY, lists::lpush),
     spec("rpush", -3, WRITE_FAST, ONE_KEY, lists::rpush),

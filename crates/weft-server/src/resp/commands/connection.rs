@@ -241,7 +241,7 @@ pub fn select(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
 /// The cache of RESP database `database`: the one declared for it, or — on a server that is
 /// not clustered, for a database below `resp-databases` — a local cache `db<n>` created now,
 /// configured as database 0's (its stores, expiration, memory bounds).
-fn database_cache(session: &Session, database: u32) -> Option<weft_core::Cache> {
+pub(crate) fn database_cache(session: &Session, database: u32) -> Option<weft_core::Cache> {
     let manager = &session.context.manager;
     if let Some(cache) = manager.cache_for_resp_database(database) {
         return Some(cache);

@@ -406,6 +406,150 @@ pub fn renamenx(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
     rename_generic(session, args, reply, true);
 }
 
+/// The cache of database `raw` (a C int, as Redis reads it) for COPY's DB and MOVE, checked
+/// as Redis checks it; and that the client may WRITE there (the command table checked only
+/// the selected database).
+fn other_database(
+    session: &Session,
+    raw: &[u8],
+    command: &str,
+) -> Result<(u32, weft_core::Cache), String> {
+    let Some(database) = weft_resp::parse_i64_strict(raw) else {
+        return Err(errors::NOT_INTEGER.to_owned());
+    };
+    let cache = u32::try_from(database)
+        .ok()
+        .filter(|_| i32::try_from(database).is_ok())
+        .and_then(|database| {
+            super::connection::database_cache(session, database).map(|cache| (database, cache))
+        });
+    let Some((database, cache)) = cache else {
+        return Err("ERR DB index is out of range".to_owned());
+    };
+    let security = &session.context.security;
+    if security.authorizes()
+        && security
+            .authorize(
+                session.subject.as_ref(),
+                "RESP",
+                command,
+                crate::authorization::Need::Cache(weft_security::authorization::Permissions::WRITE),
+                Some((cache.name(), cache.config())),
+            )
+            .is_err()
+    {
+        return Err(format!(
+            "NOPERM this user has no permissions to run the '{command}' command"
+        ));
+    }
+    Ok((database, cache))
+}
+
+/// Copies `entry` (a structure as a cell of its own) to `to` in `target`, unless `to` exists
+/// and `replace` is false; whether it did.
+fn copy_entry(
+    session: &Session,
+    target: &weft_core::Cache,
+    entry: &weft_core::CacheEntry,
+    to: &Bytes,
+    replace: bool,
+) -> Result<bool, weft_core::CacheError> {
+    let expiry = expiry_of(entry, session.cache.clock().now_ms());
+    let value = match entry.structure() {
+        Some(cell) => NewValue::Structure(StructureCell::new(cell.lock().clone())),
+        None => NewValue::of(entry),
+    };
+    target.compute(to, &WriteOptions::default(), |existing| {
+        if existing.is_some() && !replace {
+            Compute::Keep(false)
+        } else {
+            Compute::PutValue(value, expiry, true)
+        }
+    })
+}
+
+/// `COPY source destination [DB destination-db] [REPLACE]`: 1 if copied, 0 if the source is
+/// missing or the destination exists (without REPLACE).
+pub fn copy(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
+    let (from, to) = (&args[1], &args[2]);
+    let mut target = None;
+    let mut replace = false;
+    let mut i = 3;
+    while i < args.len() {
+        if is(&args[i], "replace") {
+            replace = true;
+            i += 1;
+        } else if is(&args[i], "db") && i + 1 < args.len() {
+            if session.context.cluster.is_some() {
+                return reply
+                    .error("ERR Copying to another database is not allowed in cluster mode");
+            }
+            match other_database(session, &args[i + 1], "copy") {
+                Ok(found) => target = Some(found),
+                Err(error) => return reply.error(&error),
+            }
+            i += 2;
+        } else {
+            return reply.error(errors::SYNTAX);
+        }
+    }
+    let same_database = target
+        .as_ref()
+        .is_none_or(|(database, _)| *database == session.database);
+    if same_database && from == to {
+        return reply.error("ERR source and destination objects are the same");
+    }
+    let entry = match session.cache.get_entry(from) {
+        Ok(Some(entry)) => entry,
+        Ok(None) => return reply.integer(0),
+        Err(error) => return cache_error(reply, &error),
+    };
+    let target = target.map_or_else(|| session.cache.clone(), |(_, cache)| cache);
+    match copy_entry(session, &target, &entry, to, replace) {
+        Ok(true) => {
+            if same_database && entry.structure().is_some() {
+                super::lists::signal_stored(session, to);
+            }
+            reply.integer(1);
+        }
+        Ok(false) => reply.integer(0),
+        Err(error) => cache_error(reply, &error),
+    }
+}
+
+/// `MOVE key db`: 1 if moved, 0 if the key is missing here or exists there.
+pub fn move_(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
+    if session.context.cluster.is_some() {
+        return reply.error("ERR MOVE is not allowed in cluster mode");
+    }
+    let (database, target) = match other_database(session, &args[2], "move") {
+        Ok(found) => found,
+        Err(error) => return reply.error(&error),
+    };
+    if database == session.database {
+        return reply.error("ERR source and destination objects are the same");
+    }
+    let key = &args[1];
+    let entry = match session.cache.get_entry(key) {
+        Ok(Some(entry)) => entry,
+        Ok(None) => return reply.integer(0),
+        Err(error) => return cache_error(reply, &error),
+    };
+    match copy_entry(session, &target, &entry, key, false) {
+        Ok(true) => {}
+        Ok(false) => return reply.integer(0),
+        Err(error) => return cache_error(reply, &error),
+    }
+    if let Err(error) =
+        session
+            .cache
+            .remove_if_version(key, entry.version(), &WriteOptions::default())
+    {
+        return cache_error(reply, &error);
+    }
+    reply.integer(1);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
