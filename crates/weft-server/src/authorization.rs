@@ -204,7 +204,7 @@ pub fn resp(spec: &CommandSpec, args: &[bytes::Bytes]) -> Need {
         | "multi" | "exec" | "discard" | "unwatch" | "cluster" | "client" | "unsubscribe"
         | "punsubscribe" | "sunsubscribe" => Nothing,
         "acl" if sub("whoami") => Nothing,
-        "acl" | "config" => Server(Permissions::ADMIN),
+        "acl" | "config" | "slowlog" => Server(Permissions::ADMIN),
         "info" | "pubsub" => Server(Permissions::MONITOR),
         "dbsize" | "keys" | "scan" | "randomkey" => Cache(Permissions::BULK_READ),
         "flushdb" => Cache(Permissions::BULK_WRITE),
@@ -442,7 +442,7 @@ mod tests {
     fn every_resp_command_has_a_need() {
         for spec in COMMANDS {
             let need = resp(spec, &[bytes::Bytes::from_static(spec.name.as_bytes())]);
-            if !matches!(spec.name, "acl" | "config") {
+            if !matches!(spec.name, "acl" | "config" | "slowlog") {
                 assert_ne!(
                     need,
                     Need::Server(Permissions::ADMIN),

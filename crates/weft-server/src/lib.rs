@@ -84,6 +84,8 @@ pub struct ServerContext {
     pub tls: Option<Arc<tls::Tls>>,
     /// Redis' configuration parameters as CONFIG GET and SET see them.
     pub(crate) redis_config: resp::commands::config::RedisConfig,
+    /// RESP commands slower than `slowlog-log-slower-than`.
+    pub(crate) slowlog: resp::commands::slowlog::SlowLog,
     /// How clients authenticate.
     pub security: Arc<security::Security>,
 }
@@ -359,6 +361,7 @@ impl Server {
         let context = Arc::new(ServerContext {
             manager,
             redis_config,
+            slowlog: resp::commands::slowlog::SlowLog::default(),
             settings: config.server,
             started: Instant::now(),
             local_addr,

@@ -1233,3 +1233,60 @@ fn copy_and_move() {
     );
     assert_eq!(c.cmd("GET s"), bulk("v"));
 }
+
+// Proves SLOWLOG as redis-server 7.0: with `slowlog-log-slower-than 0` every command is kept,
+// newest first, as [id, time, microseconds, arguments, client address, client name], long
+// arguments and long argument lists cut as Redis cuts them; `slowlog-max-len` bounds it,
+// RESET empties it, a negative threshold keeps nothing.
+#[test]
+fn slowlog_keeps_slow_commands() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    assert_eq!(
+        c.call(&["CONFIG", "SET", "slowlog-log-slower-than", "0"]),
+        Frame::ok()
+    );
+    assert_eq!(c.call(&["SLOWLOG", "RESET"]), Frame::ok());
+    c.call(&["CLIENT", "SETNAME", "tester"]);
+    let long = "x".repeat(200);
+    c.call(&["SET", "k", &long]);
+    let entries = c.call(&["SLOWLOG", "GET", "1"]);
+    let entry = &entries.items()[0];
+    let fields = entry.items();
+    assert_eq!(fields.len(), 6);
+    let arguments = fields[3].items();
+    assert_eq!(arguments[0], bulk("SET"));
+    assert_eq!(
+        arguments[2].text(),
+        format!("{}... (72 more bytes)", "x".repeat(128))
+    );
+    assert_eq!(fields[5], bulk("tester"));
+    let many: Vec<String> = std::iter::once("DEL".to_owned())
+        .chain((0..40).map(|i| format!("k{i}")))
+        .collect();
+    c.call(&many);
+    let entries = c.call(&["SLOWLOG", "GET", "1"]);
+    let arguments = entries.items()[0].items()[3].items();
+    assert_eq!(arguments.len(), 32);
+    assert_eq!(arguments[31], bulk("... (10 more arguments)"));
+    assert!(matches!(c.call(&["SLOWLOG", "LEN"]), Frame::Integer(n) if n >= 2));
+    assert_eq!(
+        c.call(&["SLOWLOG", "GET", "-2"]),
+        err("ERR count should be greater than or equal to -1")
+    );
+    assert_eq!(
+        c.call(&["CONFIG", "SET", "slowlog-max-len", "2"]),
+        Frame::ok()
+    );
+    for _ in 0..5 {
+        c.call(&["PING"]);
+    }
+    assert_eq!(c.call(&["SLOWLOG", "LEN"]), int(2));
+    assert_eq!(
+        c.call(&["CONFIG", "SET", "slowlog-log-slower-than", "-1"]),
+        Frame::ok()
+    );
+    assert_eq!(c.call(&["SLOWLOG", "RESET"]), Frame::ok());
+    c.call(&["PING"]);
+    assert_eq!(c.call(&["SLOWLOG", "LEN"]), int(0));
+}

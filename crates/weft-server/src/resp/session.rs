@@ -441,6 +441,15 @@ impl Session {
                 });
                 return;
             }
+        } else if self.context.slowlog.enabled() && !spec.flags.contains(&"skip-slowlog") {
+            let started = std::time::Instant::now();
+            (spec.handler)(self, args, reply);
+            let took = started.elapsed();
+            // Credentials never reach the log.
+            if !matches!(spec.name, "auth" | "hello" | "acl") {
+                let context = Arc::clone(&self.context);
+                context.slowlog.record(self, args, took);
+            }
         } else {
             (spec.handler)(self, args, reply);
         }

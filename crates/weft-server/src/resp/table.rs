@@ -7,7 +7,7 @@ use bytes::Bytes;
 
 use super::commands::{
     cluster, config, connection, counters, expire, hashes, keys, lists, pubsub, server, sets,
-    strings, transactions, zsets, zsets_algebra,
+    slowlog, strings, transactions, zsets, zsets_algebra,
 };
 use super::{Reply, Session};
 
@@ -208,6 +208,14 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("pubsub", -2, &[], NO_KEYS, pubsub::pubsub),
     // server
     spec("info", -1, ADMIN, NO_KEYS, server::info),
+    spec(
+        "slowlog",
+        -2,
+        &["admin", "loading", "stale"],
+        NO_KEYS,
+        slowlog::slowlog,
+    )
+    .with_subcommands(&[("GET", -2), ("HELP", 2), ("LEN", 2), ("RESET", 2)]),
     spec(
         "config",
         -2,

@@ -497,6 +497,7 @@ fn set(session: &Session, pairs: &[Bytes], reply: &mut Reply<'_>) {
         if let Ok(limit) = value.parse::<usize>() {
             weft_core::structure::limits::set(name, limit);
         }
+        session.context.slowlog.configure(name, &value);
         values.insert(name, value);
     }
     reply.ok();

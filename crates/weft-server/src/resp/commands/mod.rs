@@ -15,6 +15,7 @@ pub mod lists;
 pub mod pubsub;
 pub mod server;
 pub mod sets;
+pub mod slowlog;
 pub mod strings;
 pub mod tracking;
 pub mod transactions;
