@@ -415,6 +415,8 @@ impl Session {
             return;
         }
         self.last_command = spec.name;
+        let started = (self.context.slowlog.enabled() && !spec.flags.contains(&"skip-slowlog"))
+            .then(std::time::Instant::now);
         let clustered = self.context.cluster.is_some()
             && !self.forwarded
             && !self.executing
@@ -441,17 +443,15 @@ impl Session {
                 });
                 return;
             }
-        } else if self.context.slowlog.enabled() && !spec.flags.contains(&"skip-slowlog") {
-            let started = std::time::Instant::now();
-            (spec.handler)(self, args, reply);
-            let took = started.elapsed();
-            // Credentials never reach the log.
-            if !matches!(spec.name, "auth" | "hello" | "acl") {
-                let context = Arc::clone(&self.context);
-                context.slowlog.record(self, args, took);
-            }
         } else {
             (spec.handler)(self, args, reply);
+        }
+        // Credentials never reach the log; EXEC's commands are timed themselves.
+        if let Some(started) = started
+            && !matches!(spec.name, "auth" | "hello" | "acl")
+        {
+            let context = Arc::clone(&self.context);
+            context.slowlog.record(self, args, started.elapsed());
         }
         tracking::after_command(self, spec, args);
     }
