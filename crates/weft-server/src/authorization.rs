@@ -205,6 +205,9 @@ pub fn resp(spec: &CommandSpec, args: &[bytes::Bytes]) -> Need {
         | "punsubscribe" | "sunsubscribe" => Nothing,
         "acl" if sub("whoami") => Nothing,
         "acl" | "config" | "slowlog" => Server(Permissions::ADMIN),
+        // Function libraries are the server's: flushing them is a write of its, listing a read.
+        "function" if sub("list") => Server(Permissions::EXEC),
+        "function" => Server(Permissions::ADMIN),
         "info" | "pubsub" => Server(Permissions::MONITOR),
         "dbsize" | "keys" | "scan" | "randomkey" => Cache(Permissions::BULK_READ),
         "flushdb" => Cache(Permissions::BULK_WRITE),
@@ -442,7 +445,7 @@ mod tests {
     fn every_resp_command_has_a_need() {
         for spec in COMMANDS {
             let need = resp(spec, &[bytes::Bytes::from_static(spec.name.as_bytes())]);
-            if !matches!(spec.name, "acl" | "config" | "slowlog") {
+            if !matches!(spec.name, "acl" | "config" | "slowlog" | "function") {
                 assert_ne!(
                     need,
                     Need::Server(Permissions::ADMIN),

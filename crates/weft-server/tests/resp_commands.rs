@@ -1290,3 +1290,22 @@ fn slowlog_keeps_slow_commands() {
     c.call(&["PING"]);
     assert_eq!(c.call(&["SLOWLOG", "LEN"]), int(0));
 }
+
+// Proves FUNCTION FLUSH and LIST answer as redis-server 7.0 with no libraries loaded (Weft
+// loads none yet), and FUNCTION LOAD is an unknown subcommand rather than a pretence.
+#[test]
+fn function_flush_and_list() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    assert_eq!(c.cmd("FUNCTION FLUSH"), Frame::ok());
+    assert_eq!(c.cmd("FUNCTION FLUSH ASYNC"), Frame::ok());
+    assert_eq!(
+        c.cmd("FUNCTION FLUSH NOW"),
+        err("ERR FUNCTION FLUSH only supports SYNC|ASYNC option")
+    );
+    assert_eq!(c.cmd("FUNCTION LIST"), Frame::Array(vec![]));
+    assert_eq!(
+        c.cmd("FUNCTION LOAD x"),
+        err("ERR unknown subcommand 'LOAD'. Try FUNCTION HELP.")
+    );
+}

@@ -208,6 +208,11 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("pubsub", -2, &[], NO_KEYS, pubsub::pubsub),
     // server
     spec("info", -1, ADMIN, NO_KEYS, server::info),
+    spec("function", -2, &["noscript"], NO_KEYS, server::function).with_subcommands(&[
+        ("FLUSH", -2),
+        ("HELP", 2),
+        ("LIST", -2),
+    ]),
     spec(
         "slowlog",
         -2,

@@ -254,3 +254,42 @@ pub fn time(_session: &mut Session, _args: &[Bytes], reply: &mut Reply<'_>) {
     reply.bulk(now.as_secs().to_string().as_bytes());
     reply.bulk(now.subsec_micros().to_string().as_bytes());
 }
+
+/// FUNCTION FLUSH [ASYNC|SYNC] and FUNCTION LIST: Weft loads no function libraries yet (no
+/// Lua), so there are none to flush or list. Redis' own test suite flushes functions before
+/// each unit; clients list them.
+pub fn function(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
+    let _ = session;
+    let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
+    match sub.as_str() {
+        "flush" => match args.get(2) {
+            None => reply.ok(),
+            Some(mode)
+                if mode.eq_ignore_ascii_case(b"async") || mode.eq_ignore_ascii_case(b"sync") =>
+            {
+                reply.ok();
+            }
+            Some(_) => reply.error("ERR FUNCTION FLUSH only supports SYNC|ASYNC option"),
+        },
+        "list" => {
+            // Options (LIBRARYNAME pattern, WITHCODE) filter libraries; there are none.
+            reply.array(0);
+        }
+        _ => {
+            let help = [
+                "FUNCTION <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "LIST [LIBRARYNAME PATTERN] [WITHCODE]",
+                "    Return general information on all the libraries (none: Weft loads no",
+                "    function libraries yet).",
+                "FLUSH [ASYNC|SYNC]",
+                "    Delete all the libraries.",
+                "HELP",
+                "    Print this help.",
+            ];
+            reply.array(help.len());
+            for line in help {
+                reply.simple(line);
+            }
+        }
+    }
+}
