@@ -1309,3 +1309,42 @@ fn function_flush_and_list() {
         err("ERR unknown subcommand 'LOAD'. Try FUNCTION HELP.")
     );
 }
+
+// Proves ZMPOP as redis-server 7.0: from the first key holding a sorted set, MIN or MAX,
+// COUNT, nil when every key is empty, and Redis' errors for numkeys, count, the end and a key
+// of another type.
+#[test]
+fn zmpop_pops_from_the_first_sorted_set() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    assert_eq!(c.cmd("ZADD z 1 a 2 b 3 c"), int(3));
+    let pair = |member: &str, score: &str| Frame::Array(vec![bulk(member), bulk(score)]);
+    assert_eq!(
+        c.cmd("ZMPOP 2 nokey z MIN COUNT 2"),
+        Frame::Array(vec![
+            bulk("z"),
+            Frame::Array(vec![pair("a", "1"), pair("b", "2")])
+        ])
+    );
+    assert_eq!(
+        c.cmd("ZMPOP 1 z MAX"),
+        Frame::Array(vec![bulk("z"), Frame::Array(vec![pair("c", "3")])])
+    );
+    assert_eq!(c.cmd("EXISTS z"), int(0), "emptied, removed");
+    assert_eq!(c.cmd("ZMPOP 1 z MIN"), Frame::NullArray);
+    assert_eq!(
+        c.cmd("ZMPOP 0 z MIN"),
+        err("ERR numkeys should be greater than 0")
+    );
+    assert_eq!(
+        c.cmd("ZMPOP 1 z MIN COUNT 0"),
+        err("ERR count should be greater than 0")
+    );
+    assert_eq!(c.cmd("ZMPOP 1 z MIDDLE"), err(SYNTAX));
+    assert_eq!(c.cmd("SET s x"), Frame::ok());
+    assert_eq!(c.cmd("ZADD z 1 a"), int(1));
+    assert_eq!(
+        c.cmd("ZMPOP 2 s z MIN"),
+        err("WRONGTYPE Operation against a key holding the wrong kind of value")
+    );
+}

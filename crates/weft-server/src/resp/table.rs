@@ -506,6 +506,13 @@ pub static COMMANDS: &[CommandSpec] = &[
         zsets::zremrangebylex,
     ),
     spec("zpopmin", -2, WRITE_FAST_NOOOM, ONE_KEY, zsets::zpopmin),
+    spec(
+        "zmpop",
+        -4,
+        &["write", "movablekeys"],
+        NO_KEYS,
+        zsets::zmpop,
+    ),
     spec("zpopmax", -2, WRITE_FAST_NOOOM, ONE_KEY, zsets::zpopmax),
     spec(
         "zrandmember",

@@ -626,6 +626,15 @@ pub fn rpoplpush(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
 /// Parsed `numkeys key [key ...] LEFT|RIGHT [COUNT count]` (LMPOP, BLMPOP after its
 /// timeout), checked in Redis' order.
 fn parse_mpop(args: &[Bytes]) -> Result<(&[Bytes], End, usize), &'static str> {
+    parse_mpop_with(args, |arg| End::parse(arg))
+}
+
+/// The arguments of an *MPOP command (LMPOP, ZMPOP and their blocking forms, after the
+/// timeout): `numkeys key… WHERE [COUNT count]`, the end read by `end`.
+pub(super) fn parse_mpop_with<E>(
+    args: &[Bytes],
+    end: impl Fn(&Bytes) -> Option<E>,
+) -> Result<(&[Bytes], E, usize), &'static str> {
     let numkeys = weft_resp::parse_i64_strict(&args[0])
         .filter(|&numkeys| numkeys > 0)
         .ok_or("ERR numkeys should be greater than 0")?;
@@ -635,10 +644,7 @@ fn parse_mpop(args: &[Bytes]) -> Result<(&[Bytes], End, usize), &'static str> {
     }
     let keys = &args[1..=numkeys];
     let rest = &args[numkeys + 1..];
-    let end = rest
-        .first()
-        .and_then(|arg| End::parse(arg))
-        .ok_or(errors::SYNTAX)?;
+    let end = rest.first().and_then(end).ok_or(errors::SYNTAX)?;
     let mut count = None;
     let mut index = 1;
     while index < rest.len() {

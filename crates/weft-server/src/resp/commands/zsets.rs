@@ -848,6 +848,50 @@ fn pop(session: &Session, args: &[Bytes], reply: &mut Reply<'_>, last: bool) {
     }
 }
 
+/// `ZMPOP numkeys key [key …] MIN|MAX [COUNT count]`: pops up to `count` members from the
+/// first key holding a sorted set, answering `[key, [[member, score], …]]`, or nil when every
+/// key is empty. A key of another type is refused (WRONGTYPE), as Redis refuses it.
+pub fn zmpop(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
+    let parsed = super::lists::parse_mpop_with(&args[1..], |arg| {
+        if is(arg, "MIN") {
+            Some(false)
+        } else if is(arg, "MAX") {
+            Some(true)
+        } else {
+            None
+        }
+    });
+    let (keys, last, count) = match parsed {
+        Ok(parsed) => parsed,
+        Err(text) => return reply.error(text),
+    };
+    for key in keys {
+        let result = collections::write::<SortedSetValue, _>(session, key, false, |zset| {
+            let take = count.min(zset.len());
+            let popped: Vec<(Bytes, f64)> = (0..take).filter_map(|_| zset.pop(last)).collect();
+            let changed = !popped.is_empty();
+            (popped, changed)
+        });
+        let popped = match result {
+            Ok(popped) => popped.unwrap_or_default(),
+            Err(failure) => return failure.reply(reply),
+        };
+        if popped.is_empty() {
+            continue;
+        }
+        reply.array(2);
+        reply.bulk(key);
+        reply.array(popped.len());
+        for (member, score) in &popped {
+            reply.array(2);
+            reply.bulk(member);
+            reply.double(*score);
+        }
+        return;
+    }
+    reply.null_array();
+}
+
 /// `ZPOPMIN key [count]`
 pub fn zpopmin(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
     pop(session, args, reply, false);
