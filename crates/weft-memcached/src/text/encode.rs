@@ -68,20 +68,19 @@ pub fn write_error(out: &mut BytesMut, error: TextError) {
 /// Appends `SERVER_ERROR <message>\r\n`, for failures without a fixed memcached text. CR
 /// and LF in `message` are replaced by spaces so the reply stays one line.
 pub fn write_server_error(out: &mut BytesMut, message: &str) {
-    out.reserve(message.len() + 15);
-    out.put_slice(b"SERVER_ERROR ");
-    out.extend(message.bytes().map(|byte| match byte {
-        b'\r' | b'\n' => b' ',
-        other => other,
-    }));
-    out.put_slice(b"\r\n");
+    write_message_line(out, b"SERVER_ERROR ", message);
 }
 
 /// Appends `CLIENT_ERROR <message>\r\n`, for refusals without a fixed memcached text (a
 /// user without the permission). CR and LF in `message` are replaced by spaces.
 pub fn write_client_error(out: &mut BytesMut, message: &str) {
-    out.reserve(message.len() + 15);
-    out.put_slice(b"CLIENT_ERROR ");
+    write_message_line(out, b"CLIENT_ERROR ", message);
+}
+
+/// `prefix`, `message` on one line (CR and LF become spaces), CRLF.
+fn write_message_line(out: &mut BytesMut, prefix: &[u8], message: &str) {
+    out.reserve(prefix.len() + message.len() + 2);
+    out.put_slice(prefix);
     out.extend(message.bytes().map(|byte| match byte {
         b'\r' | b'\n' => b' ',
         other => other,

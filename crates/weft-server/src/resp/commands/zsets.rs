@@ -814,6 +814,23 @@ pub fn zremrangebylex(session: &mut Session, args: &[Bytes], reply: &mut Reply<'
     });
 }
 
+/// Pops up to `count` members of the sorted set at `key`, lowest first (highest with
+/// `last`); none when the key is missing.
+fn pop_members(
+    session: &Session,
+    key: &Bytes,
+    count: usize,
+    last: bool,
+) -> Result<Vec<(Bytes, f64)>, collections::Failure> {
+    collections::write::<SortedSetValue, _>(session, key, false, |zset| {
+        let take = count.min(zset.len());
+        let popped: Vec<(Bytes, f64)> = (0..take).filter_map(|_| zset.pop(last)).collect();
+        let changed = !popped.is_empty();
+        (popped, changed)
+    })
+    .map(Option::unwrap_or_default)
+}
+
 fn pop(session: &Session, args: &[Bytes], reply: &mut Reply<'_>, last: bool) {
     if args.len() > 3 {
         return reply.error(errors::SYNTAX);
@@ -825,14 +842,8 @@ fn pop(session: &Session, args: &[Bytes], reply: &mut Reply<'_>, last: bool) {
             None => return reply.error(NOT_POSITIVE),
         },
     };
-    let result = collections::write::<SortedSetValue, _>(session, &args[1], false, |zset| {
-        let take = count.unwrap_or(1).min(zset.len());
-        let popped: Vec<(Bytes, f64)> = (0..take).filter_map(|_| zset.pop(last)).collect();
-        let changed = !popped.is_empty();
-        (popped, changed)
-    });
-    let popped = match result {
-        Ok(popped) => popped.unwrap_or_default(),
+    let popped = match pop_members(session, &args[1], count.unwrap_or(1), last) {
+        Ok(popped) => popped,
         Err(failure) => return failure.reply(reply),
     };
     let popped: Vec<(&Bytes, f64)> = popped.iter().map(|(m, s)| (m, *s)).collect();
@@ -866,14 +877,8 @@ pub fn zmpop(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
         Err(text) => return reply.error(text),
     };
     for key in keys {
-        let result = collections::write::<SortedSetValue, _>(session, key, false, |zset| {
-            let take = count.min(zset.len());
-            let popped: Vec<(Bytes, f64)> = (0..take).filter_map(|_| zset.pop(last)).collect();
-            let changed = !popped.is_empty();
-            (popped, changed)
-        });
-        let popped = match result {
-            Ok(popped) => popped.unwrap_or_default(),
+        let popped = match pop_members(session, key, count, last) {
+            Ok(popped) => popped,
             Err(failure) => return failure.reply(reply),
         };
         if popped.is_empty() {
