@@ -101,7 +101,8 @@ fn codecs_depend_on_no_networking() {
 fn only_the_server_depends_on_protocols() {
     let graph = normal_dependencies();
     for (crate_name, dependencies) in &graph {
-        if crate_name == "weft-server" {
+        // Redis' scripting environment is part of RESP: scripts speak Redis commands.
+        if crate_name == "weft-server" || crate_name == "weft-lua" {
             continue;
         }
         for protocol in ["weft-resp", "weft-rest", "weft-memcached"] {
@@ -187,6 +188,26 @@ fn security_knows_no_protocol_and_does_no_io() {
             !dependency.starts_with("weft-")
                 && !["tokio", "axum", "hyper"].contains(&dependency.as_str()),
             "weft-security depends on {dependency}"
+        );
+    }
+}
+
+// Proves Redis' scripting environment stays sans-IO and knows no cache: `redis.call` reaches
+// the server through a trait, so the crate is tested and fuzzed on its own.
+#[test]
+fn scripting_does_no_io() {
+    let graph = normal_dependencies();
+    for forbidden in [
+        "tokio",
+        "hyper",
+        "axum",
+        "weft-core",
+        "weft-grid",
+        "weft-server",
+    ] {
+        assert!(
+            !graph["weft-lua"].iter().any(|d| d == forbidden),
+            "weft-lua depends on {forbidden}"
         );
     }
 }
