@@ -16,6 +16,7 @@
 //! that value into `error(message, 0)`.
 
 pub mod bit;
+pub mod structlib;
 
 use mlua::{Function, Lua, MultiValue, Table, Value};
 
@@ -25,6 +26,7 @@ use mlua::{Function, Lua, MultiValue, Table, Value};
 /// Lua's error when a table or function cannot be created (out of memory).
 pub fn open_all(lua: &Lua) -> mlua::Result<()> {
     bit::open(lua)?;
+    structlib::open(lua)?;
     Ok(())
 }
 
