@@ -16,6 +16,7 @@
 //! that value into `error(message, 0)`.
 
 pub mod bit;
+pub mod cmsgpack;
 pub mod structlib;
 
 use mlua::{Function, Lua, MultiValue, Table, Value};
@@ -26,6 +27,7 @@ use mlua::{Function, Lua, MultiValue, Table, Value};
 /// Lua's error when a table or function cannot be created (out of memory).
 pub fn open_all(lua: &Lua) -> mlua::Result<()> {
     bit::open(lua)?;
+    cmsgpack::open(lua)?;
     structlib::open(lua)?;
     Ok(())
 }
@@ -55,6 +57,9 @@ pub(crate) enum LibError {
     /// A message for the script, raised as a plain Lua string (the C libraries'
     /// `luaL_error` and `luaL_argerror`). Bytes, because a message may quote script data.
     Script(Vec<u8>),
+    /// An error Lua itself raises inside a C function ("table index is nil"), which
+    /// carries no position because the running function is not a Lua function.
+    Runtime(Vec<u8>),
     /// A failure of the interpreter itself (out of memory), passed on as `mlua` reports it.
     Lua(mlua::Error),
 }
@@ -150,6 +155,10 @@ impl FunctionFactory {
                         Value::String(message),
                     ]))
                 }
+                Err(LibError::Runtime(message)) => Ok(MultiValue::from_vec(vec![
+                    Value::Boolean(false),
+                    Value::String(lua.create_string(message)?),
+                ])),
                 Err(LibError::Lua(error)) => Err(error),
             }
         })?;
@@ -272,6 +281,16 @@ pub(crate) fn f64_to_i64_x86(number: f64) -> i64 {
     }
 }
 
+/// A double converted to a 32-bit signed integer as the C cast compiles on x86-64:
+/// truncation, and `i32::MIN` for NaN and values out of range.
+pub(crate) fn f64_to_i32_x86(number: f64) -> i32 {
+    if number > -2_147_483_649.0 && number < 2_147_483_648.0 {
+        number as i32
+    } else {
+        i32::MIN
+    }
+}
+
 /// A double converted to a 64-bit unsigned integer as GCC compiles the C cast on x86-64:
 /// below 2^63 through the signed conversion (so negative values wrap), above it by
 /// subtracting 2^63 first (so values from 2^64 on become 0).
@@ -308,13 +327,16 @@ pub(crate) mod test_support {
 
     /// Runs `chunk` inside `pcall` and returns the error message it raised, which
     /// must be a plain string (as the C libraries raise), not an `mlua` userdata,
-    /// without the "test:1: " position prefix.
+    /// without the "test:N: " position prefix.
     pub(crate) fn error_of(lua: &Lua, chunk: &str) -> String {
         let message = located_error_of(lua, chunk);
-        match message.strip_prefix("test:1: ") {
-            Some(unlocated) => unlocated.to_string(),
-            None => message,
-        }
+        let unlocated = message.strip_prefix("test:").and_then(|rest| {
+            let (line, rest) = rest.split_once(": ")?;
+            line.bytes()
+                .all(|byte| byte.is_ascii_digit())
+                .then_some(rest)
+        });
+        unlocated.map_or_else(|| message.clone(), str::to_string)
     }
 
     /// Like [`error_of`], with the position prefix.
@@ -339,6 +361,8 @@ mod tests {
         assert_eq!(f64_to_i64_x86(-3.9), -3);
         assert_eq!(f64_to_i64_x86(f64::NAN), i64::MIN);
         assert_eq!(f64_to_i64_x86(1e300), i64::MIN);
+        assert_eq!(f64_to_i32_x86(f64::INFINITY), i32::MIN);
+        assert_eq!(f64_to_i32_x86(-2_147_483_648.5), -2_147_483_648);
         assert_eq!(f64_to_u64_x86(-1.0), u64::MAX);
         assert_eq!(f64_to_u64_x86(1.5e19), 15_000_000_000_000_000_000);
         assert_eq!(f64_to_u64_x86(1e20), 0);
