@@ -16,6 +16,7 @@
 //! that value into `error(message, 0)`.
 
 pub mod bit;
+pub mod cjson;
 pub mod cmsgpack;
 pub mod structlib;
 
@@ -27,6 +28,7 @@ use mlua::{Function, Lua, MultiValue, Table, Value};
 /// Lua's error when a table or function cannot be created (out of memory).
 pub fn open_all(lua: &Lua) -> mlua::Result<()> {
     bit::open(lua)?;
+    cjson::open(lua)?;
     cmsgpack::open(lua)?;
     structlib::open(lua)?;
     Ok(())
@@ -114,6 +116,7 @@ return function(...) return finish(raw(...)) end
 "#;
 
 /// Builds script-facing functions whose errors are plain Lua strings.
+#[derive(Clone)]
 pub(crate) struct FunctionFactory {
     trampoline: Function,
     raise: Function,
@@ -385,8 +388,8 @@ mod tests {
     }
 
     #[test]
-    fn open_all_sets_the_globals() {
-        // Proves open_all makes the libraries visible to scripts.
+    fn open_all_sets_the_four_globals() {
+        // Proves open_all makes bit, cjson, cmsgpack and struct visible to scripts.
         let lua = test_support::lua_with(open_all);
         let kinds: String = test_support::eval(&lua, "return type(bit)");
         assert_eq!(kinds, "table");
