@@ -205,6 +205,13 @@ pub fn resp(spec: &CommandSpec, args: &[bytes::Bytes]) -> Need {
         | "punsubscribe" | "sunsubscribe" => Nothing,
         "acl" if sub("whoami") => Nothing,
         "acl" | "config" | "slowlog" => Server(Permissions::ADMIN),
+        // A script is run on the database (each command it calls is checked as well);
+        // the script cache is the server's.
+        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" => {
+            Cache(Permissions::EXEC)
+        }
+        "script" if sub("load") || sub("exists") || sub("help") => Server(Permissions::EXEC),
+        "script" => Server(Permissions::ADMIN),
         // Function libraries are the server's: flushing them is a write of its, listing a read.
         "function" if sub("list") => Server(Permissions::EXEC),
         "function" => Server(Permissions::ADMIN),
@@ -445,7 +452,10 @@ mod tests {
     fn every_resp_command_has_a_need() {
         for spec in COMMANDS {
             let need = resp(spec, &[bytes::Bytes::from_static(spec.name.as_bytes())]);
-            if !matches!(spec.name, "acl" | "config" | "slowlog" | "function") {
+            if !matches!(
+                spec.name,
+                "acl" | "config" | "slowlog" | "function" | "script"
+            ) {
                 assert_ne!(
                     need,
                     Need::Server(Permissions::ADMIN),

@@ -86,6 +86,8 @@ pub struct ServerContext {
     pub(crate) redis_config: resp::commands::config::RedisConfig,
     /// RESP commands slower than `slowlog-log-slower-than`.
     pub(crate) slowlog: resp::commands::slowlog::SlowLog,
+    /// The Lua interpreter EVAL and FCALL run scripts in, and the running script's state.
+    pub(crate) scripting: resp::commands::scripting::Scripting,
     /// How clients authenticate.
     pub security: Arc<security::Security>,
 }
@@ -362,6 +364,7 @@ impl Server {
             manager,
             redis_config,
             slowlog: resp::commands::slowlog::SlowLog::default(),
+            scripting: resp::commands::scripting::Scripting::default(),
             settings: config.server,
             started: Instant::now(),
             local_addr,

@@ -75,6 +75,14 @@ impl<'a> Reply<'a> {
         self.protocol = protocol;
     }
 
+    /// Bytes already encoded in this reply's protocol (a script's result).
+    pub fn raw(&mut self, bytes: &[u8]) {
+        if !self.room() {
+            return;
+        }
+        self.out.extend_from_slice(bytes);
+    }
+
     /// `+OK`.
     pub fn ok(&mut self) {
         if !self.room() {

@@ -11,11 +11,16 @@ use weft_resp::Protocol;
 
 use super::commands::lists::{Block, Retry};
 use super::commands::pubsub::{self, Subscriptions};
+use super::commands::scripting;
 use super::commands::tracking::{self, ClientTracking};
 use super::push::Mailbox;
 use super::reply::Reply;
 use super::table;
 use crate::ServerContext;
+
+/// How long a command waits for the transaction gate before it looks again whether a
+/// script holding it has turned busy.
+const GATE_WAIT: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// A reply outgrew `client-output-bytes-max`: the connection is to be closed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,8 +65,10 @@ pub struct Session {
     pub block_retry: Option<Retry>,
     /// Commands queued since MULTI.
     pub multi: Option<Multi>,
-    /// True while EXEC runs the queued commands.
+    /// True while EXEC runs the queued commands (and while a script runs a command).
     pub executing: bool,
+    /// True while a script runs a command (`redis.call`).
+    pub in_script: bool,
     /// WATCHed keys: the cache, the key, and its version then (`None`: absent).
     pub watched: Vec<(Cache, Bytes, Option<u64>)>,
     /// A transaction EXEC sends to the member that owns all its keys (with [`Session::forward`]).
@@ -158,6 +165,7 @@ impl Session {
             block_retry: None,
             multi: None,
             executing: false,
+            in_script: false,
             watched: Vec::new(),
             transaction_elsewhere: None,
             mailbox,
@@ -241,6 +249,33 @@ impl Session {
         })
     }
 
+    /// Where a script or function whose declared keys are `keys` must run when the session's
+    /// cache is clustered: `Ok(None)` here, `Ok(Some(key))` at their owner; an error when
+    /// they live on different members (Redis Cluster's CROSSSLOT).
+    pub fn owner_of_keys(&self, keys: &[Bytes]) -> Result<Option<Bytes>, &'static str> {
+        use crate::cluster::routing::Route;
+        if self.forwarded || self.executing || !self.cache.config().mode.is_clustered() {
+            return Ok(None);
+        }
+        let Some(node) = &self.context.cluster else {
+            return Ok(None);
+        };
+        let routing = node.routing();
+        let mut target: Option<Route> = None;
+        for key in keys {
+            let route = routing.write_route(self.cache.name(), self.cache.segment_of(key));
+            match &target {
+                None => target = Some(route),
+                Some(found) if *found == route => {}
+                Some(_) => return Err("CROSSSLOT Keys in request don't hash to the same slot"),
+            }
+        }
+        Ok(match target {
+            Some(Route::Remote(..)) => keys.first().cloned(),
+            _ => None,
+        })
+    }
+
     /// Where the keys `args` names (a command of `spec`) are written now, when the session's
     /// cache is clustered: `None` when it is not or the command names no key, `Some(None)`
     /// when its keys live on different members.
@@ -297,15 +332,37 @@ impl Session {
         let protocol = self.protocol;
         // Writes made now are this client's own (CLIENT TRACKING NOLOOP).
         tracking::as_client(self.client_id, || {
-            if args
-                .first()
-                .is_some_and(|name| name.eq_ignore_ascii_case(b"exec"))
-            {
-                let _exclusive = context.transaction_gate.write();
-                self.dispatch(args, &mut reply);
-            } else {
-                let _shared = context.transaction_gate.read();
-                self.dispatch(args, &mut reply);
+            // While a script runs past `busy-reply-threshold`, only what Redis allows then
+            // runs (SCRIPT KILL among them), beside the script rather than after it.
+            let busy = || context.scripting.run.busy();
+            if let Some(error) = busy() {
+                if scripting::allowed_while_busy(args) {
+                    self.dispatch(args, &mut reply);
+                } else {
+                    reply.error(error);
+                }
+                return;
+            }
+            let alone = args.first().is_some_and(|name| scripting::runs_alone(name));
+            // A gate held by a script is waited for until the script turns busy.
+            loop {
+                if alone {
+                    if let Some(_exclusive) = context.transaction_gate.try_write_for(GATE_WAIT) {
+                        self.dispatch(args, &mut reply);
+                        return;
+                    }
+                } else if let Some(_shared) = context.transaction_gate.try_read_for(GATE_WAIT) {
+                    self.dispatch(args, &mut reply);
+                    return;
+                }
+                if let Some(error) = busy() {
+                    if scripting::allowed_while_busy(args) {
+                        self.dispatch(args, &mut reply);
+                    } else {
+                        reply.error(error);
+                    }
+                    return;
+                }
             }
         });
         if self.protocol != protocol {
@@ -378,7 +435,9 @@ impl Session {
         match self.owner(spec, args) {
             Ok(None) => {}
             Ok(Some(key)) => {
-                if self.executing {
+                if self.in_script {
+                    reply.error("ERR Script attempted to access a non local key in a cluster node");
+                } else if self.executing {
                     reply.error(
                         "CROSSSLOT a transaction's keys must be owned by the node it runs on",
                     );
@@ -459,7 +518,11 @@ impl Session {
     /// Whether the client's user may run the command (`crate::authorization`'s table), on
     /// the selected database's cache or, for FLUSHALL, on every database's; Redis' NOPERM
     /// otherwise.
-    fn authorize(&self, spec: &table::CommandSpec, args: &[Bytes]) -> Result<(), String> {
+    pub(crate) fn authorize(
+        &self,
+        spec: &table::CommandSpec,
+        args: &[Bytes],
+    ) -> Result<(), String> {
         use crate::authorization::{self, Need};
         let security = &self.context.security;
         if !security.authorizes() {

@@ -6,8 +6,8 @@ use std::sync::LazyLock;
 use bytes::Bytes;
 
 use super::commands::{
-    cluster, config, connection, counters, expire, hashes, keys, lists, pubsub, server, sets,
-    slowlog, strings, transactions, zsets, zsets_algebra,
+    cluster, config, connection, counters, expire, hashes, keys, lists, pubsub, scripting, server,
+    sets, slowlog, strings, transactions, zsets, zsets_algebra,
 };
 use super::{Reply, Session};
 
@@ -148,6 +148,22 @@ const CONNECTION: &[&str] = &["noscript", "loading", "stale", "fast", "no_auth"]
 const ADMIN: &[&str] = &["loading", "stale"];
 const SUBSCRIBE: &[&str] = &["pubsub", "noscript", "loading", "stale"];
 const PUBLISH: &[&str] = &["pubsub", "loading", "stale", "fast"];
+const SCRIPT_RUN: &[&str] = &[
+    "noscript",
+    "stale",
+    "skip_monitor",
+    "may_replicate",
+    "no_mandatory_keys",
+    "movablekeys",
+];
+const SCRIPT_RUN_RO: &[&str] = &[
+    "readonly",
+    "noscript",
+    "stale",
+    "skip_monitor",
+    "no_mandatory_keys",
+    "movablekeys",
+];
 
 /// Every command served.
 pub static COMMANDS: &[CommandSpec] = &[
@@ -206,6 +222,25 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("publish", 3, PUBLISH, NO_KEYS, pubsub::publish),
     spec("spublish", 3, PUBLISH, ONE_KEY, pubsub::spublish),
     spec("pubsub", -2, &[], NO_KEYS, pubsub::pubsub),
+    // scripting
+    spec("eval", -3, SCRIPT_RUN, NO_KEYS, scripting::eval),
+    spec("evalsha", -3, SCRIPT_RUN, NO_KEYS, scripting::evalsha),
+    spec("eval_ro", -3, SCRIPT_RUN_RO, NO_KEYS, scripting::eval_ro),
+    spec(
+        "evalsha_ro",
+        -3,
+        SCRIPT_RUN_RO,
+        NO_KEYS,
+        scripting::evalsha_ro,
+    ),
+    spec("script", -2, &["noscript"], NO_KEYS, scripting::script).with_subcommands(&[
+        ("DEBUG", 3),
+        ("EXISTS", -3),
+        ("FLUSH", -2),
+        ("HELP", 2),
+        ("KILL", 2),
+        ("LOAD", 3),
+    ]),
     // server
     spec("info", -1, ADMIN, NO_KEYS, server::info),
     spec("function", -2, &["noscript"], NO_KEYS, server::function).with_subcommands(&[

@@ -498,6 +498,7 @@ fn set(session: &Session, pairs: &[Bytes], reply: &mut Reply<'_>) {
             weft_core::structure::limits::set(name, limit);
         }
         session.context.slowlog.configure(name, &value);
+        session.context.scripting.configure(name, &value);
         values.insert(name, value);
     }
     reply.ok();

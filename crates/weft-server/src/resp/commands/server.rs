@@ -50,9 +50,10 @@ pub fn info(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
     }
     let stats = context.manager.statistics();
     if want("memory") {
+        let (lua, scripts, scripts_bytes) = context.scripting.memory();
         let _ = write!(
             text,
-            "# Memory\r\nused_memory:{0}\r\nused_memory_dataset:{0}\r\n\r\n",
+            "# Memory\r\nused_memory:{0}\r\nused_memory_dataset:{0}\r\nused_memory_lua:{lua}\r\nused_memory_vm_eval:{lua}\r\nused_memory_scripts_eval:{scripts_bytes}\r\nnumber_of_cached_scripts:{scripts}\r\n\r\n",
             stats.memory_bytes,
         );
     }

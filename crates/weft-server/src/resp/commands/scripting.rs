@@ -1,0 +1,358 @@
+//! Scripting: EVAL, EVALSHA, EVAL_RO, EVALSHA_RO and SCRIPT, over `weft_lua`'s engine.
+//!
+//! One interpreter serves the server, as in Redis. A script runs with the transaction gate
+//! held exclusively (see `Session::execute`), so no other RESP command runs while it does:
+//! scripts are atomic as MULTI/EXEC transactions are, with the same limit — writes through
+//! Hot Rod, REST or memcached do not take the gate. Each `redis.call` is dispatched as the
+//! client's own command (authorized as the client), answered in the RESP version the
+//! script chose, and converted into Lua values by the engine. A script running past
+//! `busy-reply-threshold` makes other clients' commands answer `BUSY`, and SCRIPT KILL
+//! stops it unless it wrote. On a clustered cache a script runs at the member that owns
+//! all its declared keys (CROSSSLOT otherwise), and a key it did not declare must be
+//! owned there too.
+
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use parking_lot::{Mutex, MutexGuard};
+use weft_lua::{CallOutcome, Engine, Host, Invocation, RunState};
+use weft_resp::Protocol;
+
+use crate::resp::{Reply, Session, table};
+
+/// The server's interpreter and what other connections see of the script it runs.
+#[derive(Debug)]
+pub struct Scripting {
+    /// Made on first use (most servers never run a script).
+    engine: Mutex<Option<Engine>>,
+    /// The running script's state: busy, killed.
+    pub run: Arc<RunState>,
+}
+
+impl Default for Scripting {
+    fn default() -> Self {
+        Self {
+            engine: Mutex::new(None),
+            run: Arc::new(RunState::new(std::time::Duration::from_millis(
+                BUSY_REPLY_THRESHOLD_MS,
+            ))),
+        }
+    }
+}
+
+/// Redis' default `busy-reply-threshold` (`lua-time-limit`).
+const BUSY_REPLY_THRESHOLD_MS: u64 = 5000;
+
+impl Scripting {
+    /// The engine, made now if this is the first script.
+    ///
+    /// # Errors
+    /// The error reply's text when the interpreter cannot be made.
+    pub fn engine(&self) -> Result<MutexGuard<'_, Option<Engine>>, String> {
+        let mut engine = self.engine.lock();
+        if engine.is_none() {
+            *engine = Some(
+                Engine::new(Arc::clone(&self.run))
+                    .map_err(|e| format!("ERR the Lua interpreter could not start: {e}"))?,
+            );
+        }
+        Ok(engine)
+    }
+
+    /// CONFIG SET `busy-reply-threshold` or `lua-time-limit`.
+    pub fn configure(&self, name: &str, value: &str) {
+        if matches!(name, "busy-reply-threshold" | "lua-time-limit")
+            && let Ok(ms) = value.parse::<u64>()
+        {
+            self.run.set_threshold(std::time::Duration::from_millis(ms));
+        }
+    }
+
+    /// Bytes the interpreter uses and scripts cached, for INFO (0 before the first script).
+    #[must_use]
+    pub fn memory(&self) -> (usize, usize, usize) {
+        self.engine.lock().as_ref().map_or((0, 0, 0), |engine| {
+            (engine.memory(), engine.scripts(), engine.scripts_bytes())
+        })
+    }
+}
+
+/// The commands a client may run while a script is busy (Redis' `allow-busy` flag).
+#[must_use]
+pub fn allowed_while_busy(args: &[Bytes]) -> bool {
+    let Some(name) = args.first() else {
+        return true;
+    };
+    let is = |word: &[u8]| name.eq_ignore_ascii_case(word);
+    let sub = |word: &[u8]| args.get(1).is_some_and(|s| s.eq_ignore_ascii_case(word));
+    is(b"auth")
+        || is(b"hello")
+        || is(b"multi")
+        || is(b"discard")
+        || is(b"watch")
+        || is(b"unwatch")
+        || is(b"quit")
+        || is(b"reset")
+        || is(b"shutdown")
+        || (is(b"script") && sub(b"kill"))
+        || (is(b"function") && (sub(b"kill") || sub(b"stats")))
+}
+
+/// Whether the command runs alone, holding the transaction gate exclusively.
+#[must_use]
+pub fn runs_alone(name: &[u8]) -> bool {
+    [
+        &b"exec"[..],
+        b"eval",
+        b"evalsha",
+        b"eval_ro",
+        b"evalsha_ro",
+        b"fcall",
+        b"fcall_ro",
+    ]
+    .iter()
+    .any(|alone| name.eq_ignore_ascii_case(alone))
+}
+
+/// The server as a running script reaches it: the calling client's session.
+struct ScriptHost<'s> {
+    session: &'s mut Session,
+}
+
+impl Host for ScriptHost<'_> {
+    fn call(&mut self, args: &[Bytes], resp3: bool, read_only: bool) -> CallOutcome {
+        let Some(spec) = args.first().and_then(|name| table::lookup(name)) else {
+            return CallOutcome::Refused("Unknown Redis command called from script".to_owned());
+        };
+        if !spec.arity_ok(args.len()) {
+            return CallOutcome::Refused(
+                "Wrong number of args calling Redis command from script".to_owned(),
+            );
+        }
+        if spec.flags.contains(&"noscript") {
+            return CallOutcome::Refused(
+                "This Redis command is not allowed from script".to_owned(),
+            );
+        }
+        let write = spec.flags.contains(&"write");
+        if read_only && write {
+            return CallOutcome::Refused(
+                "Write commands are not allowed from read-only scripts.".to_owned(),
+            );
+        }
+        let protocol = if resp3 {
+            Protocol::Resp3
+        } else {
+            Protocol::Resp2
+        };
+        let session = &mut *self.session;
+        let saved = (session.protocol, session.executing, session.in_script);
+        session.protocol = protocol;
+        session.executing = true;
+        session.in_script = true;
+        let mut bytes = BytesMut::new();
+        {
+            let mut reply = Reply::new(&mut bytes, protocol);
+            session.dispatch_queued(args, &mut reply);
+        }
+        (session.protocol, session.executing, session.in_script) = saved;
+        if bytes.is_empty() {
+            // A command that answers nothing (none should, here): nil, as a null reply.
+            weft_resp::write_null(&mut bytes, protocol);
+        }
+        CallOutcome::Reply {
+            bytes,
+            wrote: write,
+        }
+    }
+
+    fn acl_check(&mut self, args: &[Bytes]) -> Option<bool> {
+        let spec = args.first().and_then(|name| table::lookup(name))?;
+        Some(self.session.authorize(spec, args).is_ok())
+    }
+}
+
+/// `EVAL script numkeys [key ...] [arg ...]`
+pub fn eval(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
+    invoke(session, args, reply, false, false);
+}
+
+/// `EVALSHA sha1 numkeys [key ...] [arg ...]`
+pub fn evalsha(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
+    invoke(session, args, reply, true, false);
+}
+
+/// `EVAL_RO script numkeys [key ...] [arg ...]`
+pub fn eval_ro(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
+    invoke(session, args, reply, false, true);
+}
+
+/// `EVALSHA_RO sha1 numkeys [key ...] [arg ...]`
+pub fn evalsha_ro(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
+    invoke(session, args, reply, true, true);
+}
+
+/// The keys and arguments of EVAL and FCALL (`name numkeys keys... args...`); Redis' error
+/// otherwise.
+pub fn split_keys(args: &[Bytes]) -> Result<(&[Bytes], &[Bytes]), &'static str> {
+    let numkeys = weft_resp::parse_i64_strict(&args[2])
+        .ok_or("ERR value is not an integer or out of range")?;
+    let available = args.len() - 3;
+    if numkeys < 0 {
+        return Err("ERR Number of keys can't be negative");
+    }
+    let numkeys = usize::try_from(numkeys).unwrap_or(usize::MAX);
+    if numkeys > available {
+        return Err("ERR Number of keys can't be greater than number of args");
+    }
+    Ok((&args[3..3 + numkeys], &args[3 + numkeys..]))
+}
+
+/// Where a script with these keys runs: here (`Ok(true)`), or at their owner — the
+/// command is then forwarded (`Ok(false)`); an error when they live on different members.
+pub fn route(session: &mut Session, keys: &[Bytes], args: &[Bytes]) -> Result<bool, &'static str> {
+    match session.owner_of_keys(keys)? {
+        None => Ok(true),
+        Some(key) => {
+            session.forward = Some(crate::resp::session::Elsewhere {
+                key,
+                write: true,
+                args: args.to_vec(),
+            });
+            Ok(false)
+        }
+    }
+}
+
+/// Runs a script for the session's client with its database restored afterwards (a
+/// SELECT inside a script is the script's own).
+pub fn run_for(
+    session: &mut Session,
+    reply: &mut Reply<'_>,
+    run: impl FnOnce(&mut Engine, &mut dyn Host, &mut BytesMut, Protocol),
+) {
+    let context = Arc::clone(&session.context);
+    let mut engine = match context.scripting.engine() {
+        Ok(engine) => engine,
+        Err(error) => return reply.error(&error),
+    };
+    let Some(engine) = engine.as_mut() else {
+        return reply.error("ERR the Lua interpreter is not available");
+    };
+    let (cache, database) = (session.cache.clone(), session.database);
+    let protocol = session.protocol;
+    let mut out = BytesMut::new();
+    {
+        let mut host = ScriptHost { session };
+        run(engine, &mut host, &mut out, protocol);
+    }
+    session.cache = cache;
+    session.database = database;
+    reply.raw(&out);
+}
+
+fn invoke(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>, sha: bool, ro: bool) {
+    let (keys, argv) = match split_keys(args) {
+        Ok(split) => split,
+        Err(error) => return reply.error(error),
+    };
+    if sha && args[1].len() != 40 {
+        return reply.error("NOSCRIPT No matching script. Please use EVAL.");
+    }
+    match route(session, keys, args) {
+        Ok(true) => {}
+        Ok(false) => return,
+        Err(error) => return reply.error(error),
+    }
+    let clustered = session.cache.config().mode.is_clustered();
+    let body = args[1].clone();
+    run_for(session, reply, |engine, host, out, protocol| {
+        let invocation = Invocation {
+            keys,
+            args: argv,
+            read_only: ro,
+            clustered,
+        };
+        if sha {
+            engine.evalsha(host, &body, invocation, out, protocol);
+        } else {
+            engine.eval(host, &body, invocation, out, protocol);
+        }
+    });
+}
+
+/// `SCRIPT LOAD|EXISTS|FLUSH|KILL|DEBUG|HELP`
+pub fn script(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
+    let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
+    let context = Arc::clone(&session.context);
+    match sub.as_str() {
+        "kill" => match context.scripting.run.kill(true) {
+            Ok(()) => reply.ok(),
+            Err(refused) => reply.error(refused.text(true)),
+        },
+        "load" => match context.scripting.engine() {
+            Ok(mut engine) => match engine.as_mut().map(|e| e.load(&args[2])) {
+                Some(Ok(sha)) => reply.bulk(sha.as_bytes()),
+                Some(Err(error)) => reply.error(&error),
+                None => reply.error("ERR the Lua interpreter is not available"),
+            },
+            Err(error) => reply.error(&error),
+        },
+        "exists" => {
+            let engine = context.scripting.engine();
+            let engine = engine.as_ref().ok().and_then(|e| e.as_ref());
+            reply.array(args.len() - 2);
+            for sha in &args[2..] {
+                reply.integer(i64::from(engine.is_some_and(|e| e.exists(sha))));
+            }
+        }
+        "flush" => {
+            if args.len() > 3
+                || args.get(2).is_some_and(|mode| {
+                    !mode.eq_ignore_ascii_case(b"sync") && !mode.eq_ignore_ascii_case(b"async")
+                })
+            {
+                return reply.error("ERR SCRIPT FLUSH only support SYNC|ASYNC option");
+            }
+            match context.scripting.engine() {
+                Ok(mut engine) => match engine.as_mut().map(Engine::flush) {
+                    Some(Ok(())) => reply.ok(),
+                    Some(Err(error)) => reply.error(&format!("ERR {error}")),
+                    None => reply.error("ERR the Lua interpreter is not available"),
+                },
+                Err(error) => reply.error(&error),
+            }
+        }
+        "debug" => {
+            if args[2].eq_ignore_ascii_case(b"no") {
+                reply.ok();
+            } else if args[2].eq_ignore_ascii_case(b"yes") || args[2].eq_ignore_ascii_case(b"sync")
+            {
+                reply.error("ERR SCRIPT DEBUG: Weft has no Lua debugger");
+            } else {
+                reply.error("ERR Use SCRIPT DEBUG YES/SYNC/NO");
+            }
+        }
+        _ => {
+            let help = [
+                "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "DEBUG (YES|SYNC|NO)",
+                "    Set the debug mode for subsequent scripts executed (Weft has no debugger).",
+                "EXISTS <sha1> [<sha1> ...]",
+                "    Return information about the existence of the scripts in the script cache.",
+                "FLUSH [ASYNC|SYNC]",
+                "    Flush the Lua scripts cache.",
+                "KILL",
+                "    Kill the currently executing Lua script.",
+                "LOAD <script>",
+                "    Load a script into the scripts cache without executing it.",
+                "HELP",
+                "    Print this help.",
+            ];
+            reply.array(help.len());
+            for line in help {
+                reply.simple(line);
+            }
+        }
+    }
+}
