@@ -34,6 +34,9 @@ const GC_EVERY_RUNS: u32 = 50;
 /// Stack levels searched for the script's own frame when an error is raised.
 const ERROR_FRAMES_MAX: usize = 32;
 
+/// How long a library's top level may run in FUNCTION LOAD (Redis' `LOAD_TIMEOUT_MS`).
+pub const LOAD_TIMEOUT: Duration = Duration::from_millis(500);
+
 /// The text of the error a killed script ends with.
 const KILLED: &str = "ERR Script killed by user with SCRIPT KILL...";
 
@@ -193,6 +196,11 @@ pub struct RunState {
     wrote: AtomicBool,
     eval_mode: AtomicBool,
     resp3: AtomicBool,
+    /// FUNCTION LOAD runs a library's top level: it may take [`LOAD_TIMEOUT`], and is
+    /// never busy.
+    loading: AtomicBool,
+    /// The function or script running and the command that runs it (FUNCTION STATS).
+    running: Mutex<Option<(String, Vec<Bytes>)>>,
     /// `busy-reply-threshold` in milliseconds (0: never busy).
     threshold_ms: AtomicU64,
     started: Mutex<Option<Instant>>,
@@ -300,7 +308,46 @@ impl RunState {
         self.active.store(true, Ordering::Release);
     }
 
+    /// What runs now: the function's name (a script's SHA1), the command that runs it, and
+    /// for how long (FUNCTION STATS).
+    #[must_use]
+    pub fn running(&self) -> Option<(String, Vec<Bytes>, Duration)> {
+        if !self.active() || self.loading.load(Ordering::Acquire) {
+            return None;
+        }
+        let started = (*self.started.lock().unwrap_or_else(PoisonError::into_inner))?;
+        let (name, command) = self
+            .running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()?;
+        Some((name, command, started.elapsed()))
+    }
+
+    /// Whether the running script is a function (FCALL) rather than EVAL.
+    #[must_use]
+    pub fn is_eval(&self) -> bool {
+        self.eval_mode.load(Ordering::Relaxed)
+    }
+
+    /// Records the command that runs the next script (FUNCTION STATS shows it).
+    pub fn set_command(&self, name: &str, command: Vec<Bytes>) {
+        *self.running.lock().unwrap_or_else(PoisonError::into_inner) =
+            Some((name.to_owned(), command));
+    }
+
+    pub(crate) fn begin_load(&self) {
+        self.loading.store(true, Ordering::Release);
+        self.begin(false);
+    }
+
+    pub(crate) fn end_load(&self) {
+        self.end();
+        self.loading.store(false, Ordering::Release);
+    }
+
     fn end(&self) {
+        *self.running.lock().unwrap_or_else(PoisonError::into_inner) = None;
         self.active.store(false, Ordering::Release);
         self.timed_out.store(false, Ordering::Release);
         self.killed.store(false, Ordering::Release);
@@ -313,6 +360,13 @@ impl RunState {
         }
         if self.killed.load(Ordering::Acquire) {
             return Err(mlua::Error::runtime(KILLED));
+        }
+        if self.loading.load(Ordering::Acquire) {
+            let started = *self.started.lock().unwrap_or_else(PoisonError::into_inner);
+            if started.is_some_and(|started| started.elapsed() > LOAD_TIMEOUT) {
+                return Err(mlua::Error::runtime("FUNCTION LOAD timeout"));
+            }
+            return Ok(VmState::Continue);
         }
         let threshold = self.threshold_ms.load(Ordering::Relaxed);
         if threshold > 0 && !self.timed_out.load(Ordering::Relaxed) {
@@ -594,6 +648,23 @@ impl Engine {
     #[must_use]
     pub fn env(&self) -> &Table {
         &self.env
+    }
+
+    /// Runs `function` with no arguments as a run of its own (FUNCTION LOAD runs a
+    /// library's top level so), under the load timeout: whether it ended well, and its
+    /// result or Redis error table.
+    ///
+    /// # Errors
+    /// Lua's error when the call cannot be made.
+    pub fn run_loading(&self, function: &Function) -> mlua::Result<(bool, Value)> {
+        self.run.begin_load();
+        let results: mlua::Result<MultiValue> = self
+            .raw_xpcall
+            .call((function.clone(), self.handler.clone()));
+        self.run.end_load();
+        let mut results = results?.into_iter();
+        let ok = matches!(results.next(), Some(Value::Boolean(true)));
+        Ok((ok, results.next().unwrap_or(Value::Nil)))
     }
 
     /// SCRIPT FLUSH: forgets every script and starts a new interpreter.

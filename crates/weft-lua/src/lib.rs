@@ -10,9 +10,11 @@
 
 pub mod convert;
 pub mod engine;
+pub mod functions;
 pub mod libs;
 
 pub use engine::{
     CallOutcome, Engine, Host, Invocation, KillRefused, RunState, Runnable, ScriptFlags, sha1_hex,
     shebang,
 };
+pub use functions::{Functions, Library, RestorePolicy};

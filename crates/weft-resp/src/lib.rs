@@ -44,6 +44,7 @@ pub use encode::{
     write_push_len, write_request, write_set_len, write_simple, write_verbatim,
 };
 pub use error::ProtocolError;
+pub mod rdb;
 pub use long_double::{LONG_DOUBLE_TEXT_BYTES_MAX, LongDouble};
 pub use number::{
     format_double, format_double_g17, format_double_reply, parse_f64_redis, parse_i64_strict,

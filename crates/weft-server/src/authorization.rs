@@ -213,7 +213,9 @@ pub fn resp(spec: &CommandSpec, args: &[bytes::Bytes]) -> Need {
         "script" if sub("load") || sub("exists") || sub("help") => Server(Permissions::EXEC),
         "script" => Server(Permissions::ADMIN),
         // Function libraries are the server's: flushing them is a write of its, listing a read.
-        "function" if sub("list") => Server(Permissions::EXEC),
+        "function" if sub("list") || sub("stats") || sub("dump") || sub("help") => {
+            Server(Permissions::EXEC)
+        }
         "function" => Server(Permissions::ADMIN),
         "info" | "pubsub" => Server(Permissions::MONITOR),
         "dbsize" | "keys" | "scan" | "randomkey" => Cache(Permissions::BULK_READ),

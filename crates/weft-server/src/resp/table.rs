@@ -243,11 +243,19 @@ pub static COMMANDS: &[CommandSpec] = &[
     ]),
     // server
     spec("info", -1, ADMIN, NO_KEYS, server::info),
-    spec("function", -2, &["noscript"], NO_KEYS, server::function).with_subcommands(&[
+    spec("function", -2, &["noscript"], NO_KEYS, scripting::function).with_subcommands(&[
+        ("DELETE", 3),
+        ("DUMP", 2),
         ("FLUSH", -2),
         ("HELP", 2),
+        ("KILL", 2),
         ("LIST", -2),
+        ("LOAD", -3),
+        ("RESTORE", -3),
+        ("STATS", 2),
     ]),
+    spec("fcall", -3, SCRIPT_RUN, NO_KEYS, scripting::fcall),
+    spec("fcall_ro", -3, SCRIPT_RUN_RO, NO_KEYS, scripting::fcall_ro),
     spec(
         "slowlog",
         -2,

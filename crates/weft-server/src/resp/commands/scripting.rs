@@ -1,6 +1,7 @@
-//! Scripting: EVAL, EVALSHA, EVAL_RO, EVALSHA_RO and SCRIPT, over `weft_lua`'s engine.
+//! Scripting: EVAL, EVALSHA, EVAL_RO, EVALSHA_RO and SCRIPT, and function libraries
+//! (FUNCTION, FCALL, FCALL_RO), over `weft_lua`.
 //!
-//! One interpreter serves the server, as in Redis. A script runs with the transaction gate
+//! One interpreter serves EVAL and another the function libraries, as in Redis. A script runs with the transaction gate
 //! held exclusively (see `Session::execute`), so no other RESP command runs while it does:
 //! scripts are atomic as MULTI/EXEC transactions are, with the same limit — writes through
 //! Hot Rod, REST or memcached do not take the gate. Each `redis.call` is dispatched as the
@@ -15,7 +16,7 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use parking_lot::{Mutex, MutexGuard};
-use weft_lua::{CallOutcome, Engine, Host, Invocation, RunState};
+use weft_lua::{CallOutcome, Engine, Functions, Host, Invocation, RestorePolicy, RunState};
 use weft_resp::Protocol;
 
 use crate::resp::{Reply, Session, table};
@@ -25,6 +26,8 @@ use crate::resp::{Reply, Session, table};
 pub struct Scripting {
     /// Made on first use (most servers never run a script).
     engine: Mutex<Option<Engine>>,
+    /// The function libraries, made on first use too.
+    functions: Mutex<Option<Functions>>,
     /// The running script's state: busy, killed.
     pub run: Arc<RunState>,
 }
@@ -33,6 +36,7 @@ impl Default for Scripting {
     fn default() -> Self {
         Self {
             engine: Mutex::new(None),
+            functions: Mutex::new(None),
             run: Arc::new(RunState::new(std::time::Duration::from_millis(
                 BUSY_REPLY_THRESHOLD_MS,
             ))),
@@ -57,6 +61,21 @@ impl Scripting {
             );
         }
         Ok(engine)
+    }
+
+    /// The function libraries, made now if this is the first use.
+    ///
+    /// # Errors
+    /// The error reply's text when the interpreter cannot be made.
+    pub fn functions(&self) -> Result<MutexGuard<'_, Option<Functions>>, String> {
+        let mut functions = self.functions.lock();
+        if functions.is_none() {
+            *functions = Some(
+                Functions::new(Arc::clone(&self.run))
+                    .map_err(|e| format!("ERR the Lua interpreter could not start: {e}"))?,
+            );
+        }
+        Ok(functions)
     }
 
     /// CONFIG SET `busy-reply-threshold` or `lua-time-limit`.
@@ -266,6 +285,16 @@ fn invoke(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>, sha: boo
     }
     let clustered = session.cache.config().mode.is_clustered();
     let body = args[1].clone();
+    let name = if sha {
+        String::from_utf8_lossy(&body).to_ascii_lowercase()
+    } else {
+        weft_lua::sha1_hex(&body)
+    };
+    session
+        .context
+        .scripting
+        .run
+        .set_command(&name, args.to_vec());
     run_for(session, reply, |engine, host, out, protocol| {
         let invocation = Invocation {
             keys,
@@ -354,5 +383,318 @@ pub fn script(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
                 reply.simple(line);
             }
         }
+    }
+}
+
+/// `FCALL function numkeys [key ...] [arg ...]`
+pub fn fcall(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
+    call_function(session, args, reply, false);
+}
+
+/// `FCALL_RO function numkeys [key ...] [arg ...]`
+pub fn fcall_ro(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
+    call_function(session, args, reply, true);
+}
+
+fn call_function(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>, ro: bool) {
+    let name = String::from_utf8_lossy(&args[1]).into_owned();
+    let context = Arc::clone(&session.context);
+    let mut functions = match context.scripting.functions() {
+        Ok(functions) => functions,
+        Err(error) => return reply.error(&error),
+    };
+    let Some(functions) = functions.as_mut() else {
+        return reply.error("ERR the Lua interpreter is not available");
+    };
+    if functions.function(&name).is_none() {
+        return reply.error("ERR Function not found");
+    }
+    if weft_resp::parse_i64_strict(&args[2]).is_none() {
+        return reply.error("ERR Bad number of keys provided");
+    }
+    let (keys, argv) = match split_keys(args) {
+        Ok(split) => split,
+        Err(error) => return reply.error(error),
+    };
+    match route(session, keys, args) {
+        Ok(true) => {}
+        Ok(false) => return,
+        Err(error) => return reply.error(error),
+    }
+    let clustered = session.cache.config().mode.is_clustered();
+    context.scripting.run.set_command(&name, args.to_vec());
+    let (cache, database) = (session.cache.clone(), session.database);
+    let protocol = session.protocol;
+    let mut out = BytesMut::new();
+    {
+        let mut host = ScriptHost {
+            session: &mut *session,
+        };
+        let invocation = Invocation {
+            keys,
+            args: argv,
+            read_only: ro,
+            clustered,
+        };
+        functions.call(&mut host, &name, invocation, &mut out, protocol);
+    }
+    session.cache = cache;
+    session.database = database;
+    reply.raw(&out);
+}
+
+/// `FUNCTION LOAD|DELETE|FLUSH|LIST|KILL|STATS|DUMP|RESTORE|HELP`
+pub fn function(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
+    let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
+    let context = Arc::clone(&session.context);
+    let run = &context.scripting.run;
+    match sub.as_str() {
+        "kill" => {
+            return match run.kill(false) {
+                Ok(()) => reply.ok(),
+                Err(refused) => reply.error(refused.text(false)),
+            };
+        }
+        "stats" => return function_stats(&context, reply),
+        "help" => return function_help(reply),
+        _ => {}
+    }
+    let mut functions = match context.scripting.functions() {
+        Ok(functions) => functions,
+        Err(error) => return reply.error(&error),
+    };
+    let Some(functions) = functions.as_mut() else {
+        return reply.error("ERR the Lua interpreter is not available");
+    };
+    match sub.as_str() {
+        "load" => {
+            let mut replace = false;
+            let mut at = 2;
+            while at < args.len() - 1 {
+                if args[at].eq_ignore_ascii_case(b"replace") {
+                    replace = true;
+                    at += 1;
+                    continue;
+                }
+                return reply.error(&format!(
+                    "ERR Unknown option given: {}",
+                    String::from_utf8_lossy(&args[at])
+                ));
+            }
+            let Some(code) = args.get(at) else {
+                return reply.error("ERR Function code is missing");
+            };
+            match functions.load(code, replace) {
+                Ok(name) => reply.bulk(name.as_bytes()),
+                Err(error) => reply.error(&error),
+            }
+        }
+        "delete" => match functions.delete(&String::from_utf8_lossy(&args[2])) {
+            Ok(()) => reply.ok(),
+            Err(error) => reply.error(error),
+        },
+        "flush" => {
+            if args.len() > 3 {
+                return reply.error("ERR unknown subcommand or wrong number of arguments for 'flush'. Try FUNCTION HELP.");
+            }
+            if args.get(2).is_some_and(|mode| {
+                !mode.eq_ignore_ascii_case(b"sync") && !mode.eq_ignore_ascii_case(b"async")
+            }) {
+                return reply.error("ERR FUNCTION FLUSH only supports SYNC|ASYNC option");
+            }
+            functions.flush();
+            reply.ok();
+        }
+        "list" => function_list(functions, args, reply),
+        "dump" => {
+            let mut payload = Vec::new();
+            for code in functions.codes() {
+                payload.push(weft_resp::rdb::OPCODE_FUNCTION2);
+                weft_resp::rdb::write_string(&mut payload, &code);
+            }
+            weft_resp::rdb::seal(&mut payload);
+            reply.bulk(&payload);
+        }
+        "restore" => {
+            if args.len() > 4 {
+                return reply.error("ERR unknown subcommand or wrong number of arguments for 'restore'. Try FUNCTION HELP.");
+            }
+            let policy = match args.get(3) {
+                None => RestorePolicy::Append,
+                Some(p) if p.eq_ignore_ascii_case(b"append") => RestorePolicy::Append,
+                Some(p) if p.eq_ignore_ascii_case(b"replace") => RestorePolicy::Replace,
+                Some(p) if p.eq_ignore_ascii_case(b"flush") => RestorePolicy::Flush,
+                Some(_) => {
+                    return reply.error("ERR Wrong restore policy given, value should be either FLUSH, APPEND or REPLACE.");
+                }
+            };
+            let codes = match restore_codes(&args[2]) {
+                Ok(codes) => codes,
+                Err(error) => return reply.error(error),
+            };
+            match functions.restore(&codes, policy) {
+                Ok(()) => reply.ok(),
+                Err(error) => reply.error(&error),
+            }
+        }
+        _ => function_help(reply),
+    }
+}
+
+/// The libraries' codes in a FUNCTION DUMP payload.
+fn restore_codes(payload: &[u8]) -> Result<Vec<Bytes>, &'static str> {
+    use weft_resp::rdb;
+    let (body, _) =
+        rdb::open(payload).map_err(|_| "ERR DUMP payload version or checksum are wrong")?;
+    let mut reader = rdb::Reader::new(body);
+    let mut codes = Vec::new();
+    while !reader.is_empty() {
+        let kind = reader.byte().map_err(|_| "ERR can not read data type")?;
+        if kind != rdb::OPCODE_FUNCTION2 {
+            return Err("ERR given type is not a function");
+        }
+        let code = reader
+            .string()
+            .map_err(|_| "ERR failed loading the given functions payload")?;
+        codes.push(Bytes::from(code));
+    }
+    Ok(codes)
+}
+
+fn function_list(functions: &Functions, args: &[Bytes], reply: &mut Reply<'_>) {
+    let mut with_code = false;
+    let mut pattern: Option<&Bytes> = None;
+    let mut at = 2;
+    while at < args.len() {
+        let arg = &args[at];
+        if !with_code && arg.eq_ignore_ascii_case(b"withcode") {
+            with_code = true;
+        } else if pattern.is_none() && arg.eq_ignore_ascii_case(b"libraryname") {
+            let Some(next) = args.get(at + 1) else {
+                return reply.error("ERR library name argument was not given");
+            };
+            pattern = Some(next);
+            at += 1;
+        } else {
+            return reply.error(&format!(
+                "ERR Unknown argument {}",
+                String::from_utf8_lossy(arg)
+            ));
+        }
+        at += 1;
+    }
+    let libraries: Vec<_> = functions
+        .libraries()
+        .values()
+        .filter(|library| {
+            pattern.is_none_or(|p| {
+                super::glob::matches(
+                    &p.to_ascii_lowercase(),
+                    &library.name.to_ascii_lowercase().into_bytes(),
+                )
+            })
+        })
+        .collect();
+    reply.array(libraries.len());
+    for library in libraries {
+        reply.map(if with_code { 4 } else { 3 });
+        reply.bulk(b"library_name");
+        reply.bulk(library.name.as_bytes());
+        reply.bulk(b"engine");
+        reply.bulk(library.engine.as_bytes());
+        reply.bulk(b"functions");
+        reply.array(library.functions.len());
+        for function in library.functions.values() {
+            reply.map(3);
+            reply.bulk(b"name");
+            reply.bulk(function.name.as_bytes());
+            reply.bulk(b"description");
+            match &function.description {
+                Some(text) => reply.bulk(text.as_bytes()),
+                None => reply.null(),
+            }
+            reply.bulk(b"flags");
+            let names = function.flags.names();
+            reply.set(names.len());
+            for name in names {
+                reply.simple(name);
+            }
+        }
+        if with_code {
+            reply.bulk(b"library_code");
+            reply.bulk(&library.code);
+        }
+    }
+}
+
+fn function_stats(context: &crate::ServerContext, reply: &mut Reply<'_>) {
+    let run = &context.scripting.run;
+    if run.active() && run.is_eval() {
+        return reply.error(
+            "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.",
+        );
+    }
+    reply.map(2);
+    reply.bulk(b"running_script");
+    match run.running() {
+        None => reply.null(),
+        Some((name, command, duration)) => {
+            reply.map(3);
+            reply.bulk(b"name");
+            reply.bulk(name.as_bytes());
+            reply.bulk(b"command");
+            reply.array(command.len());
+            for arg in &command {
+                reply.bulk(arg);
+            }
+            reply.bulk(b"duration_ms");
+            reply.integer(i64::try_from(duration.as_millis()).unwrap_or(i64::MAX));
+        }
+    }
+    // The libraries' lock is held by a running function: counts are read only when free.
+    let counts = context
+        .scripting
+        .functions
+        .try_lock()
+        .and_then(|f| {
+            f.as_ref()
+                .map(|f| (f.libraries().len(), f.function_count()))
+        })
+        .unwrap_or((0, 0));
+    reply.bulk(b"engines");
+    reply.map(1);
+    reply.bulk(b"LUA");
+    reply.map(2);
+    reply.bulk(b"libraries_count");
+    reply.integer(i64::try_from(counts.0).unwrap_or(i64::MAX));
+    reply.bulk(b"functions_count");
+    reply.integer(i64::try_from(counts.1).unwrap_or(i64::MAX));
+}
+
+fn function_help(reply: &mut Reply<'_>) {
+    let help = [
+        "FUNCTION <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "LOAD [REPLACE] <FUNCTION CODE>",
+        "    Create a new library with the given library name and code.",
+        "DELETE <LIBRARY NAME>",
+        "    Delete the given library.",
+        "LIST [LIBRARYNAME PATTERN] [WITHCODE]",
+        "    Return general information on all the libraries.",
+        "FLUSH [ASYNC|SYNC]",
+        "    Delete all the libraries.",
+        "KILL",
+        "    Kill the current running function.",
+        "STATS",
+        "    Return information about the current function running.",
+        "DUMP",
+        "    Return a serialized payload representing the current libraries.",
+        "RESTORE <PAYLOAD> [FLUSH|APPEND|REPLACE]",
+        "    Restore the libraries represented by the given payload.",
+        "HELP",
+        "    Print this help.",
+    ];
+    reply.array(help.len());
+    for line in help {
+        reply.simple(line);
     }
 }
