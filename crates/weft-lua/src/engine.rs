@@ -146,6 +146,90 @@ impl ScriptFlags {
     }
 }
 
+/// Splits a shebang line into words as Redis' `sdssplitargs` does: spaces separate words,
+/// `"..."` (with `\n`, `\t`, `\\`, `\"`, `\xHH` escapes) and `'...'` quote parts of a
+/// word; `None` for unbalanced quotes or a closing quote not followed by a space.
+#[must_use]
+pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
+    let mut words = Vec::new();
+    let mut at = 0;
+    loop {
+        while at < line.len() && line[at].is_ascii_whitespace() {
+            at += 1;
+        }
+        if at >= line.len() {
+            return Some(words);
+        }
+        let mut word = Vec::new();
+        let mut double = false;
+        let mut single = false;
+        loop {
+            let Some(&c) = line.get(at) else {
+                if double || single {
+                    return None;
+                }
+                break;
+            };
+            if double {
+                if c == b'\\' && line.get(at + 1) == Some(&b'x') {
+                    let hex = line
+                        .get(at + 2..at + 4)
+                        .and_then(|h| std::str::from_utf8(h).ok());
+                    if let Some(byte) = hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                        word.push(byte);
+                        at += 4;
+                        continue;
+                    }
+                }
+                if c == b'\\' && at + 1 < line.len() {
+                    word.push(match line[at + 1] {
+                        b'n' => b'\n',
+                        b'r' => b'\r',
+                        b't' => b'\t',
+                        b'b' => 8,
+                        b'a' => 7,
+                        other => other,
+                    });
+                    at += 2;
+                    continue;
+                }
+                if c == b'"' {
+                    if line.get(at + 1).is_some_and(|n| !n.is_ascii_whitespace()) {
+                        return None;
+                    }
+                    at += 1;
+                    break;
+                }
+                word.push(c);
+            } else if single {
+                if c == b'\\' && line.get(at + 1) == Some(&b'\'') {
+                    word.push(b'\'');
+                    at += 2;
+                    continue;
+                }
+                if c == b'\'' {
+                    if line.get(at + 1).is_some_and(|n| !n.is_ascii_whitespace()) {
+                        return None;
+                    }
+                    at += 1;
+                    break;
+                }
+                word.push(c);
+            } else if c.is_ascii_whitespace() {
+                break;
+            } else if c == b'"' {
+                double = true;
+            } else if c == b'\'' {
+                single = true;
+            } else {
+                word.push(c);
+            }
+            at += 1;
+        }
+        words.push(word);
+    }
+}
+
 /// Reads an EVAL script's shebang (`#!lua flags=no-writes,allow-oom`): its flags and how
 /// many bytes it takes (the line feed stays, so line numbers hold).
 ///
@@ -162,8 +246,12 @@ pub fn shebang(body: &[u8]) -> Result<(ScriptFlags, usize), String> {
     let Some(end) = body.iter().position(|&b| b == b'\n') else {
         return Err("Invalid script shebang".to_owned());
     };
-    let line = String::from_utf8_lossy(&body[..end]);
-    let mut parts = line.split_ascii_whitespace();
+    let words = split_args(&body[..end]).unwrap_or_default();
+    let words: Vec<String> = words
+        .iter()
+        .map(|w| String::from_utf8_lossy(w).into_owned())
+        .collect();
+    let mut parts = words.iter().map(String::as_str);
     let Some(engine) = parts.next() else {
         return Err("Invalid engine in script shebang".to_owned());
     };

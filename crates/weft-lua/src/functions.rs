@@ -79,8 +79,14 @@ pub fn metadata(code: &[u8]) -> Result<(String, String, usize), String> {
     let Some(end) = code.iter().position(|&b| b == b'\n') else {
         return Err("Invalid library metadata".to_owned());
     };
-    let line = String::from_utf8_lossy(&code[..end]);
-    let mut parts = line.split_ascii_whitespace();
+    let Some(words) = crate::engine::split_args(&code[..end]).filter(|w| !w.is_empty()) else {
+        return Err("Invalid library metadata".to_owned());
+    };
+    let words: Vec<String> = words
+        .iter()
+        .map(|w| String::from_utf8_lossy(w).into_owned())
+        .collect();
+    let mut parts = words.iter().map(String::as_str);
     let Some(engine) = parts.next() else {
         return Err("Invalid library metadata".to_owned());
     };
@@ -177,7 +183,7 @@ impl Functions {
     /// The error reply's text.
     pub fn load(&mut self, code: &[u8], replace: bool) -> Result<String, String> {
         let library = self.compile(code)?;
-        self.link(vec![library], replace)
+        self.link(vec![library], replace, true)
             .map(|mut names| names.pop().unwrap_or_default())
     }
 
@@ -253,10 +259,21 @@ impl Functions {
     }
 
     /// Adds libraries, replacing those of the same names when `replace`; all or none.
-    fn link(&mut self, libraries: Vec<Library>, replace: bool) -> Result<Vec<String>, String> {
+    /// `quoted`: FUNCTION LOAD's error quotes the name, FUNCTION RESTORE's does not (as in
+    /// Redis).
+    fn link(
+        &mut self,
+        libraries: Vec<Library>,
+        replace: bool,
+        quoted: bool,
+    ) -> Result<Vec<String>, String> {
         for library in &libraries {
             if self.libraries.contains_key(&library.name) && !replace {
-                return Err(format!("ERR Library '{}' already exists", library.name));
+                return Err(if quoted {
+                    format!("ERR Library '{}' already exists", library.name)
+                } else {
+                    format!("ERR Library {} already exists", library.name)
+                });
             }
         }
         for library in &libraries {
@@ -337,10 +354,10 @@ impl Functions {
         match policy {
             RestorePolicy::Flush => {
                 self.flush();
-                self.link(libraries, false).map(|_| ())
+                self.link(libraries, false, false).map(|_| ())
             }
-            RestorePolicy::Append => self.link(libraries, false).map(|_| ()),
-            RestorePolicy::Replace => self.link(libraries, true).map(|_| ()),
+            RestorePolicy::Append => self.link(libraries, false, false).map(|_| ()),
+            RestorePolicy::Replace => self.link(libraries, true, false).map(|_| ()),
         }
     }
 }

@@ -15,6 +15,6 @@ pub mod libs;
 
 pub use engine::{
     CallOutcome, Engine, Host, Invocation, KillRefused, RunState, Runnable, ScriptFlags, sha1_hex,
-    shebang,
+    shebang, split_args,
 };
 pub use functions::{Functions, Library, RestorePolicy};

@@ -288,3 +288,24 @@ fn kill_stops_a_loop() {
         "{reply}"
     );
 }
+
+// Proves shebang words split as Redis' sdssplitargs splits them: quotes inside a word,
+// escapes, and unbalanced quotes refused.
+#[test]
+fn shebang_words_split_as_redis() {
+    let words = weft_lua::split_args(br#"#!lua name="foo" flags='no-writes'"#).expect("splits");
+    assert_eq!(
+        words,
+        vec![
+            b"#!lua".to_vec(),
+            b"name=foo".to_vec(),
+            b"flags=no-writes".to_vec()
+        ]
+    );
+    assert_eq!(
+        weft_lua::split_args(br#"a "\x41\n" b"#).expect("splits"),
+        vec![b"a".to_vec(), b"A\n".to_vec(), b"b".to_vec()]
+    );
+    assert!(weft_lua::split_args(br#"name="foo"#).is_none());
+    assert!(weft_lua::split_args(br#""a"b"#).is_none());
+}

@@ -92,6 +92,18 @@ pub struct ServerContext {
     pub security: Arc<security::Security>,
 }
 
+/// Runs `f`, which may block for long (a script, a wait for one), without starving the
+/// async runtime: on a multi-threaded runtime's worker, the worker's other tasks and the I/O
+/// driver go to another thread meanwhile (`block_in_place`); elsewhere `f` just runs.
+pub(crate) fn off_worker<R>(f: impl FnOnce() -> R) -> R {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
+    }
+}
+
 impl ServerContext {
     /// Resets what CONFIG RESETSTAT resets: the commands and connections counted, and every
     /// cache's statistics (hits, misses, stores…).

@@ -332,38 +332,23 @@ impl Session {
         let protocol = self.protocol;
         // Writes made now are this client's own (CLIENT TRACKING NOLOOP).
         tracking::as_client(self.client_id, || {
-            // While a script runs past `busy-reply-threshold`, only what Redis allows then
-            // runs (SCRIPT KILL among them), beside the script rather than after it.
-            let busy = || context.scripting.run.busy();
-            if let Some(error) = busy() {
-                if scripting::allowed_while_busy(args) {
-                    self.dispatch(args, &mut reply);
-                } else {
-                    reply.error(error);
-                }
-                return;
-            }
-            let alone = args.first().is_some_and(|name| scripting::runs_alone(name));
-            // A gate held by a script is waited for until the script turns busy.
-            loop {
+            let name = args.first().map_or(&[][..], |name| &name[..]);
+            let alone = scripting::runs_alone(name);
+            // The common case: no script is busy and the gate is free.
+            if !scripting::runs_script(name) && context.scripting.run.busy().is_none() {
                 if alone {
-                    if let Some(_exclusive) = context.transaction_gate.try_write_for(GATE_WAIT) {
+                    if let Some(_exclusive) = context.transaction_gate.try_write() {
                         self.dispatch(args, &mut reply);
                         return;
                     }
-                } else if let Some(_shared) = context.transaction_gate.try_read_for(GATE_WAIT) {
+                } else if let Some(_shared) = context.transaction_gate.try_read() {
                     self.dispatch(args, &mut reply);
                     return;
                 }
-                if let Some(error) = busy() {
-                    if scripting::allowed_while_busy(args) {
-                        self.dispatch(args, &mut reply);
-                    } else {
-                        reply.error(error);
-                    }
-                    return;
-                }
             }
+            // A script, or a wait for one: this may take long, so the async worker hands
+            // its other tasks (and the I/O driver) to another thread meanwhile.
+            crate::off_worker(|| self.wait_and_dispatch(args, &mut reply, alone));
         });
         if self.protocol != protocol {
             self.mailbox.set_protocol(self.protocol);
@@ -381,6 +366,34 @@ impl Session {
             return Err(OutputLimitExceeded { limit });
         }
         Ok(())
+    }
+
+    /// Runs a command once the transaction gate lets it (exclusively for EXEC and scripts),
+    /// or answers BUSY when a script holding the gate has run past `busy-reply-threshold`
+    /// — except for the commands Redis allows then (SCRIPT KILL among them), which run
+    /// beside the script.
+    fn wait_and_dispatch(&mut self, args: &[Bytes], reply: &mut Reply<'_>, alone: bool) {
+        let context = Arc::clone(&self.context);
+        let busy = || context.scripting.run.busy();
+        loop {
+            if let Some(error) = busy() {
+                if scripting::allowed_while_busy(args) {
+                    self.dispatch(args, reply);
+                } else {
+                    reply.error(error);
+                }
+                return;
+            }
+            if alone {
+                if let Some(_exclusive) = context.transaction_gate.try_write_for(GATE_WAIT) {
+                    self.dispatch(args, reply);
+                    return;
+                }
+            } else if let Some(_shared) = context.transaction_gate.try_read_for(GATE_WAIT) {
+                self.dispatch(args, reply);
+                return;
+            }
+        }
     }
 
     /// Whether MULTI is queueing commands (blocking commands then do not block).

@@ -558,6 +558,27 @@ pub static COMMANDS: &[CommandSpec] = &[
     ),
     spec("zpopmax", -2, WRITE_FAST_NOOOM, ONE_KEY, zsets::zpopmax),
     spec(
+        "bzpopmin",
+        -3,
+        &["write", "noscript", "blocking", "fast"],
+        (1, -2, 1),
+        zsets::bzpopmin,
+    ),
+    spec(
+        "bzpopmax",
+        -3,
+        &["write", "noscript", "blocking", "fast"],
+        (1, -2, 1),
+        zsets::bzpopmax,
+    ),
+    spec(
+        "bzmpop",
+        -5,
+        &["write", "blocking", "movablekeys"],
+        NO_KEYS,
+        zsets::bzmpop,
+    ),
+    spec(
         "zrandmember",
         -2,
         &["readonly"],

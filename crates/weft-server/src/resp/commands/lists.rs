@@ -713,6 +713,12 @@ pub fn lmpop(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
 // ---------------------------------------------------------------------------------------
 // Blocking forms.
 
+/// What other blocking commands (BZPOPMIN, BZMPOP) share with the lists' blocking forms:
+/// the timeout's parsing, the keys a retry tries, and blocking.
+pub(super) mod blocking {
+    pub(in crate::resp::commands) use super::{attempt_keys, block, may_block, parse_timeout};
+}
+
 const TIMEOUT_NOT_FLOAT: &str = "ERR timeout is not a float or out of range";
 const TIMEOUT_NEGATIVE: &str = "ERR timeout is negative";
 
@@ -720,7 +726,7 @@ const TIMEOUT_NEGATIVE: &str = "ERR timeout is negative";
 /// `long double`, then `(long long) ceill(seconds * 1000.0)` — on x86-64 a value that does
 /// not fit converts to `LLONG_MIN`, so `inf` or `1e400` are "negative" too. Returns the
 /// milliseconds, 0 meaning forever.
-fn parse_timeout(arg: &[u8]) -> Result<u64, &'static str> {
+pub(super) fn parse_timeout(arg: &[u8]) -> Result<u64, &'static str> {
     let seconds = weft_resp::LongDouble::parse(arg).ok_or(TIMEOUT_NOT_FLOAT)?;
     u64::try_from(x87_ceil_millis(seconds.to_bits())).map_err(|_| TIMEOUT_NEGATIVE)
 }
@@ -801,7 +807,7 @@ fn deadline_after(millis: u64) -> Option<Instant> {
 }
 
 /// Blocks the session on `keys`, keeping the deadline of the first attempt on a retry.
-fn block(session: &mut Session, keys: &[Bytes], timeout_ms: u64) {
+pub(super) fn block(session: &mut Session, keys: &[Bytes], timeout_ms: u64) {
     let deadline = match &session.block_retry {
         Some(retry) => retry.deadline,
         None => deadline_after(timeout_ms),
@@ -813,13 +819,13 @@ fn block(session: &mut Session, keys: &[Bytes], timeout_ms: u64) {
 }
 
 /// Whether the command may block: not inside MULTI (Redis runs them as non-blocking there).
-fn may_block(session: &Session) -> bool {
+pub(super) fn may_block(session: &Session) -> bool {
     !session.in_transaction()
 }
 
 /// The keys a blocking pop tries now, and whether it is a retry: on a retry, the keys pushed
 /// to in the order they were pushed to (every key on the first retry); else all of them.
-fn attempt_keys<'k>(session: &Session, keys: &'k [Bytes]) -> (Cow<'k, [Bytes]>, bool) {
+pub(super) fn attempt_keys<'k>(session: &Session, keys: &'k [Bytes]) -> (Cow<'k, [Bytes]>, bool) {
     match &session.block_retry {
         None => (Cow::Borrowed(keys), false),
         Some(Retry { ready: None, .. }) => (Cow::Borrowed(keys), true),

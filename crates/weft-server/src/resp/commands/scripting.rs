@@ -117,6 +117,12 @@ pub fn allowed_while_busy(args: &[Bytes]) -> bool {
         || (is(b"function") && (sub(b"kill") || sub(b"stats")))
 }
 
+/// Whether the command runs a script or a function.
+#[must_use]
+pub fn runs_script(name: &[u8]) -> bool {
+    !name.eq_ignore_ascii_case(b"exec") && runs_alone(name)
+}
+
 /// Whether the command runs alone, holding the transaction gate exclusively.
 #[must_use]
 pub fn runs_alone(name: &[u8]) -> bool {

@@ -148,6 +148,8 @@ pub fn command(_session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
                 None => reply.null_array(),
             }
         }
+    } else if is(sub, "GETKEYS") || is(sub, "GETKEYSANDFLAGS") {
+        getkeys(&args[2..], is(sub, "GETKEYSANDFLAGS"), reply);
     } else if is(sub, "DOCS") {
         // No documentation is served; clients (redis-cli) fall back to their own help.
         reply.map(0);
@@ -156,6 +158,113 @@ pub fn command(_session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
             "ERR unknown subcommand '{}'. Try COMMAND HELP.",
             String::from_utf8_lossy(sub)
         ));
+    }
+}
+
+/// `COMMAND GETKEYS command [arg ...]` (and GETKEYSANDFLAGS): the keys a command names,
+/// with Redis' errors for an unknown command, a command without keys, and a wrong count.
+fn getkeys(command: &[Bytes], with_flags: bool, reply: &mut Reply<'_>) {
+    let Some(spec) = command.first().and_then(|name| lookup(name)) else {
+        return reply.error("ERR Invalid command specified");
+    };
+    let movable = spec.flags.contains(&"movablekeys");
+    if spec.first_key <= 0 && !movable && !has_subcommand_key(spec.name) {
+        return reply.error("ERR The command has no key arguments");
+    }
+    if !spec.arity_ok(command.len()) {
+        return reply.error("ERR Invalid number of arguments specified for command");
+    }
+    match key_positions(spec, command) {
+        Some(positions) => {
+            reply.array(positions.len());
+            for at in positions {
+                if with_flags {
+                    reply.array(2);
+                    reply.bulk(&command[at]);
+                    let flags: &[&str] = if spec.flags.contains(&"write") {
+                        &["RW", "update"]
+                    } else {
+                        &["RO", "access"]
+                    };
+                    reply.set(flags.len());
+                    for flag in flags {
+                        reply.simple(flag);
+                    }
+                } else {
+                    reply.bulk(&command[at]);
+                }
+            }
+        }
+        None if spec.flags.contains(&"no_mandatory_keys") => reply.array(0),
+        None => reply.error("ERR Invalid arguments specified for command"),
+    }
+}
+
+/// Container commands whose subcommand names a key right after it.
+fn has_subcommand_key(name: &str) -> bool {
+    matches!(name, "object" | "memory" | "xinfo" | "xgroup")
+}
+
+/// Where a command's keys are in `command` (its name at 0): by the table's positions, or
+/// for commands whose keys move (a count argument, a STORE option, STREAMS) by their
+/// syntax; `None` when the arguments do not say.
+pub fn key_positions(
+    spec: &crate::resp::table::CommandSpec,
+    command: &[Bytes],
+) -> Option<Vec<usize>> {
+    let numkeys = |at: usize, from: usize| -> Option<Vec<usize>> {
+        let n = usize::try_from(weft_resp::parse_i64_strict(command.get(at)?)?).ok()?;
+        (from + n <= command.len()).then(|| (from..from + n).collect())
+    };
+    match spec.name {
+        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" => numkeys(2, 3),
+        "zunion" | "zinter" | "zdiff" | "zintercard" | "sintercard" | "lmpop" | "zmpop" => {
+            numkeys(1, 2).filter(|keys| !keys.is_empty())
+        }
+        "blmpop" | "bzmpop" => numkeys(2, 3).filter(|keys| !keys.is_empty()),
+        "zunionstore" | "zinterstore" | "zdiffstore" => {
+            let mut keys = numkeys(2, 3).filter(|keys| !keys.is_empty())?;
+            keys.insert(0, 1);
+            Some(keys)
+        }
+        "sort" | "sort_ro" | "georadius" | "georadiusbymember" => {
+            let mut keys = vec![1];
+            let mut at = 2;
+            while at < command.len() {
+                let word = &command[at];
+                if (is(word, "STORE") || is(word, "STOREDIST")) && at + 1 < command.len() {
+                    keys.truncate(1);
+                    keys.push(at + 1);
+                    at += 2;
+                } else {
+                    at += 1;
+                }
+            }
+            Some(keys)
+        }
+        "xread" | "xreadgroup" => {
+            let streams = command.iter().position(|word| is(word, "STREAMS"))?;
+            let rest = command.len() - streams - 1;
+            (rest > 0 && rest % 2 == 0).then(|| (streams + 1..streams + 1 + rest / 2).collect())
+        }
+        name if has_subcommand_key(name) => (command.len() > 2).then(|| vec![2]),
+        _ if spec.first_key > 0 => {
+            let len = i32::try_from(command.len()).ok()?;
+            let last = if spec.last_key < 0 {
+                len + spec.last_key
+            } else {
+                spec.last_key
+            };
+            let step = spec.step.max(1);
+            let mut keys = Vec::new();
+            let mut at = spec.first_key;
+            while at <= last && at < len {
+                keys.push(usize::try_from(at).ok()?);
+                at += step;
+            }
+            Some(keys)
+        }
+        _ => None,
     }
 }
 

@@ -403,6 +403,10 @@ pub fn zadd(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
                 Some(Ok(counts)) => counts,
                 _ => (0, 0, 0, 0.0),
             };
+            if added > 0 {
+                // Clients blocked in BZPOPMIN and friends wait for members.
+                super::lists::signal_stored(session, &args[1]);
+            }
             if flags.incr {
                 if processed > 0 {
                     reply.double(last);
@@ -434,7 +438,10 @@ pub fn zincrby(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
         }
     });
     match result {
-        Ok(Some(Ok(score))) => reply.double(score),
+        Ok(Some(Ok(score))) => {
+            super::lists::signal_stored(session, &args[1]);
+            reply.double(score);
+        }
         Ok(Some(Err(text))) => reply.error(text),
         Ok(None) => reply.null(),
         Err(failure) => failure.reply(reply),
@@ -742,7 +749,12 @@ pub fn zrangestore(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>)
     };
     let len = result.len();
     match collections::replace(session, &args[1], Structure::SortedSet(result)) {
-        Ok(()) => count_reply(reply, len),
+        Ok(()) => {
+            if len > 0 {
+                super::lists::signal_stored(session, &args[1]);
+            }
+            count_reply(reply, len);
+        }
         Err(failure) => failure.reply(reply),
     }
 }
@@ -863,38 +875,115 @@ fn pop(session: &Session, args: &[Bytes], reply: &mut Reply<'_>, last: bool) {
 /// first key holding a sorted set, answering `[key, [[member, score], …]]`, or nil when every
 /// key is empty. A key of another type is refused (WRONGTYPE), as Redis refuses it.
 pub fn zmpop(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
-    let parsed = super::lists::parse_mpop_with(&args[1..], |arg| {
-        if is(arg, "MIN") {
-            Some(false)
-        } else if is(arg, "MAX") {
-            Some(true)
-        } else {
-            None
-        }
-    });
+    let parsed = super::lists::parse_mpop_with(&args[1..], min_or_max);
     let (keys, last, count) = match parsed {
         Ok(parsed) => parsed,
         Err(text) => return reply.error(text),
     };
+    match pop_first(session, keys, count, last, false) {
+        Ok(Some((key, popped))) => mpop_reply(reply, key, &popped),
+        Ok(None) => reply.null_array(),
+        Err(failure) => failure.reply(reply),
+    }
+}
+
+/// `BZPOPMIN key [key ...] timeout`
+pub fn bzpopmin(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
+    blocking_pop(session, args, reply, false);
+}
+
+/// `BZPOPMAX key [key ...] timeout`
+pub fn bzpopmax(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
+    blocking_pop(session, args, reply, true);
+}
+
+/// A key and the members popped from it, with their scores.
+type Popped<'k> = (&'k Bytes, Vec<(Bytes, f64)>);
+
+/// Pops from the first key (of those tried now) holding members; on a retry, keys holding
+/// another type are passed over rather than refused, as Redis' blocked clients are.
+fn pop_first<'k>(
+    session: &Session,
+    keys: &'k [Bytes],
+    count: usize,
+    last: bool,
+    lenient: bool,
+) -> Result<Option<Popped<'k>>, collections::Failure> {
     for key in keys {
-        let popped = match pop_members(session, key, count, last) {
-            Ok(popped) => popped,
-            Err(failure) => return failure.reply(reply),
-        };
-        if popped.is_empty() {
-            continue;
+        match pop_members(session, key, count, last) {
+            Ok(popped) if !popped.is_empty() => return Ok(Some((key, popped))),
+            Ok(_) | Err(collections::Failure::WrongType) if lenient => {}
+            Ok(_) => {}
+            Err(failure) => return Err(failure),
         }
-        reply.array(2);
-        reply.bulk(key);
-        reply.array(popped.len());
-        for (member, score) in &popped {
-            reply.array(2);
+    }
+    Ok(None)
+}
+
+fn blocking_pop(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>, last: bool) {
+    use super::lists::blocking;
+    let timeout = match blocking::parse_timeout(&args[args.len() - 1]) {
+        Ok(timeout) => timeout,
+        Err(text) => return reply.error(text),
+    };
+    let keys = &args[1..args.len() - 1];
+    let (attempt, retrying) = blocking::attempt_keys(session, keys);
+    match pop_first(session, &attempt, 1, last, retrying) {
+        Ok(Some((key, popped))) => {
+            let (member, score) = &popped[0];
+            reply.array(3);
+            reply.bulk(key);
             reply.bulk(member);
             reply.double(*score);
         }
-        return;
+        Ok(None) if blocking::may_block(session) => blocking::block(session, keys, timeout),
+        Ok(None) => reply.null_array(),
+        Err(failure) => failure.reply(reply),
     }
-    reply.null_array();
+}
+
+/// `BZMPOP timeout numkeys key [key ...] MIN|MAX [COUNT count]`: the keys and options are
+/// checked before the timeout, as Redis does.
+pub fn bzmpop(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
+    use super::lists::blocking;
+    let parsed = super::lists::parse_mpop_with(&args[2..], min_or_max);
+    let (keys, last, count) = match parsed {
+        Ok(parsed) => parsed,
+        Err(text) => return reply.error(text),
+    };
+    let timeout = match blocking::parse_timeout(&args[1]) {
+        Ok(timeout) => timeout,
+        Err(text) => return reply.error(text),
+    };
+    let (attempt, retrying) = blocking::attempt_keys(session, keys);
+    match pop_first(session, &attempt, count, last, retrying) {
+        Ok(Some((key, popped))) => mpop_reply(reply, key, &popped),
+        Ok(None) if blocking::may_block(session) => blocking::block(session, keys, timeout),
+        Ok(None) => reply.null_array(),
+        Err(failure) => failure.reply(reply),
+    }
+}
+
+fn min_or_max(arg: &Bytes) -> Option<bool> {
+    if is(arg, "MIN") {
+        Some(false)
+    } else if is(arg, "MAX") {
+        Some(true)
+    } else {
+        None
+    }
+}
+
+/// ZMPOP's and BZMPOP's answer: `[key, [[member, score], …]]`.
+fn mpop_reply(reply: &mut Reply<'_>, key: &Bytes, popped: &[(Bytes, f64)]) {
+    reply.array(2);
+    reply.bulk(key);
+    reply.array(popped.len());
+    for (member, score) in popped {
+        reply.array(2);
+        reply.bulk(member);
+        reply.double(*score);
+    }
 }
 
 /// `ZPOPMIN key [count]`

@@ -312,7 +312,12 @@ fn algebra(session: &Session, args: &[Bytes], reply: &mut Reply<'_>, op: Op, out
         Outcome::Stored(result) => {
             let len = result.len();
             match collections::replace(session, &args[1], Structure::SortedSet(result)) {
-                Ok(()) => count_reply(reply, len),
+                Ok(()) => {
+                    if len > 0 {
+                        super::lists::signal_stored(session, &args[1]);
+                    }
+                    count_reply(reply, len);
+                }
                 Err(failure) => failure.reply(reply),
             }
         }

@@ -1,0 +1,258 @@
+//! Scripting over real sockets: EVAL and EVALSHA with the script cache, RESP3 replies from
+//! scripts, atomicity against other clients, BUSY and SCRIPT KILL, a SELECT inside a script
+//! staying inside it, function libraries with FCALL, FUNCTION DUMP/RESTORE, and blocking
+//! sorted-set pops woken by ZADD.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Frame, TestServer};
+
+fn int(n: i64) -> Frame {
+    Frame::Integer(n)
+}
+
+// Proves EVAL runs a script with KEYS and ARGV, caches it under its SHA1 for EVALSHA, and
+// answers NOSCRIPT for an unknown SHA1 and Redis' errors with the script's line.
+#[test]
+fn eval_and_the_script_cache() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    let reply = c.call(&[
+        "EVAL",
+        "redis.call('set', KEYS[1], ARGV[1]); return redis.call('get', KEYS[1])",
+        "1",
+        "k",
+        "v",
+    ]);
+    assert_eq!(reply, Frame::bulk("v"));
+    let sha = c.call(&["SCRIPT", "LOAD", "return ARGV[1] .. '!'"]).text();
+    assert_eq!(sha.len(), 40);
+    assert_eq!(c.call(&["EVALSHA", &sha, "0", "hi"]), Frame::bulk("hi!"));
+    assert_eq!(
+        c.call(&[
+            "SCRIPT",
+            "EXISTS",
+            &sha,
+            "0000000000000000000000000000000000000000"
+        ]),
+        Frame::Array(vec![int(1), int(0)])
+    );
+    let Frame::Error(text) = c.call(&["EVALSHA", "0000000000000000000000000000000000000000", "0"])
+    else {
+        panic!("NOSCRIPT expected");
+    };
+    assert_eq!(text, "NOSCRIPT No matching script. Please use EVAL.");
+    let Frame::Error(text) = c.call(&["EVAL", "return redis.call('incr', KEYS[1])", "1", "k"])
+    else {
+        panic!("error expected");
+    };
+    assert!(
+        text.starts_with("ERR value is not an integer or out of range script: ")
+            && text.ends_with("on @user_script:1."),
+        "{text}"
+    );
+    assert_eq!(c.cmd("SCRIPT FLUSH"), Frame::ok());
+    assert!(matches!(c.call(&["EVALSHA", &sha, "0"]), Frame::Error(_)));
+    let Frame::Error(text) = c.call(&["EVAL", "return 1", "2", "a"]) else {
+        panic!("error expected");
+    };
+    assert_eq!(
+        text,
+        "ERR Number of keys can't be greater than number of args"
+    );
+}
+
+// Proves a RESP3 script sees maps and doubles and returns them, and a RESP2 client gets
+// the RESP2 forms.
+#[test]
+fn resp3_inside_scripts() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    assert!(matches!(c.cmd("HELLO 3"), Frame::Map(_)));
+    let reply = c.call(&[
+        "EVAL",
+        "redis.setresp(3); redis.call('hset', KEYS[1], 'f', 'v'); local m = redis.call('hgetall', KEYS[1]); return {map={f=m.map.f}, double=nil, 1}",
+        "1",
+        "h",
+    ]);
+    // A table with a `map` field is the map.
+    assert_eq!(
+        reply,
+        Frame::Map(vec![(Frame::bulk("f"), Frame::bulk("v"))])
+    );
+    assert_eq!(
+        c.call(&["EVAL", "return {double=3.5}", "0"]),
+        Frame::Double("3.5".into())
+    );
+    let mut two = server.client();
+    assert_eq!(
+        two.call(&["EVAL", "return {double=3.5}", "0"]),
+        Frame::bulk("3.5")
+    );
+}
+
+// Proves a script is atomic: another client's INCRs land before or after it, never between
+// its reads and writes.
+#[test]
+fn scripts_are_atomic() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    assert_eq!(c.cmd("SET n 0"), Frame::ok());
+    let addr = server.addr;
+    let writer = std::thread::spawn(move || {
+        let mut w = common::Client::connect(addr);
+        for _ in 0..500 {
+            assert!(matches!(w.cmd("INCR n"), Frame::Integer(_)));
+        }
+    });
+    for _ in 0..200 {
+        // Reads n twice around a busy loop: equal if nothing ran in between.
+        let reply = c.call(&[
+            "EVAL",
+            "local a = redis.call('get', KEYS[1]); for i = 1, 2000 do end; local b = redis.call('get', KEYS[1]); return a == b and 1 or 0",
+            "1",
+            "n",
+        ]);
+        assert_eq!(reply, int(1));
+    }
+    writer.join().unwrap();
+}
+
+// Proves a script past busy-reply-threshold makes other clients answer BUSY, SCRIPT KILL
+// stops it, and the server answers normally again.
+#[test]
+fn busy_scripts_can_be_killed() {
+    let server = TestServer::start();
+    let mut admin = server.client();
+    assert_eq!(admin.cmd("CONFIG SET busy-reply-threshold 50"), Frame::ok());
+    let mut runner = server.client();
+    runner.send_raw(&common::encode(&[
+        "EVAL",
+        "local a = 0 while true do a = a + 1 end",
+        "0",
+    ]));
+    let started = Instant::now();
+    loop {
+        match admin.cmd("PING") {
+            Frame::Error(text) if text.starts_with("BUSY") => break,
+            _ if started.elapsed() > Duration::from_secs(10) => panic!("never busy"),
+            _ => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+    assert_eq!(admin.cmd("SCRIPT KILL"), Frame::ok());
+    let Frame::Error(text) = runner.read_frame() else {
+        panic!("the killed script answers an error");
+    };
+    assert!(
+        text.starts_with("ERR Script killed by user with SCRIPT KILL"),
+        "{text}"
+    );
+    assert_eq!(admin.cmd("PING"), Frame::Simple("PONG".into()));
+    assert_eq!(
+        admin.cmd("SCRIPT KILL"),
+        Frame::error("NOTBUSY No scripts in execution right now.")
+    );
+}
+
+// Proves SELECT inside a script is the script's own, and commands scripts may not run are
+// refused with Redis' text.
+#[test]
+fn scripts_keep_their_selects_and_limits() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    assert_eq!(
+        c.call(&[
+            "EVAL",
+            "redis.call('select', 1); redis.call('set', 'x', 'one'); return 1",
+            "0"
+        ]),
+        int(1)
+    );
+    assert_eq!(c.cmd("GET x"), Frame::NullBulk);
+    assert_eq!(c.cmd("SELECT 1"), Frame::ok());
+    assert_eq!(c.cmd("GET x"), Frame::bulk("one"));
+    let Frame::Error(text) = c.call(&["EVAL", "return redis.call('blpop', 'l', 0)", "0"]) else {
+        panic!("error expected");
+    };
+    assert!(
+        text.contains("This Redis command is not allowed from script"),
+        "{text}"
+    );
+    let Frame::Error(text) = c.call(&["EVAL_RO", "return redis.call('set', 'k', 'v')", "0"]) else {
+        panic!("error expected");
+    };
+    assert!(
+        text.contains("Write commands are not allowed from read-only scripts"),
+        "{text}"
+    );
+}
+
+// Proves function libraries: FUNCTION LOAD, FCALL and FCALL_RO with flags, case-insensitive
+// names, FUNCTION LIST, and DUMP then RESTORE after a FLUSH.
+#[test]
+fn function_libraries() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    let code = "#!lua name=lib\nredis.register_function('setget', function(keys, args) redis.call('set', keys[1], args[1]) return redis.call('get', keys[1]) end)\nredis.register_function{function_name='peek', callback=function(keys) return redis.call('get', keys[1]) end, flags={'no-writes'}}";
+    assert_eq!(c.call(&["FUNCTION", "LOAD", code]), Frame::bulk("lib"));
+    assert_eq!(
+        c.call(&["FCALL", "SETGET", "1", "k", "v"]),
+        Frame::bulk("v")
+    );
+    assert_eq!(c.call(&["FCALL_RO", "peek", "1", "k"]), Frame::bulk("v"));
+    let Frame::Error(text) = c.call(&["FCALL_RO", "setget", "1", "k", "w"]) else {
+        panic!("error expected");
+    };
+    assert_eq!(
+        text,
+        "ERR Can not execute a script with write flag using *_ro command."
+    );
+    let Frame::Error(text) = c.call(&["FUNCTION", "LOAD", code]) else {
+        panic!("error expected");
+    };
+    assert_eq!(text, "ERR Library 'lib' already exists");
+    let dump = c.cmd("FUNCTION DUMP").bytes();
+    assert_eq!(c.cmd("FUNCTION FLUSH"), Frame::ok());
+    assert!(matches!(
+        c.call(&["FCALL", "peek", "1", "k"]),
+        Frame::Error(_)
+    ));
+    assert_eq!(c.call(&[&b"FUNCTION"[..], b"RESTORE", &dump]), Frame::ok());
+    assert_eq!(c.call(&["FCALL", "peek", "1", "k"]), Frame::bulk("v"));
+    let listed = c.cmd("FUNCTION LIST").items();
+    assert_eq!(listed.len(), 1);
+    let Frame::Error(text) = c.call(&["FUNCTION", "LOAD", "#!lua name=bad\nreturn math.pi"]) else {
+        panic!("error expected");
+    };
+    assert!(
+        text.contains("nonexistent global variable 'math'"),
+        "{text}"
+    );
+}
+
+// Proves BZPOPMIN blocks until a ZADD gives it a member, and BZMPOP pops several.
+#[test]
+fn blocking_sorted_set_pops() {
+    let server = TestServer::start();
+    let mut waiter = server.client();
+    waiter.send_raw(&common::encode(&["BZPOPMIN", "z", "5"]));
+    std::thread::sleep(Duration::from_millis(100));
+    let mut c = server.client();
+    assert_eq!(c.cmd("ZADD z 2 b 1 a"), int(2));
+    assert_eq!(
+        waiter.read_frame(),
+        Frame::Array(vec![Frame::bulk("z"), Frame::bulk("a"), Frame::bulk("1")])
+    );
+    assert_eq!(
+        c.cmd("BZMPOP 1 1 z MAX COUNT 5"),
+        Frame::Array(vec![
+            Frame::bulk("z"),
+            Frame::Array(vec![Frame::Array(vec![Frame::bulk("b"), Frame::bulk("2")])])
+        ])
+    );
+    assert_eq!(c.cmd("BZPOPMAX z 0.05"), Frame::NullArray);
+}
