@@ -6,8 +6,8 @@ use std::sync::LazyLock;
 use bytes::Bytes;
 
 use super::commands::{
-    cluster, config, connection, counters, expire, hashes, keys, lists, pubsub, scripting, server,
-    sets, slowlog, strings, transactions, zsets, zsets_algebra,
+    bits, cluster, config, connection, counters, expire, hashes, hyperloglog, keys, lists, pubsub,
+    scripting, server, sets, slowlog, strings, transactions, zsets, zsets_algebra,
 };
 use super::{Reply, Session};
 
@@ -326,6 +326,18 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("getrange", 4, &["readonly"], ONE_KEY, strings::getrange),
     spec("substr", 4, &["readonly"], ONE_KEY, strings::getrange),
     spec("setrange", 4, WRITE, ONE_KEY, strings::setrange),
+    // bitmaps and bit fields
+    spec("setbit", 4, WRITE, ONE_KEY, bits::setbit),
+    spec("getbit", 3, READ, ONE_KEY, bits::getbit),
+    spec("bitcount", -2, &["readonly"], ONE_KEY, bits::bitcount),
+    spec("bitpos", -3, &["readonly"], ONE_KEY, bits::bitpos),
+    spec("bitop", -4, WRITE, (2, -1, 1), bits::bitop),
+    spec("bitfield", -2, WRITE, ONE_KEY, bits::bitfield),
+    spec("bitfield_ro", -2, READ, ONE_KEY, bits::bitfield_ro),
+    // HyperLogLog
+    spec("pfadd", -2, WRITE_FAST, ONE_KEY, hyperloglog::pfadd),
+    spec("pfcount", -2, &["readonly"], ALL_KEYS, hyperloglog::pfcount),
+    spec("pfmerge", -2, WRITE, ALL_KEYS, hyperloglog::pfmerge),
     // keys
     spec("del", -2, WRITE_REMOVE, ALL_KEYS, keys::del),
     spec("unlink", -2, &["write", "fast"], ALL_KEYS, keys::del),

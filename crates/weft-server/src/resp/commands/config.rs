@@ -499,6 +499,7 @@ fn set(session: &Session, pairs: &[Bytes], reply: &mut Reply<'_>) {
         }
         session.context.slowlog.configure(name, &value);
         session.context.scripting.configure(name, &value);
+        super::hyperloglog::configure(name, &value);
         values.insert(name, value);
     }
     reply.ok();

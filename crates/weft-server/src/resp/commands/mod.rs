@@ -2,6 +2,7 @@
 //! arguments, calls the `Cache` API, and writes its reply; errors are replies in Redis'
 //! own words.
 
+pub mod bits;
 pub mod cluster;
 pub mod collections;
 pub mod config;
@@ -10,6 +11,8 @@ pub mod counters;
 pub mod expire;
 pub mod glob;
 pub mod hashes;
+pub mod hll;
+pub mod hyperloglog;
 pub mod keys;
 pub mod lists;
 pub mod pubsub;
