@@ -287,3 +287,154 @@ fn invalid_hyperloglogs() {
     assert_eq!(c.cmd("PFADD l a"), err(WRONGTYPE));
     assert_eq!(c.cmd("PFCOUNT l"), err(WRONGTYPE));
 }
+
+// ---------------------------------------------------------------------------------------
+// Geo
+
+fn sicily(c: &mut common::Client) {
+    assert_eq!(
+        c.cmd("GEOADD Sicily 13.361389 38.115556 Palermo 15.087269 37.502669 Catania"),
+        int(2)
+    );
+}
+
+// Proves GEOADD stores Redis' 52-bit geohash scores (a sorted set), and GEOPOS, GEOHASH and
+// GEODIST print positions, hashes and distances as redis-server does.
+#[test]
+fn geoadd_scores_and_reads() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    sicily(&mut c);
+    assert_eq!(
+        c.cmd("ZRANGE Sicily 0 -1 WITHSCORES"),
+        array(vec![
+            bulk("Palermo"),
+            bulk("3479099956230698"),
+            bulk("Catania"),
+            bulk("3479447370796909"),
+        ])
+    );
+    assert_eq!(c.cmd("TYPE Sicily"), Frame::Simple("zset".into()));
+    assert_eq!(
+        c.cmd("GEOPOS Sicily Palermo Nope"),
+        array(vec![
+            array(vec![
+                bulk("13.36138933897018433"),
+                bulk("38.11555639549629859")
+            ]),
+            Frame::NullArray,
+        ])
+    );
+    assert_eq!(
+        c.cmd("GEOHASH Sicily Palermo Catania"),
+        array(vec![bulk("sqc8b49rny0"), bulk("sqdtr74hyu0")])
+    );
+    assert_eq!(c.cmd("GEODIST Sicily Palermo Catania km"), bulk("166.2742"));
+    assert_eq!(c.cmd("GEODIST Sicily Palermo Nope"), Frame::NullBulk);
+    assert_eq!(
+        c.cmd("GEODIST Sicily Palermo Catania parsec"),
+        err("ERR unsupported unit provided. please use M, KM, FT, MI")
+    );
+    assert_eq!(
+        c.cmd("GEOADD Sicily 181 38 x"),
+        err("ERR invalid longitude,latitude pair 181.000000,38.000000")
+    );
+    assert_eq!(c.cmd("GEOADD Sicily NX XX 13 38 Palermo"), err(SYNTAX));
+    assert_eq!(c.cmd("GEOADD Sicily XX CH 13 38 Palermo 1 2 New"), int(1));
+    assert_eq!(c.cmd("SET s x"), Frame::ok());
+    assert_eq!(c.cmd("GEOADD s 1 2 x"), err(WRONGTYPE));
+    assert_eq!(c.cmd("GEOPOS s x"), err(WRONGTYPE));
+}
+
+// Proves radius and box searches find, sort, count and decorate results as redis-server
+// does, that STORE/STOREDIST write a sorted set (of scores or of distances), and the
+// option errors.
+#[test]
+fn searches() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    sicily(&mut c);
+    assert_eq!(
+        c.cmd("GEORADIUS Sicily 15 37 200 km WITHDIST WITHCOORD WITHHASH ASC"),
+        array(vec![
+            array(vec![
+                bulk("Catania"),
+                bulk("56.4413"),
+                int(3_479_447_370_796_909),
+                array(vec![
+                    bulk("15.08726745843887329"),
+                    bulk("37.50266842333162032")
+                ]),
+            ]),
+            array(vec![
+                bulk("Palermo"),
+                bulk("190.4424"),
+                int(3_479_099_956_230_698),
+                array(vec![
+                    bulk("13.36138933897018433"),
+                    bulk("38.11555639549629859")
+                ]),
+            ]),
+        ])
+    );
+    assert_eq!(
+        c.cmd("GEOSEARCH Sicily FROMMEMBER Palermo BYBOX 400 400 km DESC COUNT 1 WITHDIST"),
+        array(vec![array(vec![bulk("Catania"), bulk("166.2742")])])
+    );
+    assert_eq!(
+        c.cmd("GEORADIUSBYMEMBER Sicily Palermo 10 km"),
+        array(vec![bulk("Palermo")])
+    );
+    assert_eq!(
+        c.cmd("GEOSEARCHSTORE dst Sicily FROMLONLAT 15 37 BYRADIUS 200 km STOREDIST"),
+        int(2)
+    );
+    assert_eq!(
+        c.cmd("ZRANGE dst 0 -1 WITHSCORES"),
+        array(vec![
+            bulk("Catania"),
+            bulk("56.441257870158204"),
+            bulk("Palermo"),
+            bulk("190.44242984775784"),
+        ])
+    );
+    assert_eq!(c.cmd("GEORADIUS Sicily 15 37 200 km STORE dst"), int(2));
+    assert_eq!(c.cmd("ZSCORE dst Palermo"), bulk("3479099956230698"));
+    assert_eq!(c.cmd("GEORADIUS Sicily 15 37 1 km STORE dst"), int(0));
+    assert_eq!(c.cmd("EXISTS dst"), int(0));
+    assert_eq!(
+        c.cmd("GEORADIUS missing 15 37 1 km"),
+        array(vec![]),
+        "a missing source is an empty result"
+    );
+    assert_eq!(
+        c.cmd("GEOSEARCH Sicily FROMLONLAT 15 37 BYRADIUS 200 km STORE x"),
+        err(SYNTAX)
+    );
+    assert_eq!(
+        c.cmd("GEORADIUS_RO Sicily 15 37 200 km STORE x"),
+        err(SYNTAX)
+    );
+    assert_eq!(
+        c.cmd("GEOSEARCH Sicily FROMLONLAT 15 37 COUNT 1"),
+        err("ERR exactly one of BYRADIUS and BYBOX can be specified for GEOSEARCH")
+    );
+    assert_eq!(
+        c.cmd("GEOSEARCH Sicily FROMLONLAT 15 37 BYRADIUS 1 km ANY"),
+        err("ERR the ANY argument requires COUNT argument")
+    );
+    assert_eq!(
+        c.cmd("GEORADIUS Sicily 15 37 200 km STORE d WITHDIST"),
+        err(
+            "ERR STORE option in GEORADIUS is not compatible with WITHDIST, WITHHASH and WITHCOORD options"
+        )
+    );
+    assert_eq!(
+        c.cmd("GEORADIUSBYMEMBER Sicily Nope 1 km"),
+        err("ERR could not decode requested zset member")
+    );
+    assert_eq!(
+        c.cmd("GEORADIUS Sicily 15 37 -1 km"),
+        err("ERR radius cannot be negative")
+    );
+}

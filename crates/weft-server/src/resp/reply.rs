@@ -180,6 +180,22 @@ impl<'a> Reply<'a> {
         weft_resp::write_double(self.out, value, self.protocol);
     }
 
+    /// A double already formatted, as Redis' `addReplyHumanLongDouble` writes one: RESP3
+    /// `,text`, RESP2 a bulk string.
+    pub fn double_text(&mut self, text: &str) {
+        if !self.room() {
+            return;
+        }
+        match self.protocol {
+            Protocol::Resp2 => weft_resp::write_bulk(self.out, text.as_bytes()),
+            Protocol::Resp3 => {
+                self.out.extend_from_slice(b",");
+                self.out.extend_from_slice(text.as_bytes());
+                self.out.extend_from_slice(b"\r\n");
+            }
+        }
+    }
+
     /// A verbatim text (RESP3 `=`; RESP2 a bulk string).
     pub fn verbatim(&mut self, text: &str) {
         if !self.room() {

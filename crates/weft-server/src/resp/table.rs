@@ -6,8 +6,8 @@ use std::sync::LazyLock;
 use bytes::Bytes;
 
 use super::commands::{
-    bits, cluster, config, connection, counters, expire, hashes, hyperloglog, keys, lists, pubsub,
-    scripting, server, sets, slowlog, strings, transactions, zsets, zsets_algebra,
+    bits, cluster, config, connection, counters, expire, geo, hashes, hyperloglog, keys, lists,
+    pubsub, scripting, server, sets, slowlog, strings, transactions, zsets, zsets_algebra,
 };
 use super::{Reply, Session};
 
@@ -338,6 +338,41 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("pfadd", -2, WRITE_FAST, ONE_KEY, hyperloglog::pfadd),
     spec("pfcount", -2, &["readonly"], ALL_KEYS, hyperloglog::pfcount),
     spec("pfmerge", -2, WRITE, ALL_KEYS, hyperloglog::pfmerge),
+    // geo (sorted sets of geohash scores)
+    spec("geoadd", -5, WRITE, ONE_KEY, geo::geoadd),
+    spec("geodist", -4, &["readonly"], ONE_KEY, geo::geodist),
+    spec("geohash", -2, &["readonly"], ONE_KEY, geo::geohash),
+    spec("geopos", -2, &["readonly"], ONE_KEY, geo::geopos),
+    spec("geosearch", -7, &["readonly"], ONE_KEY, geo::geosearch),
+    spec("geosearchstore", -8, WRITE, TWO_KEYS, geo::geosearchstore),
+    spec(
+        "georadius",
+        -6,
+        &["write", "denyoom", "movablekeys"],
+        ONE_KEY,
+        geo::georadius,
+    ),
+    spec(
+        "georadius_ro",
+        -6,
+        &["readonly"],
+        ONE_KEY,
+        geo::georadius_ro,
+    ),
+    spec(
+        "georadiusbymember",
+        -5,
+        &["write", "denyoom", "movablekeys"],
+        ONE_KEY,
+        geo::georadiusbymember,
+    ),
+    spec(
+        "georadiusbymember_ro",
+        -5,
+        &["readonly"],
+        ONE_KEY,
+        geo::georadiusbymember_ro,
+    ),
     // keys
     spec("del", -2, WRITE_REMOVE, ALL_KEYS, keys::del),
     spec("unlink", -2, &["write", "fast"], ALL_KEYS, keys::del),

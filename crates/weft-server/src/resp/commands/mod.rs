@@ -9,6 +9,8 @@ pub mod config;
 pub mod connection;
 pub mod counters;
 pub mod expire;
+pub mod geo;
+pub mod geohash;
 pub mod glob;
 pub mod hashes;
 pub mod hll;
