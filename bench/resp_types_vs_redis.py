@@ -5,18 +5,31 @@ on free loopback ports, and prints throughput ratios (Weft / Redis).
     cargo build --release -p weft-server && python3 bench/resp_types_vs_redis.py
 
 Tests: LPUSH LPOP SADD HSET ZADD (redis-benchmark's own: one list, set, hash and sorted set
-each, members drawn from 100k random values), 50 clients, pipeline 1 and 16. Each cell runs a
-bounded number of requests (`--requests`, default 200,000); the servers alternate `--rounds`
-times (default 2) and each keeps its best run.
+each, members drawn from 100k random values), then commands given to redis-benchmark whole,
+in this order so each reads what the one before wrote: SETBIT (one bitmap, offsets below
+100k) BITCOUNT, PFADD (one HyperLogLog) PFCOUNT, GEOADD (one geo set, positions around
+Sicily) GEOSEARCH (radius 10 km, the 10 nearest). 50 clients, pipeline 1 and 16. Each cell
+runs a bounded number of requests (`--requests`, default 200,000); the servers alternate
+`--rounds` times (default 2) and each keeps its best run.
 """
 
 import argparse
 import sys
 
 from common import start_redis, start_weft
-from resp_vs_redis import run_benchmark
+from resp_vs_redis import run_benchmark, run_command_benchmark
 
 TESTS = ("lpush", "lpop", "sadd", "hset", "zadd")
+# Commands run whole, by name; each reads the key the one before it filled.
+COMMANDS = (
+    ("setbit", ["SETBIT", "bits", "__rand_int__", "1"]),
+    ("bitcount", ["BITCOUNT", "bits"]),
+    ("pfadd", ["PFADD", "hll", "__rand_int__"]),
+    ("pfcount", ["PFCOUNT", "hll"]),
+    ("geoadd", ["GEOADD", "geo", "13.__rand_int__", "38.__rand_int__", "m__rand_int__"]),
+    ("geosearch", ["GEOSEARCH", "geo", "FROMLONLAT", "13.5", "38.5", "BYRADIUS", "10", "km",
+                   "COUNT", "10", "ASC"]),
+)
 
 
 def main() -> int:
@@ -29,16 +42,19 @@ def main() -> int:
     try:
         print(f"redis-benchmark, 50 clients, {args.requests} requests per run, 100k random "
               f"members, best of {args.rounds} alternating rounds")
-        print(f"{'test':<6} {'pipeline':>8} {'redis ops/s':>12} {'weft ops/s':>12} {'weft/redis':>10}")
+        print(f"{'test':<9} {'pipeline':>8} {'redis ops/s':>12} {'weft ops/s':>12} {'weft/redis':>10}")
         for pipeline in (1, 16):
-            for test in TESTS:
+            runs = [(test, lambda port, test=test: run_benchmark(port, test, pipeline, 3, args.requests))
+                    for test in TESTS]
+            runs += [(name, lambda port, command=command: run_command_benchmark(
+                port, command, pipeline, args.requests)) for name, command in COMMANDS]
+            for test, run in runs:
                 best = {"redis": 0.0, "weft": 0.0}
                 for _ in range(args.rounds):
                     for server in (redis, weft):
-                        rate = run_benchmark(server.port, test, pipeline, 3, args.requests)
-                        best[server.name] = max(best[server.name], rate)
+                        best[server.name] = max(best[server.name], run(server.port))
                 ratio = best["weft"] / best["redis"] if best["redis"] else float("nan")
-                print(f"{test.upper():<6} {pipeline:>8} {best['redis']:>12.0f} "
+                print(f"{test.upper():<9} {pipeline:>8} {best['redis']:>12.0f} "
                       f"{best['weft']:>12.0f} {ratio:>10.2f}", flush=True)
     finally:
         redis.stop()

@@ -35,6 +35,23 @@ def run_benchmark(port: int, test: str, pipeline: int, size: int, requests: int,
     raise RuntimeError(f"no result for {test} in: {out!r} / errors")
 
 
+def run_command_benchmark(port: int, command: list[str], pipeline: int, requests: int,
+                          clients: int = 50, keyspace: int = 100_000, timeout_s: float = 300) -> float:
+    """Requests per second for one arbitrary command (redis-benchmark replaces each
+    `__rand_int__` with a number below `keyspace`)."""
+    argv = ["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-n", str(requests),
+            "-r", str(keyspace), "-c", str(clients), "-P", str(pipeline), "--csv", *command]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=True)
+    out = done.stdout
+    if "error" in (done.stderr + out).lower():
+        raise RuntimeError(f"redis-benchmark reported errors: {done.stderr[-500:]} {out[-500:]}")
+    rows = list(csv.reader(io.StringIO(out)))
+    for row in rows[1:]:
+        if row and len(row) > 1:
+            return float(row[1])
+    raise RuntimeError(f"no result for {command[0]} in: {out!r}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=200_000)

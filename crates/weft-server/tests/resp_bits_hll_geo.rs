@@ -68,6 +68,12 @@ fn setbit_and_getbit() {
     assert_eq!(c.cmd("SET t abc EX 100"), Frame::ok());
     assert_eq!(c.cmd("SETBIT t 30 1"), int(0));
     assert!(c.cmd("TTL t").int() > 90);
+    // A write that changes nothing still leaves the string raw, as Redis' bit commands do.
+    assert_eq!(c.cmd("SET short abc"), Frame::ok());
+    assert_eq!(c.cmd("OBJECT ENCODING short"), bulk("embstr"));
+    assert_eq!(c.cmd("SETBIT short 0 0"), int(0));
+    assert_eq!(c.cmd("OBJECT ENCODING short"), bulk("raw"));
+    assert_eq!(c.cmd("GET short"), bulk("abc"));
     assert_eq!(c.cmd("LPUSH l a"), int(1));
     assert_eq!(c.cmd("SETBIT l 1 1"), err(WRONGTYPE));
     assert_eq!(c.cmd("GETBIT l 1"), err(WRONGTYPE));
@@ -280,6 +286,16 @@ fn invalid_hyperloglogs() {
         bulk(b"HYLL\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x80q\xa6\x84M")
     );
     assert_eq!(c.cmd("PFCOUNT c"), err(corrupt));
+    // Runs that add up but go on past the last register: corrupt for the merge that
+    // PFCOUNT of several keys and PFMERGE run (redis-server 7.0.15 with the CVE-2025-32023
+    // fix), and PFCOUNT of it alone leaves it raw as Redis does.
+    let trailing = b"HYLL\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x80\x7f\xfe\xfc\xfc";
+    assert_eq!(c.call(&[&b"SET"[..], b"t", trailing]), Frame::ok());
+    assert_eq!(c.cmd("PFCOUNT t missing"), err(corrupt));
+    assert_eq!(c.cmd("PFMERGE m t"), err(corrupt));
+    assert_eq!(c.cmd("OBJECT ENCODING t"), bulk("embstr"));
+    assert_eq!(c.cmd("PFCOUNT t"), err(corrupt));
+    assert_eq!(c.cmd("OBJECT ENCODING t"), bulk("raw"));
     let dense_header = b"HYLL\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x80\x7f\xff";
     assert_eq!(c.call(&[&b"SET"[..], b"d", dense_header]), Frame::ok());
     assert_eq!(c.cmd("PFCOUNT d"), err(not_hll));

@@ -68,6 +68,10 @@ pub(crate) fn edited_value(value: Vec<u8>, entry: Option<&CacheEntry>) -> NewVal
 pub(crate) enum Edit<R> {
     /// Leave the key as it is.
     Keep(R),
+    /// Leave the bytes as they are, but as Redis' `dbUnshareStringValue` leaves a string its
+    /// write commands looked at: `raw` (a string stored whole as `int` or `embstr` is
+    /// rewritten, which gives it a new version; an edited one is left alone).
+    Unshare(R),
     /// Store these bytes (keeping the TTL).
     Store(Vec<u8>, R),
 }
@@ -90,6 +94,14 @@ pub(crate) fn edit_string<R>(
             }
             match f(existing.map(CacheEntry::value)) {
                 Edit::Keep(result) => Compute::Keep(Ok(result)),
+                Edit::Unshare(result) => match existing {
+                    Some(entry) if !entry.is_edited() => Compute::PutValue(
+                        edited_value(entry.value().to_vec(), existing),
+                        Expiry::KEEP,
+                        Ok(result),
+                    ),
+                    _ => Compute::Keep(Ok(result)),
+                },
                 Edit::Store(value, result) => {
                     Compute::PutValue(edited_value(value, existing), Expiry::KEEP, Ok(result))
                 }
@@ -154,7 +166,7 @@ pub fn setbit(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
         let old = existing.map_or(0, |value| get_bit(value, offset));
         let grows = existing.is_none_or(|value| value.len() <= byte);
         if !grows && (old == 1) == on {
-            return Edit::Keep(old);
+            return Edit::Unshare(old);
         }
         let mut value = existing.map_or_else(Vec::new, <[u8]>::to_vec);
         if value.len() <= byte {
@@ -719,7 +731,7 @@ fn bitfield_generic(session: &Session, args: &[Bytes], reply: &mut Reply<'_>, re
             .map(|field| apply_field(&mut value, field))
             .collect();
         if existing == Some(&value[..]) {
-            Edit::Keep(answers)
+            Edit::Unshare(answers)
         } else {
             Edit::Store(value, answers)
         }

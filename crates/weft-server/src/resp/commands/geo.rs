@@ -402,6 +402,157 @@ fn find(zset: &SortedSetValue, search: &Search, limit: usize) -> Vec<Found> {
     found
 }
 
+/// Redis' `sort_gp_asc`: -1, 0 or 1 by distance (a NaN distance compares as smaller).
+fn compare_distances(a: &Found, b: &Found) -> i32 {
+    if a.distance_meters > b.distance_meters {
+        1
+    } else if a.distance_meters == b.distance_meters {
+        0
+    } else {
+        -1
+    }
+}
+
+/// The sort Redis gets from glibc's `qsort` when it sorts every result: a top-down merge
+/// sort, stable (ties keep the order they were found in) whatever the comparator says.
+fn merge_sort<T>(items: &mut Vec<T>, compare: &impl Fn(&T, &T) -> i32) {
+    if items.len() < 2 {
+        return;
+    }
+    let mut right = items.split_off(items.len() / 2);
+    merge_sort(items, compare);
+    merge_sort(&mut right, compare);
+    let left = std::mem::take(items);
+    items.reserve(left.len() + right.len());
+    let mut left = left.into_iter().peekable();
+    let mut right = right.into_iter().peekable();
+    while let (Some(a), Some(b)) = (left.peek(), right.peek()) {
+        let next = if compare(a, b) <= 0 {
+            left.next()
+        } else {
+            right.next()
+        };
+        items.extend(next);
+    }
+    items.extend(left);
+    items.extend(right);
+}
+
+/// The median of three positions, as Redis' `med3` picks it.
+fn median_of_three<T>(
+    items: &[T],
+    compare: &impl Fn(&T, &T) -> i32,
+    a: usize,
+    b: usize,
+    c: usize,
+) -> usize {
+    if compare(&items[a], &items[b]) < 0 {
+        if compare(&items[b], &items[c]) < 0 {
+            b
+        } else if compare(&items[a], &items[c]) < 0 {
+            c
+        } else {
+            a
+        }
+    } else if compare(&items[b], &items[c]) > 0 {
+        b
+    } else if compare(&items[a], &items[c]) < 0 {
+        a
+    } else {
+        c
+    }
+}
+
+/// Redis' `pqsort`: a Bentley–McIlroy three-way quicksort that skips the parts lying
+/// wholly after position `last`, reproduced step for step so that the first COUNT results
+/// — ties included — come out in redis-server's order. (The parts are disjoint, so sorting
+/// them from a stack rather than by recursion changes nothing.)
+fn partial_quicksort<T>(items: &mut [T], compare: &impl Fn(&T, &T) -> i32, last: usize) {
+    let mut pending = vec![(0usize, items.len())];
+    while let Some((mut start, mut len)) = pending.pop() {
+        loop {
+            if len < 7 {
+                for moving in start + 1..start + len {
+                    let mut at = moving;
+                    while at > start && compare(&items[at - 1], &items[at]) > 0 {
+                        items.swap(at, at - 1);
+                        at -= 1;
+                    }
+                }
+                break;
+            }
+            let mut pivot = start + len / 2;
+            if len > 7 {
+                let mut low = start;
+                let mut high = start + len - 1;
+                if len > 40 {
+                    let step = len / 8;
+                    low = median_of_three(items, compare, low, low + step, low + 2 * step);
+                    pivot = median_of_three(items, compare, pivot - step, pivot, pivot + step);
+                    high = median_of_three(items, compare, high - 2 * step, high - step, high);
+                }
+                pivot = median_of_three(items, compare, low, pivot, high);
+            }
+            items.swap(start, pivot);
+            // [start+1, equal_low) and (equal_high, end) hold the pivot's equals while the
+            // partition runs; `below` and `above` close in on each other.
+            let (mut equal_low, mut below) = (start + 1, start + 1);
+            let (mut above, mut equal_high) = (start + len - 1, start + len - 1);
+            loop {
+                while below <= above {
+                    let order = compare(&items[below], &items[start]);
+                    if order > 0 {
+                        break;
+                    }
+                    if order == 0 {
+                        items.swap(equal_low, below);
+                        equal_low += 1;
+                    }
+                    below += 1;
+                }
+                while below <= above {
+                    let order = compare(&items[above], &items[start]);
+                    if order < 0 {
+                        break;
+                    }
+                    if order == 0 {
+                        items.swap(above, equal_high);
+                        equal_high -= 1;
+                    }
+                    above -= 1;
+                }
+                if below > above {
+                    break;
+                }
+                items.swap(below, above);
+                below += 1;
+                above -= 1;
+            }
+            let end = start + len;
+            let moved = (equal_low - start).min(below - equal_low);
+            for offset in 0..moved {
+                items.swap(start + offset, below - moved + offset);
+            }
+            let moved = (equal_high - above).min(end - equal_high - 1);
+            for offset in 0..moved {
+                items.swap(below + offset, end - moved + offset);
+            }
+            // A part starting after `last` holds nothing COUNT keeps: Redis leaves it.
+            let smaller = below - equal_low;
+            if smaller > 1 && start <= last {
+                pending.push((start, smaller));
+            }
+            let larger = equal_high - above;
+            if larger > 1 && end - larger <= last {
+                start = end - larger;
+                len = larger;
+                continue;
+            }
+            break;
+        }
+    }
+}
+
 /// What a search answers.
 enum Outcome {
     /// The source key is missing.
@@ -433,22 +584,25 @@ fn search_generic(session: &Session, args: &[Bytes], reply: &mut Reply<'_>, vari
                 request.sort
             };
             let mut found = find(zset, &search, if request.any { request.count } else { 0 });
-            match sort {
-                Sort::None => {}
-                Sort::Ascending => found.sort_by(|a, b| {
-                    a.distance_meters
-                        .partial_cmp(&b.distance_meters)
-                        .unwrap_or(std::cmp::Ordering::Equal)
-                }),
-                Sort::Descending => found.sort_by(|a, b| {
-                    b.distance_meters
-                        .partial_cmp(&a.distance_meters)
-                        .unwrap_or(std::cmp::Ordering::Equal)
-                }),
+            let returned = if request.count > 0 {
+                found.len().min(request.count)
+            } else {
+                found.len()
+            };
+            let order = match sort {
+                Sort::None => None,
+                Sort::Ascending => Some(1),
+                Sort::Descending => Some(-1),
+            };
+            if let Some(direction) = order {
+                let compare = |a: &Found, b: &Found| direction * compare_distances(a, b);
+                if returned == found.len() {
+                    merge_sort(&mut found, &compare);
+                } else {
+                    partial_quicksort(&mut found, &compare, returned - 1);
+                }
             }
-            if request.count > 0 {
-                found.truncate(request.count);
-            }
+            found.truncate(returned);
             Ok((request, Outcome::Found(found)))
         },
     );
@@ -544,4 +698,49 @@ pub fn geosearch(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
 /// `GEOSEARCHSTORE destination source ... [STOREDIST]`
 pub fn geosearchstore(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
     search_generic(session, args, reply, Variant::SearchStore);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ascending(a: &f64, b: &f64) -> i32 {
+        if a > b {
+            1
+        } else if a == b {
+            0
+        } else {
+            -1
+        }
+    }
+
+    // Proves the partial quicksort puts the smallest values, sorted, first (the rest in
+    // any order), on inputs of every size its branches handle, and the merge sort is
+    // stable.
+    #[test]
+    fn sorts() {
+        let mut seed = 7u64;
+        for len in [0usize, 1, 5, 7, 8, 40, 41, 200] {
+            for last in [0usize, 3, 20] {
+                let mut values: Vec<f64> = (0..len)
+                    .map(|_| {
+                        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                        f64::from(u32::try_from(seed >> 58).unwrap_or(0))
+                    })
+                    .collect();
+                let mut sorted = values.clone();
+                sorted.sort_by(f64::total_cmp);
+                let last = last.min(len.saturating_sub(1));
+                partial_quicksort(&mut values, &ascending, last);
+                if len > 0 {
+                    assert_eq!(values[..=last], sorted[..=last], "len {len} last {last}");
+                }
+            }
+        }
+        let mut pairs = vec![(1.0, 'a'), (0.0, 'b'), (1.0, 'c'), (0.0, 'd')];
+        merge_sort(&mut pairs, &|a: &(f64, char), b: &(f64, char)| {
+            ascending(&a.0, &b.0)
+        });
+        assert_eq!(pairs, [(0.0, 'b'), (0.0, 'd'), (1.0, 'a'), (1.0, 'c')]);
+    }
 }

@@ -213,10 +213,11 @@ fn zero_run(opcode: u8) -> usize {
     usize::from(opcode & 0x3f) + 1
 }
 
-/// An XZERO's run; its second byte is read as 0 past the end, as Redis reads the string's
-/// terminator.
-fn xzero_run(opcode: u8, next: Option<&u8>) -> usize {
-    ((usize::from(opcode & 0x3f) << 8) | usize::from(next.copied().unwrap_or(0))) + 1
+/// An XZERO's run. Its second byte, past the value's end, is the byte Redis' buffer holds
+/// there (`after_end`): the string's terminator, 0, unless Redis' own last write left a
+/// byte there (see [`Working`]).
+fn xzero_run(opcode: u8, next: Option<&u8>, after_end: u8) -> usize {
+    ((usize::from(opcode & 0x3f) << 8) | usize::from(next.copied().unwrap_or(after_end))) + 1
 }
 
 fn value_of(opcode: u8) -> u8 {
@@ -249,7 +250,7 @@ fn push_xzero(out: &mut Vec<u8>, run: usize) {
 
 /// Calls `f(first register, run, value)` for each opcode of a sparse value's body, in
 /// order; stops early (returning false) when `f` does.
-fn walk_sparse(body: &[u8], mut f: impl FnMut(usize, usize, u8) -> bool) {
+fn walk_sparse(body: &[u8], after_end: u8, mut f: impl FnMut(usize, usize, u8) -> bool) {
     let mut position = 0;
     let mut register = 0usize;
     while position < body.len() {
@@ -257,7 +258,7 @@ fn walk_sparse(body: &[u8], mut f: impl FnMut(usize, usize, u8) -> bool) {
         let (run, value, length) = if is_zero(opcode) {
             (zero_run(opcode), 0, 1)
         } else if is_xzero(opcode) {
-            (xzero_run(opcode, body.get(position + 1)), 0, 2)
+            (xzero_run(opcode, body.get(position + 1), after_end), 0, 2)
         } else {
             (value_run(opcode), value_of(opcode), 1)
         };
@@ -270,39 +271,46 @@ fn walk_sparse(body: &[u8], mut f: impl FnMut(usize, usize, u8) -> bool) {
 }
 
 /// Calls `f(register, value)` for every register of a sparse value that a VAL opcode sets,
-/// checking — as Redis' conversion and merge do — that VAL runs stay inside the registers
+/// checking — as Redis' conversion and merge do since the fix of CVE-2025-32023, which
+/// redis-server 7.0.15 as packaged carries — that no opcode runs past the last register
 /// and that the runs cover exactly all of them.
 ///
 /// # Errors
 /// [`Corrupt`] otherwise.
-fn sparse_registers(body: &[u8], mut f: impl FnMut(usize, u8)) -> Result<(), Corrupt> {
+fn sparse_registers(
+    body: &[u8],
+    after_end: u8,
+    mut f: impl FnMut(usize, u8),
+) -> Result<(), Corrupt> {
     let mut covered = 0usize;
-    walk_sparse(body, |first, run, value| {
+    let mut overflow = false;
+    walk_sparse(body, after_end, |first, run, value| {
+        if first.saturating_add(run) > REGISTERS {
+            overflow = true;
+            return false;
+        }
         if value > 0 {
-            if first.saturating_add(run) > REGISTERS {
-                return false;
-            }
             for register in first..first + run {
                 f(register, value);
             }
         }
-        covered = first.saturating_add(run);
+        covered = first + run;
         true
     });
-    if covered == REGISTERS {
+    if !overflow && covered == REGISTERS {
         Ok(())
     } else {
         Err(Corrupt)
     }
 }
 
-/// Redis' `hllSparseToDense`: rewrites a sparse value dense, keeping the header (magic,
-/// reserved bytes, cached cardinality). A dense value is left alone.
-///
-/// # Errors
-/// [`Corrupt`] when the sparse runs do not cover exactly the registers; the value is then
-/// unchanged.
-pub fn to_dense(value: &mut Vec<u8>) -> Result<(), Corrupt> {
+/// [`Working::make_dense`] for a value of its own.
+#[cfg(test)]
+fn to_dense(value: &mut Vec<u8>) -> Result<(), Corrupt> {
+    to_dense_with(value, 0)
+}
+
+fn to_dense_with(value: &mut Vec<u8>, after_end: u8) -> Result<(), Corrupt> {
     if is_dense(value) {
         return Ok(());
     }
@@ -310,7 +318,7 @@ pub fn to_dense(value: &mut Vec<u8>) -> Result<(), Corrupt> {
     dense[..HEADER_BYTES].copy_from_slice(value.get(..HEADER_BYTES).ok_or(Corrupt)?);
     dense[4] = DENSE;
     let registers = &mut dense[HEADER_BYTES..];
-    sparse_registers(&value[HEADER_BYTES..], |register, count| {
+    sparse_registers(&value[HEADER_BYTES..], after_end, |register, count| {
         dense_put(registers, register, count);
     })?;
     *value = dense;
@@ -324,8 +332,9 @@ pub fn to_dense(value: &mut Vec<u8>) -> Result<(), Corrupt> {
 /// # Errors
 /// [`Corrupt`] when a sparse value's opcodes do not reach the register or cannot be turned
 /// dense. Changes made before the error stay, as in Redis.
-pub fn set_register(
+fn set_register(
     value: &mut Vec<u8>,
+    after_end: &mut u8,
     index: usize,
     count: u8,
     sparse_bytes_max: usize,
@@ -334,7 +343,7 @@ pub fn set_register(
         return Ok(dense_set(value, index, count));
     }
     if count > SPARSE_VALUE_MAX {
-        return promote(value, index, count);
+        return promote(value, after_end, index, count);
     }
     // Step 1: the opcode covering the register.
     let end = value.len();
@@ -352,7 +361,7 @@ pub fn set_register(
             value_run(opcode)
         } else {
             length = 2;
-            xzero_run(opcode, value.get(position + 1))
+            xzero_run(opcode, value.get(position + 1), *after_end)
         };
         if index < first + span {
             break;
@@ -374,13 +383,13 @@ pub fn set_register(
         }
         if span == 1 {
             value[position] = value_opcode(count, 1);
-            merge_adjacent_values(value, previous.unwrap_or(HEADER_BYTES));
+            merge_adjacent_values(value, after_end, previous.unwrap_or(HEADER_BYTES));
             return Ok(true);
         }
     }
     if is_zero(opcode) && span == 1 {
         value[position] = value_opcode(count, 1);
-        merge_adjacent_values(value, previous.unwrap_or(HEADER_BYTES));
+        merge_adjacent_values(value, after_end, previous.unwrap_or(HEADER_BYTES));
         return Ok(true);
     }
     let mut sequence = Vec::with_capacity(5);
@@ -405,23 +414,27 @@ pub fn set_register(
 
     // Step 3: the sequence replaces the opcode, unless the value would grow too large.
     if sequence.len() > length && end + sequence.len() - length > sparse_bytes_max {
-        return promote(value, index, count);
+        return promote(value, after_end, index, count);
     }
     if position + length <= end {
         value.splice(position..position + length, sequence);
+        // Redis sets the new length, which writes the terminator after it.
+        *after_end = 0;
     } else {
         // An XZERO cut short by the end of the value: Redis writes the sequence over its
-        // two bytes but sizes the value as if both were there, which drops the last byte.
+        // two bytes but sizes the value as if both were there, which drops the last byte
+        // from the value — it stays in Redis' buffer, just past the end.
         value.truncate(position);
         value.extend_from_slice(&sequence[..sequence.len() - 1]);
+        *after_end = sequence[sequence.len() - 1];
     }
-    merge_adjacent_values(value, previous.unwrap_or(HEADER_BYTES));
+    merge_adjacent_values(value, after_end, previous.unwrap_or(HEADER_BYTES));
     Ok(true)
 }
 
 /// Redis' step 4 of `hllSparseSet`: from `start`, over at most five opcodes, merges adjacent
 /// VAL opcodes of equal value whose runs fit one opcode; then marks the cache stale.
-fn merge_adjacent_values(value: &mut Vec<u8>, start: usize) {
+fn merge_adjacent_values(value: &mut Vec<u8>, after_end: &mut u8, start: usize) {
     let mut position = start;
     let mut steps = 5;
     while position < value.len() && steps > 0 {
@@ -443,6 +456,8 @@ fn merge_adjacent_values(value: &mut Vec<u8>, start: usize) {
             if run <= SPARSE_VALUE_RUN_MAX {
                 value[position + 1] = value_opcode(value_of(opcode), run);
                 value.remove(position);
+                // Shrinking the value writes the terminator after it.
+                *after_end = 0;
                 continue;
             }
         }
@@ -452,18 +467,111 @@ fn merge_adjacent_values(value: &mut Vec<u8>, start: usize) {
 }
 
 /// Turns a sparse value dense, then sets the register there.
-fn promote(value: &mut Vec<u8>, index: usize, count: u8) -> Result<bool, Corrupt> {
-    to_dense(value)?;
+fn promote(
+    value: &mut Vec<u8>,
+    after_end: &mut u8,
+    index: usize,
+    count: u8,
+) -> Result<bool, Corrupt> {
+    to_dense_with(value, *after_end)?;
+    *after_end = 0;
     Ok(dense_set(value, index, count))
 }
 
-/// Adds `element` (Redis' `hllAdd`): whether a register changed.
+/// A HyperLogLog one command changes, step by step, with the byte Redis' buffer holds just
+/// past the value's end. That byte is the string's terminator (0) except after one corner
+/// of a corrupt sparse value (an XZERO cut short at the very end, which Redis reads and
+/// rewrites past the end); the next step of the same command reads it, as Redis does.
+/// (Between commands only the value is kept: Redis would go on reading that byte.)
+#[derive(Debug, Clone)]
+pub struct Working {
+    value: Vec<u8>,
+    after_end: u8,
+}
+
+impl Working {
+    /// Starts changing `value`.
+    #[must_use]
+    pub fn new(value: Vec<u8>) -> Self {
+        Self {
+            value,
+            after_end: 0,
+        }
+    }
+
+    /// The value as it is now.
+    #[must_use]
+    pub fn value(&self) -> &[u8] {
+        &self.value
+    }
+
+    /// The value, done.
+    #[must_use]
+    pub fn into_value(self) -> Vec<u8> {
+        self.value
+    }
+
+    /// Adds `element` (Redis' `hllAdd`): whether a register changed.
+    ///
+    /// # Errors
+    /// [`Corrupt`], as [`Working::set_register`].
+    pub fn add(&mut self, element: &[u8], sparse_bytes_max: usize) -> Result<bool, Corrupt> {
+        let (index, count) = pattern(element);
+        self.set_register(index, count, sparse_bytes_max)
+    }
+
+    /// Raises register `index` to `count` (Redis' `hllDenseSet` or `hllSparseSet`): whether
+    /// it changed. A sparse value grows past `sparse_bytes_max`, or takes a value above 32,
+    /// only by turning dense.
+    ///
+    /// # Errors
+    /// [`Corrupt`] when a sparse value's opcodes do not reach the register or cannot be
+    /// turned dense. Changes made before the error stay, as in Redis.
+    pub fn set_register(
+        &mut self,
+        index: usize,
+        count: u8,
+        sparse_bytes_max: usize,
+    ) -> Result<bool, Corrupt> {
+        set_register(
+            &mut self.value,
+            &mut self.after_end,
+            index,
+            count,
+            sparse_bytes_max,
+        )
+    }
+
+    /// Turns a sparse value dense (Redis' `hllSparseToDense`), keeping the header (magic,
+    /// reserved bytes, cached cardinality); a dense value is left alone.
+    ///
+    /// # Errors
+    /// [`Corrupt`] when the sparse runs do not cover exactly the registers; the value is
+    /// then unchanged.
+    pub fn make_dense(&mut self) -> Result<(), Corrupt> {
+        if !is_dense(&self.value) {
+            to_dense_with(&mut self.value, self.after_end)?;
+            self.after_end = 0;
+        }
+        Ok(())
+    }
+
+    /// Marks the cached cardinality stale.
+    pub fn invalidate_cache(&mut self) {
+        invalidate_cache(&mut self.value);
+    }
+}
+
+/// Adds `element` to `value`, a command of its own.
 ///
 /// # Errors
-/// [`Corrupt`], as [`set_register`].
-pub fn add(value: &mut Vec<u8>, element: &[u8], sparse_bytes_max: usize) -> Result<bool, Corrupt> {
-    let (index, count) = pattern(element);
-    set_register(value, index, count, sparse_bytes_max)
+/// [`Corrupt`], as [`Working::set_register`].
+#[cfg(test)]
+fn add(value: &mut Vec<u8>, element: &[u8], sparse_bytes_max: usize) -> Result<bool, Corrupt> {
+    let mut working = Working::new(std::mem::take(value));
+    let result = working.add(element, sparse_bytes_max);
+    *value = working.into_value();
+    result
 }
 
 /// Raises each of `registers` (one byte per register) to this HyperLogLog's value (Redis'
@@ -479,7 +587,7 @@ pub fn merge_into(registers: &mut [u8; REGISTERS], value: &[u8]) -> Result<(), C
         }
         Ok(())
     } else {
-        sparse_registers(body, |index, count| {
+        sparse_registers(body, 0, |index, count| {
             registers[index] = registers[index].max(count);
         })
     }
@@ -503,7 +611,7 @@ fn histogram(value: &[u8]) -> Result<Histogram, Corrupt> {
         return Ok(histogram);
     }
     let mut covered = 0usize;
-    walk_sparse(body, |first, run, value| {
+    walk_sparse(body, 0, |first, run, value| {
         let run32 = u32::try_from(run).unwrap_or(u32::MAX);
         histogram[usize::from(value)] = histogram[usize::from(value)].saturating_add(run32);
         covered = first.saturating_add(run);
@@ -644,6 +752,35 @@ mod tests {
         assert_eq!(dense_get(&registers, 5), 0);
     }
 
+    // Proves random sparse bodies (a bounded, seeded sample) never panic any operation, and
+    // that whatever PFADD leaves behind still reads without panicking.
+    #[test]
+    fn random_sparse_bodies_never_panic() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for round in 0..3_000u32 {
+            let mut value = new_sparse();
+            value.truncate(HEADER_BYTES);
+            let len = usize::try_from(next() % 24).unwrap_or(0);
+            value.extend((0..len).map(|_| u8::try_from(next() & 0xff).unwrap_or(0)));
+            let mut registers = [0u8; REGISTERS];
+            let _ = merge_into(&mut registers, &value);
+            let _ = count(&value);
+            let _ = to_dense(&mut value.clone());
+            let limit = [0, 20, 3000][usize::try_from(round % 3).unwrap_or(0)];
+            for element in 0..4u32 {
+                let _ = add(&mut value, &element.to_le_bytes(), limit);
+            }
+            let _ = count(&value);
+            assert!(value.len() >= HEADER_BYTES);
+        }
+    }
+
     // Proves corrupt sparse values are reported, never trusted or panicked on.
     #[test]
     fn corrupt_values_are_errors() {
@@ -656,6 +793,12 @@ mod tests {
         assert_eq!(to_dense(&mut long.clone()), Err(Corrupt));
         let mut registers = [0u8; REGISTERS];
         assert_eq!(merge_into(&mut registers, &long), Err(Corrupt));
+        // A VAL past the last register, even after runs that add up, is corrupt (as in
+        // redis-server 7.0.15 with the CVE-2025-32023 fix).
+        let mut trailing =
+            b"HYLL\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x80\x7f\xfe\xfc\xfc".to_vec();
+        assert_eq!(merge_into(&mut registers, &trailing), Err(Corrupt));
+        assert_eq!(to_dense(&mut trailing), Err(Corrupt));
         let mut header_only = new_sparse();
         header_only.truncate(HEADER_BYTES);
         assert_eq!(add(&mut header_only, b"x", 3000), Err(Corrupt));

@@ -67,26 +67,26 @@ pub fn pfadd(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
     let elements = &args[2..];
     let limit = sparse_bytes_max();
     let result = edit_string(session, &args[1], |existing| {
-        let (mut value, mut updated) = match existing {
-            None => (hll::new_sparse(), true),
-            Some(value) if hll::is_hyperloglog(value) => (value.to_vec(), false),
+        let (mut working, mut updated) = match existing {
+            None => (hll::Working::new(hll::new_sparse()), true),
+            Some(value) if hll::is_hyperloglog(value) => (hll::Working::new(value.to_vec()), false),
             Some(_) => return Edit::Keep(Err(Refusal::NotHll)),
         };
         for element in elements {
-            match hll::add(&mut value, element, limit) {
+            match working.add(element, limit) {
                 Ok(changed) => updated |= changed,
                 // Registers set before the corruption was found stay set, as in Redis.
-                Err(hll::Corrupt) if existing.is_some_and(|old| old != value) => {
-                    return Edit::Store(value, Err(Refusal::Corrupt));
+                Err(hll::Corrupt) if existing.is_some_and(|old| old != working.value()) => {
+                    return Edit::Store(working.into_value(), Err(Refusal::Corrupt));
                 }
-                Err(hll::Corrupt) => return Edit::Keep(Err(Refusal::Corrupt)),
+                Err(hll::Corrupt) => return Edit::Unshare(Err(Refusal::Corrupt)),
             }
         }
         if !updated {
-            return Edit::Keep(Ok(false));
+            return Edit::Unshare(Ok(false));
         }
-        hll::invalidate_cache(&mut value);
-        Edit::Store(value, Ok(true))
+        working.invalidate_cache();
+        Edit::Store(working.into_value(), Ok(true))
     });
     match result {
         Ok(Ok(Ok(updated))) => reply.integer(i64::from(updated)),
@@ -152,15 +152,20 @@ pub fn pfcount(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
         }
         return;
     }
-    // Most counts find the cached cardinality valid: a read answers them.
+    // Most counts find the cached cardinality valid in a value already `raw`: a read
+    // answers them.
     let Ok(entry) = read_string(session, &args[1], reply) else {
         return;
     };
-    match entry.as_ref().map(CacheEntry::value) {
+    match entry.as_ref() {
         None => return reply.integer(0),
-        Some(value) if !hll::is_hyperloglog(value) => return Refusal::NotHll.reply(reply),
-        Some(value) => {
-            if let Some(cached) = hll::cached_cardinality(value) {
+        Some(entry) if !hll::is_hyperloglog(entry.value()) => {
+            return Refusal::NotHll.reply(reply);
+        }
+        Some(entry) => {
+            if let Some(cached) = hll::cached_cardinality(entry.value())
+                && entry.is_edited()
+            {
                 return reply.integer(i64::try_from(cached).unwrap_or(i64::MAX));
             }
         }
@@ -174,7 +179,7 @@ pub fn pfcount(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
             return Edit::Keep(Err(Refusal::NotHll));
         }
         if let Some(cached) = hll::cached_cardinality(value) {
-            return Edit::Keep(Ok(cached));
+            return Edit::Unshare(Ok(cached));
         }
         match hll::count(value) {
             Ok(count) => {
@@ -182,7 +187,7 @@ pub fn pfcount(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
                 hll::set_cached_cardinality(&mut value, count);
                 Edit::Store(value, Ok(count))
             }
-            Err(hll::Corrupt) => Edit::Keep(Err(Refusal::Corrupt)),
+            Err(hll::Corrupt) => Edit::Unshare(Err(Refusal::Corrupt)),
         }
     });
     match result {
@@ -204,22 +209,23 @@ pub fn pfmerge(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
     let result = session
         .cache
         .compute(&args[1], &WriteOptions::default(), |existing| {
-            let mut value = match hyperloglog_of(existing) {
-                Ok(None) => hll::new_sparse(),
-                Ok(Some(value)) => value.to_vec(),
+            let mut working = match hyperloglog_of(existing) {
+                Ok(None) => hll::Working::new(hll::new_sparse()),
+                Ok(Some(value)) => hll::Working::new(value.to_vec()),
                 Err(refusal) => return Compute::Keep(Err(refusal)),
             };
-            if any_dense && hll::to_dense(&mut value).is_err() {
+            if any_dense && working.make_dense().is_err() {
                 return Compute::Keep(Err(Refusal::Corrupt));
             }
             for (index, &count) in registers.iter().enumerate() {
                 if count > 0 {
                     // The destination was read as one of the sources, so its registers are
                     // readable; Redis ignores this result too.
-                    let _ = hll::set_register(&mut value, index, count, limit);
+                    let _ = working.set_register(index, count, limit);
                 }
             }
-            hll::invalidate_cache(&mut value);
+            working.invalidate_cache();
+            let value = working.into_value();
             Compute::PutValue(edited_value(value, existing), Expiry::KEEP, Ok(()))
         });
     match result {
