@@ -6,9 +6,9 @@ on free loopback ports, and prints throughput ratios (Weft / Redis).
 
 Tests: LPUSH LPOP SADD HSET ZADD (redis-benchmark's own: one list, set, hash and sorted set
 each, members drawn from 100k random values), then commands given to redis-benchmark whole,
-in this order so each reads what the one before wrote: SETBIT (one bitmap, offsets below
-100k) BITCOUNT, PFADD (one HyperLogLog) PFCOUNT, GEOADD (one geo set, positions around
-Sicily) GEOSEARCH (radius 10 km, the 10 nearest). 50 clients, pipeline 1 and 16. Each cell
+in this order so each reads what the one before wrote: SETBIT (bit 100 of 100k keys) BITCOUNT
+(of one of them), PFADD (one HyperLogLog) PFCOUNT, GEOADD (one geo set of 1,000 members
+within a metre) GEOSEARCH (the 10 nearest of them all). 50 clients, pipeline 1 and 16. Each cell
 runs a bounded number of requests (`--requests`, default 200,000); the servers alternate
 `--rounds` times (default 2) and each keeps its best run.
 """
@@ -22,13 +22,17 @@ from resp_vs_redis import run_benchmark, run_command_benchmark
 TESTS = ("lpush", "lpop", "sadd", "hset", "zadd")
 # Commands run whole, by name; each reads the key the one before it filled.
 COMMANDS = (
-    ("setbit", ["SETBIT", "bits", "__rand_int__", "1"]),
-    ("bitcount", ["BITCOUNT", "bits"]),
-    ("pfadd", ["PFADD", "hll", "__rand_int__"]),
-    ("pfcount", ["PFCOUNT", "hll"]),
-    ("geoadd", ["GEOADD", "geo", "13.__rand_int__", "38.__rand_int__", "m__rand_int__"]),
-    ("geosearch", ["GEOSEARCH", "geo", "FROMLONLAT", "13.5", "38.5", "BYRADIUS", "10", "km",
-                   "COUNT", "10", "ASC"]),
+    # redis-benchmark writes `__rand_int__` with leading zeros, which no bit offset may have:
+    # the bitmaps are 100k keys of 13 bytes instead of one large one.
+    ("setbit", ["SETBIT", "bits:__rand_int__", "100", "1"], 100_000),
+    ("bitcount", ["BITCOUNT", "bits:__rand_int__"], 100_000),
+    ("pfadd", ["PFADD", "hll", "__rand_int__"], 100_000),
+    ("pfcount", ["PFCOUNT", "hll"], 100_000),
+    # 1,000 members within a metre of each other (`__rand_int__` only varies the last
+    # digits): each search measures and sorts them all to return the 10 nearest.
+    ("geoadd", ["GEOADD", "geo", "13.__rand_int__", "38.__rand_int__", "m__rand_int__"], 1_000),
+    ("geosearch", ["GEOSEARCH", "geo", "FROMLONLAT", "13", "38", "BYRADIUS", "1", "km",
+                   "COUNT", "10", "ASC"], 1_000),
 )
 
 
@@ -46,8 +50,9 @@ def main() -> int:
         for pipeline in (1, 16):
             runs = [(test, lambda port, test=test: run_benchmark(port, test, pipeline, 3, args.requests))
                     for test in TESTS]
-            runs += [(name, lambda port, command=command: run_command_benchmark(
-                port, command, pipeline, args.requests)) for name, command in COMMANDS]
+            runs += [(name, lambda port, command=command, keyspace=keyspace: run_command_benchmark(
+                port, command, pipeline, args.requests, keyspace=keyspace))
+                for name, command, keyspace in COMMANDS]
             for test, run in runs:
                 best = {"redis": 0.0, "weft": 0.0}
                 for _ in range(args.rounds):

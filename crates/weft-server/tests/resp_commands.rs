@@ -253,7 +253,7 @@ fn command_introspection() {
     );
     assert_eq!(
         sorted_texts(&c.cmd("COMMAND LIST FILTERBY PATTERN GET*")),
-        ["get", "getdel", "getex", "getrange", "getset"]
+        ["get", "getbit", "getdel", "getex", "getrange", "getset"]
     );
     assert_eq!(
         c.cmd("COMMAND LIST FILTERBY pattern nosuch*").items(),
