@@ -14,8 +14,10 @@ What is generated: ~20 keys shared by every type (so WRONGTYPE is frequent), sma
 member spaces, and on purpose the edges — negative and huge counts, every float spelling Redis
 accepts or refuses (`inf`, `1e400`, `nan`, `0x10`, `  5`), empty strings, wrong arity, bad
 option combinations, out-of-range indexes — for the string/key commands, hashes, lists
-(blocking ones too), sets, sorted sets, MULTI/EXEC/DISCARD/WATCH/UNWATCH (with a second
-connection writing a watched key), HSCAN/SSCAN/ZSCAN and the random commands.
+(blocking ones too), sets, sorted sets, bitmaps and bit fields, HyperLogLog (the stored bytes
+compared with GET; corrupt and foreign values; `hll-sparse-max-bytes` changed), geo (GEOADD,
+positions, hashes, distances, every search, STORE), MULTI/EXEC/DISCARD/WATCH/UNWATCH (with a
+second connection writing a watched key), HSCAN/SSCAN/ZSCAN and the random commands.
 
 What is normalised, and only that (Redis does not define it): the order of unordered replies
 (SMEMBERS, SINTER/SUNION/SDIFF, HKEYS/HVALS, HGETALL as a set of pairs), scans (each server is
