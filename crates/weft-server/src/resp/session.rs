@@ -22,6 +22,10 @@ use crate::ServerContext;
 /// script holding it has turned busy.
 const GATE_WAIT: std::time::Duration = std::time::Duration::from_millis(10);
 
+/// How long a command waits for the transaction gate on its async worker before it moves
+/// off it to wait longer.
+const GATE_WAIT_HERE: std::time::Duration = std::time::Duration::from_millis(2);
+
 /// A reply outgrew `client-output-bytes-max`: the connection is to be closed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OutputLimitExceeded {
@@ -335,7 +339,7 @@ impl Session {
             let name = args.first().map_or(&[][..], |name| &name[..]);
             let alone = scripting::runs_alone(name);
             // The common case: no script is busy and the gate is free.
-            if !scripting::runs_script(name) && context.scripting.run.busy().is_none() {
+            if context.scripting.run.busy().is_none() {
                 if alone {
                     if let Some(_exclusive) = context.transaction_gate.try_write() {
                         self.dispatch(args, &mut reply);
@@ -346,9 +350,30 @@ impl Session {
                     return;
                 }
             }
-            // A script, or a wait for one: this may take long, so the async worker hands
-            // its other tasks (and the I/O driver) to another thread meanwhile.
-            crate::off_worker(|| self.wait_and_dispatch(args, &mut reply, alone));
+            // The gate is held (by a script, or EXEC): a short wait here; a longer one off
+            // the async worker, whose other connections and I/O driver go to another thread
+            // meanwhile. A script itself leaves the worker once it runs long (see
+            // `scripting::Scripting`).
+            let waited = if alone {
+                context
+                    .transaction_gate
+                    .try_write_for(GATE_WAIT_HERE)
+                    .map(|g| {
+                        self.dispatch(args, &mut reply);
+                        drop(g);
+                    })
+            } else {
+                context
+                    .transaction_gate
+                    .try_read_for(GATE_WAIT_HERE)
+                    .map(|g| {
+                        self.dispatch(args, &mut reply);
+                        drop(g);
+                    })
+            };
+            if waited.is_none() {
+                crate::off_worker(|| self.wait_and_dispatch(args, &mut reply, alone));
+            }
         });
         if self.protocol != protocol {
             self.mailbox.set_protocol(self.protocol);

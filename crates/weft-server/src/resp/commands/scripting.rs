@@ -34,12 +34,17 @@ pub struct Scripting {
 
 impl Default for Scripting {
     fn default() -> Self {
+        let run = Arc::new(RunState::new(std::time::Duration::from_millis(
+            BUSY_REPLY_THRESHOLD_MS,
+        )));
+        // A script that runs for more than a moment leaves its async worker: the worker's
+        // other connections and the I/O driver go to another thread, so that other clients
+        // are served (or told BUSY). Short scripts, the common case, never pay for it.
+        run.set_long_run_hook(weft_lua::LongRunHook(Arc::new(|| crate::off_worker(|| ()))));
         Self {
             engine: Mutex::new(None),
             functions: Mutex::new(None),
-            run: Arc::new(RunState::new(std::time::Duration::from_millis(
-                BUSY_REPLY_THRESHOLD_MS,
-            ))),
+            run,
         }
     }
 }
@@ -115,12 +120,6 @@ pub fn allowed_while_busy(args: &[Bytes]) -> bool {
         || is(b"shutdown")
         || (is(b"script") && sub(b"kill"))
         || (is(b"function") && (sub(b"kill") || sub(b"stats")))
-}
-
-/// Whether the command runs a script or a function.
-#[must_use]
-pub fn runs_script(name: &[u8]) -> bool {
-    !name.eq_ignore_ascii_case(b"exec") && runs_alone(name)
 }
 
 /// Whether the command runs alone, holding the transaction gate exclusively.
