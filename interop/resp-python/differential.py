@@ -42,6 +42,7 @@ import argparse
 import collections
 import io
 import os
+import hashlib
 import random
 import shutil
 import socket
@@ -281,7 +282,8 @@ PATTERNS = ["*", "a*", "*1*", "[a-c]", "?", "[^a]*", "\\*", "k*", "1?"]
 # difference): a maker's family is its special one, or the type of the keys it prefers.
 SPECIAL_FAMILIES = {"transaction": "transactions", "watch": "transactions", "stray": "transactions",
                     "scan": "scans", "blocking": "blocking", "wake": "blocking", "spop": "random",
-                    "srandmember": "random", "hrandfield": "random", "object": "encoding", "bulk": "bulk"}
+                    "srandmember": "random", "hrandfield": "random", "object": "encoding", "bulk": "bulk",
+                    "script": "scripts", "function": "scripts"}
 FAMILIES = ["keys", "string", "hash", "list", "set", "zset", "bitmap", "hyperloglog", "geo",
             *sorted(set(SPECIAL_FAMILIES.values()))]
 
@@ -335,6 +337,8 @@ class Generator:
             (self.pfmerge, 1.5, hyperloglogs), (self.hll_bytes, 1, hyperloglogs),
             # geo
             (self.geoadd, 5, geos), (self.georead, 3, geos), (self.geosearch, 5, geos),
+            # scripts and functions
+            (self.script, 5, None), (self.function, 2, None),
             # scans, bulk loads, transactions, wakes
             (self.scan, 2, None), (self.bulk, 0.6, None), (self.transaction, 2.5, None),
             (self.watch, 1.2, None), (self.stray, 0.3, None), (self.wake, 0.15, lists),
@@ -987,6 +991,83 @@ class Generator:
             return self.pick(["-1", "abc", "", "nan", "inf", "0"])
         return self.pick([str(self.rng.randint(1, 500)), str(self.rng.randint(500, 5000)),
                           f"{self.rng.uniform(0, 20000):.3f}", "20000"])
+
+    # --- scripts: EVAL/EVALSHA/EVAL_RO of scripts that call commands and convert their
+    # replies both ways (errors included), and functions of a library loaded alongside.
+
+    SCRIPTS = [
+        "return redis.call('get', KEYS[1])",
+        "return redis.call('incrby', KEYS[1], ARGV[1])",
+        "return {redis.call('set', KEYS[1], ARGV[1]), redis.call('get', KEYS[1])}",
+        "return redis.pcall('lpush', KEYS[1], ARGV[1])",
+        "return redis.call('lpush', KEYS[1], ARGV[1])",
+        "return redis.call('hgetall', KEYS[1])",
+        "return redis.call('smembers', KEYS[1])",
+        "return redis.call('zrange', KEYS[1], 0, -1, 'withscores')",
+        "return redis.call('type', KEYS[1])",
+        "return redis.call('exists', KEYS[1], KEYS[2])",
+        "local t = {} for i = 1, (tonumber(ARGV[1]) or 3) % 7 do t[i] = i * 1.5 end return t",
+        "return {1, 2, nil, 4}",
+        "return {ok = ARGV[1]}",
+        "return {err = ARGV[1]}",
+        "return redis.error_reply(ARGV[1])",
+        "return redis.status_reply(ARGV[1])",
+        "return tonumber(ARGV[1])",
+        "return ARGV[1] == '1'",
+        "return redis.sha1hex(ARGV[1])",
+        "return redis.call('nosuchcommand')",
+        "return redis.call('get')",
+        "return a_global",
+        "b_global = 1",
+        "return redis.call('set', KEYS[1], {})",
+        "redis.setresp(3) return redis.call('hgetall', KEYS[1])",
+        "redis.setresp(3) return redis.call('zscore', KEYS[1], ARGV[1])",
+        "redis.setresp(3) return {map = {a = 1}, 1}",
+        "return {double = tonumber(ARGV[1]) or 0.5}",
+        "return cjson.decode('[1,2,3]')",
+        "return cmsgpack.unpack(cmsgpack.pack({1, 2, ARGV[1]}))",
+        "return bit.band(tonumber(ARGV[1]) or 0, 255)",
+        "return struct.unpack('>I2', struct.pack('>I2', (tonumber(ARGV[1]) or 7) % 65536))",
+        "local ok, e = pcall(function() redis.call('incr', KEYS[1]) end) return {tostring(ok), e}",
+        "#!lua flags=no-writes\nreturn redis.call('get', KEYS[1])",
+        "#!lua flags=no-writes\nreturn redis.call('set', KEYS[1], 'x')",
+        "return redis.call('del', KEYS[1])",
+    ]
+
+    def script_arg(self) -> str:
+        return self.pick(["1", "2", "-3", "10", "2.5", "abc", "", "ERR custom", "-WRONG x",
+                          "1e3", "OK"])
+
+    def script(self):
+        body = self.pick(self.SCRIPTS)
+        keys = [self.key() for _ in range(self.rng.randint(1, 2))]
+        argv = [self.script_arg() for _ in range(self.rng.randint(0, 2))]
+        r = self.rng.random()
+        if r < 0.5:
+            return [self.cmd("EVAL", body, str(len(keys)), *keys, *argv)]
+        if r < 0.65:
+            return [self.cmd("EVAL_RO", body, str(len(keys)), *keys, *argv)]
+        if r < 0.7:
+            return [self.cmd("EVAL", body, str(len(keys) + 5), *keys, *argv)]
+        sha = hashlib.sha1(body.encode()).hexdigest()
+        return [self.cmd("SCRIPT", "LOAD", body),
+                self.cmd("EVALSHA", sha if self.chance(0.9) else sha.upper(), str(len(keys)),
+                         *keys, *argv)]
+
+    LIBRARY = (
+        "#!lua name=difflib\n"
+        "redis.register_function('dget', function(keys, args) return redis.call('get', keys[1]) end)\n"
+        "redis.register_function('dset', function(keys, args) return redis.call('set', keys[1], args[1]) end)\n"
+        "redis.register_function{function_name='dlen', callback=function(keys, args) "
+        "return redis.call('strlen', keys[1]) end, flags={'no-writes'}}\n"
+        "redis.register_function('dfail', function(keys, args) return redis.call('incr', keys[1]) end)"
+    )
+
+    def function(self):
+        name = self.pick(["dget", "dset", "dlen", "dfail", "DGET", "nosuch"])
+        command = "FCALL_RO" if self.chance(0.25) else "FCALL"
+        return [self.cmd("FUNCTION", "LOAD", "REPLACE", self.LIBRARY),
+                self.cmd(command, name, "1", self.key(), self.script_arg())]
 
     def geoadd(self):
         options = []

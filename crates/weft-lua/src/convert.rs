@@ -277,6 +277,19 @@ pub fn lua_to_reply(
     write_value(value, out, protocol, script_resp3, 0)
 }
 
+/// `text` without the line breaks at either end (Redis' `sdstrim(s, "\r\n")`).
+fn trim_line_breaks(text: &[u8]) -> &[u8] {
+    let start = text
+        .iter()
+        .position(|b| !matches!(b, b'\r' | b'\n'))
+        .unwrap_or(text.len());
+    let end = text
+        .iter()
+        .rposition(|b| !matches!(b, b'\r' | b'\n'))
+        .map_or(start, |at| at + 1);
+    &text[start..end.max(start)]
+}
+
 fn sanitized(text: &[u8]) -> String {
     String::from_utf8_lossy(text)
         .chars()
@@ -325,17 +338,31 @@ fn write_table(
 ) -> mlua::Result<()> {
     use weft_resp as w;
     if let Value::String(err) = table.raw_get::<Value>("err")? {
-        let text = sanitized(&err.as_bytes());
-        w::write_error(out, text.trim_end());
+        // Written as is after the `-`, as Redis' `"-%s"` does: an `err` that starts with
+        // `-` itself gives `--...` on the wire.
+        let bytes = err.as_bytes();
+        let text = sanitized(trim_line_breaks(&bytes));
+        out.extend_from_slice(b"-");
+        out.extend_from_slice(text.as_bytes());
+        out.extend_from_slice(b"\r\n");
         return Ok(());
     }
     if let Value::String(ok) = table.raw_get::<Value>("ok")? {
         w::write_simple(out, &sanitized(&ok.as_bytes()));
         return Ok(());
     }
-    if let Value::Number(d) = table.raw_get::<Value>("double")? {
-        w::write_double(out, d, protocol);
-        return Ok(());
+    // mlua hands integral Lua numbers over as integers.
+    match table.raw_get::<Value>("double")? {
+        Value::Number(d) => {
+            w::write_double(out, d, protocol);
+            return Ok(());
+        }
+        #[allow(clippy::cast_precision_loss)]
+        Value::Integer(n) => {
+            w::write_double(out, n as f64, protocol);
+            return Ok(());
+        }
+        _ => {}
     }
     if let Value::String(digits) = table.raw_get::<Value>("big_number")? {
         w::write_big_number(out, &sanitized(&digits.as_bytes()), protocol);

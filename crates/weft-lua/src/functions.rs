@@ -401,6 +401,7 @@ fn register_function(lua: &Lua, registry: &Registry, args: MultiValue) -> Value 
             let name = match args.next() {
                 Some(Value::String(s)) => String::from_utf8_lossy(&s.as_bytes()).into_owned(),
                 Some(Value::Number(n)) => n.to_string(),
+                Some(Value::Integer(n)) => n.to_string(),
                 _ => return failure("first argument to redis.register_function must be a string"),
             };
             let Some(Value::Function(function)) = args.next() else {

@@ -187,7 +187,11 @@ redis.error_reply = function(...)
   if select('#', ...) ~= 1 or type((...)) ~= 'string' then
     return { err = 'ERR wrong number or type of arguments' }
   end
-  return { err = I.error_text('-' .. (...)) }
+  local text = ...
+  if text:sub(1, 1) ~= '-' then
+    text = '-' .. text
+  end
+  return { err = I.error_text(text) }
 end
 redis.status_reply = function(...)
   if select('#', ...) ~= 1 or type((...)) ~= 'string' then
@@ -236,7 +240,7 @@ G.redis = redis
 -- Reading an undefined global is an error.
 raw_setmetatable(G, {
   __index = function(_, name)
-    error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 0)
+    error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
   end,
 })
 
