@@ -33,6 +33,7 @@ pub mod media;
 pub mod operation;
 pub mod persistence;
 mod stats;
+pub mod stream;
 pub mod structure;
 pub mod typed;
 

@@ -25,6 +25,8 @@ use bytes::Bytes;
 use hashbrown::HashTable;
 use parking_lot::{Mutex, MutexGuard};
 
+pub use crate::stream::StreamValue;
+
 /// The hasher of every structure's table (as the container's).
 type Hasher = foldhash::fast::RandomState;
 
@@ -37,6 +39,10 @@ pub const LISTPACK_VALUE_BYTES_MAX: usize = 64;
 pub const INTSET_ENTRIES_MAX: usize = 512;
 /// Redis' `zset-max-listpack-entries`.
 pub const ZSET_LISTPACK_ENTRIES_MAX: usize = 128;
+/// Redis' `stream-node-max-entries`: entries per listpack node of a stream.
+pub const STREAM_NODE_ENTRIES_DEFAULT: usize = 100;
+/// Redis' `stream-node-max-bytes`: bytes per listpack node of a stream.
+pub const STREAM_NODE_BYTES_DEFAULT: usize = 4096;
 
 /// Redis' encoding thresholds in force, process-wide as redis-server's own configuration
 /// (its `CONFIG SET hash-max-listpack-entries …`): a structure changes to its large form when
@@ -49,6 +55,9 @@ pub mod limits {
     static INTSET_ENTRIES: AtomicUsize = AtomicUsize::new(super::INTSET_ENTRIES_MAX);
     static ZSET_ENTRIES: AtomicUsize = AtomicUsize::new(super::ZSET_LISTPACK_ENTRIES_MAX);
     static ZSET_VALUE: AtomicUsize = AtomicUsize::new(super::LISTPACK_VALUE_BYTES_MAX);
+    static STREAM_NODE_ENTRIES: AtomicUsize =
+        AtomicUsize::new(super::STREAM_NODE_ENTRIES_DEFAULT);
+    static STREAM_NODE_BYTES: AtomicUsize = AtomicUsize::new(super::STREAM_NODE_BYTES_DEFAULT);
 
     /// A threshold, by Redis' parameter name.
     fn of(name: &str) -> Option<&'static AtomicUsize> {
@@ -58,13 +67,16 @@ pub mod limits {
             "set-max-intset-entries" => Some(&INTSET_ENTRIES),
             "zset-max-listpack-entries" => Some(&ZSET_ENTRIES),
             "zset-max-listpack-value" => Some(&ZSET_VALUE),
+            "stream-node-max-entries" => Some(&STREAM_NODE_ENTRIES),
+            "stream-node-max-bytes" => Some(&STREAM_NODE_BYTES),
             _ => None,
         }
     }
 
     /// Sets the threshold Redis names `name` (`hash-max-listpack-entries`,
     /// `hash-max-listpack-value`, `set-max-intset-entries`, `zset-max-listpack-entries`,
-    /// `zset-max-listpack-value`); false for another name.
+    /// `zset-max-listpack-value`, `stream-node-max-entries`, `stream-node-max-bytes`); false
+    /// for another name.
     pub fn set(name: &str, value: usize) -> bool {
         of(name).is_some_and(|limit| {
             limit.store(value, Ordering::Relaxed);
@@ -92,13 +104,23 @@ pub mod limits {
     pub(super) fn zset_value() -> usize {
         ZSET_VALUE.load(Ordering::Relaxed)
     }
+
+    /// `stream-node-max-entries` in force (0: no limit).
+    pub(crate) fn stream_node_entries() -> usize {
+        STREAM_NODE_ENTRIES.load(Ordering::Relaxed)
+    }
+
+    /// `stream-node-max-bytes` in force (0: no limit).
+    pub(crate) fn stream_node_bytes() -> usize {
+        STREAM_NODE_BYTES.load(Ordering::Relaxed)
+    }
 }
 
 /// Estimated heap bytes per element beyond its own bytes (table slot or node, `Bytes`
 /// headers, allocator rounding).
 const ELEMENT_OVERHEAD_BYTES: usize = 48;
 
-/// The four collection types.
+/// The collection types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 pub enum StructureKind {
@@ -110,6 +132,8 @@ pub enum StructureKind {
     Set = 3,
     /// Unique members ordered by score, then bytes.
     SortedSet = 4,
+    /// Entries ordered by ID, with consumer groups.
+    Stream = 5,
 }
 
 impl StructureKind {
@@ -121,6 +145,7 @@ impl StructureKind {
             Self::List => "list",
             Self::Set => "set",
             Self::SortedSet => "zset",
+            Self::Stream => "stream",
         }
     }
 
@@ -132,6 +157,7 @@ impl StructureKind {
             Self::List => "list",
             Self::Set => "set",
             Self::SortedSet => "sorted set",
+            Self::Stream => "stream",
         };
         format!("key holds a Redis {noun}; read it over RESP")
     }
@@ -148,10 +174,12 @@ pub enum Structure {
     Set(SetValue),
     /// A sorted set.
     SortedSet(SortedSetValue),
+    /// A stream.
+    Stream(StreamValue),
 }
 
 impl Structure {
-    /// Which of the four it is.
+    /// Which kind it is.
     #[must_use]
     pub fn kind(&self) -> StructureKind {
         match self {
@@ -159,6 +187,7 @@ impl Structure {
             Self::List(_) => StructureKind::List,
             Self::Set(_) => StructureKind::Set,
             Self::SortedSet(_) => StructureKind::SortedSet,
+            Self::Stream(_) => StructureKind::Stream,
         }
     }
 
@@ -170,10 +199,11 @@ impl Structure {
             StructureKind::List => Self::List(ListValue::default()),
             StructureKind::Set => Self::Set(SetValue::default()),
             StructureKind::SortedSet => Self::SortedSet(SortedSetValue::default()),
+            StructureKind::Stream => Self::Stream(StreamValue::default()),
         }
     }
 
-    /// Number of elements (fields, items, members).
+    /// Number of elements (fields, items, members, entries).
     #[must_use]
     pub fn len(&self) -> usize {
         match self {
@@ -181,13 +211,21 @@ impl Structure {
             Self::List(l) => l.len(),
             Self::Set(s) => s.len(),
             Self::SortedSet(z) => z.len(),
+            Self::Stream(x) => x.len(),
         }
     }
 
-    /// True when it holds no element (Redis deletes such keys).
+    /// True when it holds no element.
     #[must_use]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Whether Redis deletes the key once it holds no element: every type but streams (an
+    /// empty stream keeps its last ID and its consumer groups).
+    #[must_use]
+    pub fn deleted_when_empty(&self) -> bool {
+        !matches!(self, Self::Stream(_))
     }
 
     /// Estimated heap bytes.
@@ -198,6 +236,7 @@ impl Structure {
             Self::List(l) => l.bytes,
             Self::Set(s) => s.bytes,
             Self::SortedSet(z) => z.bytes,
+            Self::Stream(x) => x.heap_bytes(),
         }
     }
 
@@ -227,11 +266,13 @@ impl Structure {
                     "listpack"
                 }
             }
+            Self::Stream(_) => "stream",
         }
     }
 
     /// The bytes a store keeps: kind, element count, then each element length-prefixed
-    /// (sorted-set scores as 8 little-endian bytes before the member).
+    /// (sorted-set scores as 8 little-endian bytes before the member; a stream's header,
+    /// nodes, entries and groups as `StreamValue::encode_body` writes them).
     #[must_use]
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.heap_bytes().min(1 << 20) + 16);
@@ -260,6 +301,7 @@ impl Structure {
                     put_bytes(&mut out, member);
                 }
             }
+            Self::Stream(x) => x.encode_body(&mut out),
         }
         out
     }
@@ -320,6 +362,7 @@ impl Structure {
                 }
                 Self::SortedSet(zset)
             }
+            5 => Self::Stream(StreamValue::decode_body(&mut reader, count)?),
             _ => return Err(DecodeError("unknown structure kind")),
         };
         if reader.at != bytes.len() {
@@ -332,9 +375,9 @@ impl Structure {
 /// Malformed structure bytes (from a store).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("malformed structure encoding: {0}")]
-pub struct DecodeError(&'static str);
+pub struct DecodeError(pub(crate) &'static str);
 
-fn put_varint(out: &mut Vec<u8>, mut value: u64) {
+pub(crate) fn put_varint(out: &mut Vec<u8>, mut value: u64) {
     while value >= 0x80 {
         out.push((value as u8) | 0x80);
         value >>= 7;
@@ -342,24 +385,47 @@ fn put_varint(out: &mut Vec<u8>, mut value: u64) {
     out.push(value as u8);
 }
 
-fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
+pub(crate) fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
     put_varint(out, bytes.len() as u64);
     out.extend_from_slice(bytes);
 }
 
-struct Reader<'a> {
+/// Reads what `put_varint` and `put_bytes` wrote, refusing truncation.
+#[derive(Debug, Clone)]
+pub(crate) struct Reader<'a> {
     bytes: &'a [u8],
     at: usize,
 }
 
-impl Reader<'_> {
+impl<'a> Reader<'a> {
+    pub(crate) fn new(bytes: &'a [u8]) -> Self {
+        Self { bytes, at: 0 }
+    }
+
+    /// Bytes not read yet.
+    pub(crate) fn remaining(&self) -> usize {
+        self.bytes.len() - self.at
+    }
+
+    /// A length-prefixed byte string, borrowed.
+    pub(crate) fn slice(&mut self) -> Result<&'a [u8], DecodeError> {
+        let len = usize::try_from(self.varint()?).map_err(|_| DecodeError("length"))?;
+        let end = self.at.checked_add(len).ok_or(DecodeError("truncated"))?;
+        let slice = self
+            .bytes
+            .get(self.at..end)
+            .ok_or(DecodeError("truncated"))?;
+        self.at = end;
+        Ok(slice)
+    }
+
     fn byte(&mut self) -> Result<u8, DecodeError> {
         let byte = *self.bytes.get(self.at).ok_or(DecodeError("truncated"))?;
         self.at += 1;
         Ok(byte)
     }
 
-    fn varint(&mut self) -> Result<u64, DecodeError> {
+    pub(crate) fn varint(&mut self) -> Result<u64, DecodeError> {
         let mut value = 0u64;
         for shift in (0..64).step_by(7) {
             let byte = self.byte()?;
@@ -383,15 +449,8 @@ impl Reader<'_> {
         Ok(array)
     }
 
-    fn bytes(&mut self) -> Result<Bytes, DecodeError> {
-        let len = usize::try_from(self.varint()?).map_err(|_| DecodeError("length"))?;
-        let end = self.at.checked_add(len).ok_or(DecodeError("truncated"))?;
-        let slice = self
-            .bytes
-            .get(self.at..end)
-            .ok_or(DecodeError("truncated"))?;
-        self.at = end;
-        Ok(Bytes::copy_from_slice(slice))
+    pub(crate) fn bytes(&mut self) -> Result<Bytes, DecodeError> {
+        Ok(Bytes::copy_from_slice(self.slice()?))
     }
 }
 
@@ -1044,7 +1103,7 @@ impl SetValue {
 
 /// The value Redis would keep `member` as in an intset: the canonical decimal form of an
 /// `i64` (`string2ll`: no sign but `-`, no leading zero, no `-0`).
-fn intset_value(member: &[u8]) -> Option<i64> {
+pub(crate) fn intset_value(member: &[u8]) -> Option<i64> {
     let (negative, digits) = match member.split_first()? {
         (b'-', rest) => (true, rest),
         _ => (false, member),
@@ -1380,6 +1439,12 @@ mod tests {
                 return z
                     .iter()
                     .map(|(m, s)| [&m[..], &s.to_le_bytes()[..]].concat())
+                    .collect();
+            }
+            Structure::Stream(x) => {
+                return x
+                    .range(crate::stream::StreamId::MIN, crate::stream::StreamId::MAX)
+                    .map(|(id, _)| id.to_string().into_bytes())
                     .collect();
             }
         };
