@@ -106,12 +106,12 @@ pub mod limits {
     }
 
     /// `stream-node-max-entries` in force (0: no limit).
-    pub(crate) fn stream_node_entries() -> usize {
+    pub fn stream_node_entries() -> usize {
         STREAM_NODE_ENTRIES.load(Ordering::Relaxed)
     }
 
     /// `stream-node-max-bytes` in force (0: no limit).
-    pub(crate) fn stream_node_bytes() -> usize {
+    pub fn stream_node_bytes() -> usize {
         STREAM_NODE_BYTES.load(Ordering::Relaxed)
     }
 }

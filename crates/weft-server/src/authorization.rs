@@ -225,6 +225,9 @@ pub fn resp(spec: &CommandSpec, args: &[bytes::Bytes]) -> Need {
         "subscribe" | "psubscribe" | "ssubscribe" => Server(Permissions::LISTEN),
         "publish" | "spublish" => Server(Permissions::WRITE),
         "watch" => Cache(Permissions::READ),
+        // Streams: the containers by what their subcommands do (@read and @write).
+        "xinfo" | "xread" => Cache(Permissions::READ),
+        "xgroup" | "xreadgroup" => Cache(Permissions::WRITE),
         _ if spec.flags.contains(&"write") => Cache(Permissions::WRITE),
         _ if spec.flags.contains(&"readonly") => Cache(Permissions::READ),
         // A command of no known category: only administrators, until it is given one.

@@ -392,11 +392,10 @@ async fn run_at_owner(
     match answer {
         Ok(Ok(RemoteAnswer::Reply(reply))) => output.extend_from_slice(&reply),
         Ok(Ok(RemoteAnswer::Blocked { keys, wait_ms })) => {
-            return Some(commands::lists::Block {
-                keys: keys.into_iter().map(bytes::Bytes::from).collect(),
-                deadline: wait_ms
-                    .map(|ms| std::time::Instant::now() + std::time::Duration::from_millis(ms)),
-            });
+            return Some(commands::lists::Block::new(
+                keys.into_iter().map(bytes::Bytes::from).collect(),
+                wait_ms.map(|ms| std::time::Instant::now() + std::time::Duration::from_millis(ms)),
+            ));
         }
         Ok(Err(_)) => output.extend_from_slice(b"-ERR a malformed answer from the key's owner\r\n"),
         Err(weft_grid::GridError::Cache(error)) => {
@@ -657,6 +656,9 @@ impl Blocked<'_> {
         let Some(block) = session.blocked.take() else {
             return true;
         };
+        let retry_args = block.retry_args;
+        let args = retry_args.as_deref().unwrap_or(args);
+        let recheck = block.recheck;
         let context = Arc::clone(&session.context);
         let mut registration = context
             .list_waiters
@@ -686,10 +688,17 @@ impl Blocked<'_> {
                     None => std::future::pending().await,
                 }
             };
+            let recheck = async {
+                match recheck {
+                    Some(every) => tokio::time::sleep(every).await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 biased;
                 () = crate::stopped(self.shutdown) => break false,
                 () = mailbox.overflowed() => break false,
+                () = recheck => {}
                 ready = registration.notified() => {
                     if let Some(retry) = &mut session.block_retry {
                         retry.ready = Some(ready);

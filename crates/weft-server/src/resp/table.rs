@@ -7,7 +7,8 @@ use bytes::Bytes;
 
 use super::commands::{
     bits, cluster, config, connection, counters, expire, geo, hashes, hyperloglog, keys, lists,
-    pubsub, scripting, server, sets, slowlog, strings, transactions, zsets, zsets_algebra,
+    pubsub, scripting, server, sets, slowlog, stream_groups, streams, strings, transactions, zsets,
+    zsets_algebra,
 };
 use super::{Reply, Session};
 
@@ -682,6 +683,54 @@ pub static COMMANDS: &[CommandSpec] = &[
         NO_KEYS,
         zsets_algebra::zintercard,
     ),
+    // streams (flags as Redis' COMMAND INFO; XGROUP and XINFO, containers without flags in
+    // Redis, carry their subcommands' flag and key position, as OBJECT does, so that they
+    // are authorized and routed by their key)
+    spec("xadd", -5, WRITE_FAST, ONE_KEY, streams::xadd),
+    spec("xrange", -4, &["readonly"], ONE_KEY, streams::xrange),
+    spec("xrevrange", -4, &["readonly"], ONE_KEY, streams::xrevrange),
+    spec("xlen", 2, READ, ONE_KEY, streams::xlen),
+    spec("xdel", -3, WRITE_FAST_NOOOM, ONE_KEY, streams::xdel),
+    spec("xtrim", -4, WRITE_REMOVE, ONE_KEY, streams::xtrim),
+    spec("xsetid", -3, WRITE_FAST, ONE_KEY, streams::xsetid),
+    spec(
+        "xread",
+        -4,
+        &["readonly", "blocking", "movablekeys"],
+        NO_KEYS,
+        streams::xread,
+    ),
+    spec(
+        "xreadgroup",
+        -7,
+        &["write", "blocking", "movablekeys"],
+        NO_KEYS,
+        stream_groups::xreadgroup,
+    ),
+    spec("xgroup", -2, &["write"], (2, 2, 1), stream_groups::xgroup).with_subcommands(&[
+        ("CREATE", -5),
+        ("CREATECONSUMER", 5),
+        ("DELCONSUMER", 5),
+        ("DESTROY", 4),
+        ("HELP", 2),
+        ("SETID", -5),
+    ]),
+    spec("xack", -4, WRITE_FAST_NOOOM, ONE_KEY, stream_groups::xack),
+    spec("xpending", -3, &["readonly"], ONE_KEY, stream_groups::xpending),
+    spec("xclaim", -6, WRITE_FAST_NOOOM, ONE_KEY, stream_groups::xclaim),
+    spec(
+        "xautoclaim",
+        -6,
+        WRITE_FAST_NOOOM,
+        ONE_KEY,
+        stream_groups::xautoclaim,
+    ),
+    spec("xinfo", -2, &["readonly"], (2, 2, 1), streams::xinfo).with_subcommands(&[
+        ("CONSUMERS", 4),
+        ("GROUPS", 3),
+        ("HELP", 2),
+        ("STREAM", -3),
+    ]),
 ];
 
 /// The table sorted by name, for a binary search: cheaper than hashing the name on every

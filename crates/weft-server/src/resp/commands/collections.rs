@@ -8,13 +8,14 @@
 //! segment, and segment locks are not reentrant. Multi-key commands (SMOVE, LMOVE,
 //! SINTERSTORE …) read or change one key, let go, then the next.
 //!
-//! Redis' rules enforced here: a collection that becomes empty is deleted; a write that
+//! Redis' rules enforced here: a collection that becomes empty is deleted (a stream is
+//! not: it keeps its last ID and groups); a write that
 //! changes nothing writes nothing (no new version, so WATCH and client tracking see no
 //! change); a change keeps the key's time to live.
 
 use std::sync::Arc;
 
-use weft_core::structure::{HashValue, ListValue, SetValue, SortedSetValue};
+use weft_core::structure::{HashValue, ListValue, SetValue, SortedSetValue, StreamValue};
 use weft_core::{
     CacheError, Compute, Expiry, NewValue, Structure, StructureCell, StructureKind, WriteOptions,
 };
@@ -25,7 +26,7 @@ use crate::resp::{Reply, Session};
 /// Redis' reply to an operation on a key holding another type.
 pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
-/// One of the four collection types, as the value inside a [`Structure`].
+/// One of the collection types, as the value inside a [`Structure`].
 pub trait Collection: Sized {
     /// Which kind this is.
     const KIND: StructureKind;
@@ -59,6 +60,7 @@ collection!(HashValue, Hash);
 collection!(ListValue, List);
 collection!(SetValue, Set);
 collection!(SortedSetValue, SortedSet);
+collection!(StreamValue, Stream);
 
 /// Why a collection command could not run.
 #[derive(Debug)]
@@ -166,14 +168,17 @@ pub fn write<T: Collection, R>(
             };
             let (result, changed) = f(value);
             let empty = guard.is_empty();
+            // A stream stays when emptied; a new one is stored empty only when `f` says it
+            // changed it (XGROUP CREATE MKSTREAM), not when `f` failed.
+            let deleted = empty && guard.deleted_when_empty();
             drop(guard);
-            if empty {
+            if deleted {
                 if fresh {
                     Compute::Keep(Some(result))
                 } else {
                     Compute::Remove(Some(result))
                 }
-            } else if changed || fresh {
+            } else if changed || (fresh && !empty) {
                 let expiry = if fresh {
                     Expiry::default()
                 } else {

@@ -791,7 +791,7 @@ fn x87_ceil_millis(bits: u128) -> i64 {
 /// When a timeout of `millis` (0: none) given now runs out. Redis adds the wall clock in
 /// milliseconds to it; a sum past `i64::MAX` wraps to a time its timer never reaches, so the
 /// client waits forever, as it does here.
-fn deadline_after(millis: u64) -> Option<Instant> {
+pub(crate) fn deadline_after(millis: u64) -> Option<Instant> {
     if millis == 0 {
         return None;
     }
@@ -812,10 +812,7 @@ pub(super) fn block(session: &mut Session, keys: &[Bytes], timeout_ms: u64) {
         Some(retry) => retry.deadline,
         None => deadline_after(timeout_ms),
     };
-    session.blocked = Some(Block {
-        keys: keys.to_vec(),
-        deadline,
-    });
+    session.blocked = Some(Block::new(keys.to_vec(), deadline));
 }
 
 /// Whether the command may block: not inside MULTI (Redis runs them as non-blocking there).

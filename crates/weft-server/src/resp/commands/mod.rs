@@ -22,6 +22,8 @@ pub mod scripting;
 pub mod server;
 pub mod sets;
 pub mod slowlog;
+pub mod stream_groups;
+pub mod streams;
 pub mod strings;
 pub mod tracking;
 pub mod transactions;

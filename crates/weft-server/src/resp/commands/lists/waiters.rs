@@ -38,6 +38,25 @@ pub struct Block {
     pub keys: Vec<Bytes>,
     /// When to give up (`None`: never).
     pub deadline: Option<Instant>,
+    /// The command each retry runs instead of the one the client sent (XREAD's `$`
+    /// resolved to the ID it stood for when the client blocked), if it differs.
+    pub retry_args: Option<Vec<Bytes>>,
+    /// Run the command again this often even without a push (XREADGROUP: its stream may be
+    /// deleted or retyped, which pushes do not signal, and it must then fail).
+    pub recheck: Option<std::time::Duration>,
+}
+
+impl Block {
+    /// A block on `keys` until `deadline`, woken by pushes only, retrying the same command.
+    #[must_use]
+    pub fn new(keys: Vec<Bytes>, deadline: Option<Instant>) -> Self {
+        Self {
+            keys,
+            deadline,
+            retry_args: None,
+            recheck: None,
+        }
+    }
 }
 
 /// What a blocked command knows when the connection loop runs it again.
@@ -100,6 +119,21 @@ impl Waiters {
             .and_then(VecDeque::front)
         {
             front.wake(key);
+        }
+    }
+
+    /// Entries were added to the stream at `key` of `cache` (or its groups changed): wakes
+    /// every client blocked on it, since reading a stream consumes nothing and each may be
+    /// served (Redis' `serveClientsBlockedOnStreamKey` tries them all).
+    pub fn signal_every(&self, cache: &str, key: &[u8]) {
+        if self.blocked.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        let by_cache = self.by_cache.lock();
+        if let Some(queue) = by_cache.get(cache).and_then(|queues| queues.get(key)) {
+            for wakeup in queue {
+                wakeup.wake(key);
+            }
         }
     }
 
