@@ -971,19 +971,22 @@ impl StreamValue {
         None
     }
 
-    /// A group's lag: entries added and not yet delivered to it, when it can be known.
+    /// A group's lag: entries added and not yet delivered to it, when it can be known
+    /// (negative when ENTRIESREAD claimed more reads than there were additions, as Redis
+    /// reports it).
     #[must_use]
-    pub fn lag(&self, group: &ConsumerGroup) -> Option<u64> {
+    pub fn lag(&self, group: &ConsumerGroup) -> Option<i64> {
+        let added = i64::try_from(self.entries_added).unwrap_or(i64::MAX);
+        let lag = |read: u64| added.wrapping_sub(i64::try_from(read).unwrap_or(i64::MAX));
         if self.entries_added == 0 {
             return Some(0);
         }
         if let Some(read) = group.entries_read
             && !self.range_has_tombstones(group.last_id, StreamId::MAX)
         {
-            return Some(self.entries_added.saturating_sub(read));
+            return Some(lag(read));
         }
-        self.estimate_entries_read(group.last_id)
-            .map(|read| self.entries_added.saturating_sub(read))
+        self.estimate_entries_read(group.last_id).map(lag)
     }
 
     /// XREADGROUP with `>`: delivers up to `count` (0: all) entries after the group's last

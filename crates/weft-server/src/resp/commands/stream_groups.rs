@@ -250,7 +250,9 @@ pub fn xreadgroup(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) 
                 );
             }
             b">" => from.push(ReadFrom::New),
+            // Redis marks `>` with the largest ID, so that ID given explicitly means `>` too.
             _ => match parse_id(arg, 0, IdForm::Strict) {
+                Ok(StreamId::MAX) => from.push(ReadFrom::New),
                 Ok(id) => from.push(ReadFrom::After(id)),
                 Err(text) => return reply.error(text),
             },
@@ -270,7 +272,8 @@ pub fn xreadgroup(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) 
             let mut out = Reply::new(&mut part, protocol);
             let delivered: Vec<(StreamId, bool)> = match *from {
                 ReadFrom::After(after) => {
-                    let start = after.next().unwrap_or(StreamId::MAX);
+                    // Redis' `streamIncrID` wraps the largest ID around to 0-0.
+                    let start = after.next().unwrap_or(StreamId::MIN);
                     match stream.read_group_history(group, consumer, start, count, now) {
                         Some(history) => history,
                         None => return (false, false),

@@ -663,33 +663,30 @@ pub fn xread(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
     let mut after = Vec::with_capacity(parsed.keys.len());
     let mut resolved_dollar = false;
     for (key, arg) in parsed.keys.iter().zip(parsed.ids) {
-        if arg.as_ref() == b"$" {
-            let last = collections::read::<StreamValue, _>(session, key, |stream| {
-                stream.map_or(StreamId::MIN, StreamValue::last_id)
-            });
-            match last {
-                Ok(last) => after.push(last),
-                Err(Failure::WrongType) if retrying => after.push(StreamId::MIN),
-                Err(failure) => return failure.reply(reply),
+        // Redis checks each key's type before its ID; a retry passes over a key that no
+        // longer holds a stream (it serves blocked clients from streams only).
+        let last = match collections::read::<StreamValue, _>(session, key, |stream| {
+            stream.map_or(StreamId::MIN, StreamValue::last_id)
+        }) {
+            Ok(last) => last,
+            Err(Failure::WrongType) if retrying => StreamId::MIN,
+            Err(failure) => return failure.reply(reply),
+        };
+        match arg.as_ref() {
+            b"$" => {
+                after.push(last);
+                resolved_dollar = true;
             }
-            resolved_dollar = true;
-            continue;
-        }
-        if arg.as_ref() == b">" {
-            return reply.error(
-                "ERR The > ID can be specified only when calling XREADGROUP using the GROUP \
-                 <group> <consumer> option.",
-            );
-        }
-        // Redis checks each key's type before its ID.
-        if let Err(failure) = collections::read::<StreamValue, _>(session, key, |_| ())
-            && !(retrying && matches!(failure, Failure::WrongType))
-        {
-            return failure.reply(reply);
-        }
-        match parse_id(arg, 0, IdForm::Strict) {
-            Ok(id) => after.push(id),
-            Err(text) => return reply.error(text),
+            b">" => {
+                return reply.error(
+                    "ERR The > ID can be specified only when calling XREADGROUP using the \
+                     GROUP <group> <consumer> option.",
+                );
+            }
+            _ => match parse_id(arg, 0, IdForm::Strict) {
+                Ok(id) => after.push(id),
+                Err(text) => return reply.error(text),
+            },
         }
     }
     let count = if parsed.count == 0 && retrying {
@@ -831,13 +828,21 @@ pub(crate) fn help_reply(reply: &mut Reply<'_>, command: &str, lines: &[&str]) {
         reply.simple(line);
     }
     reply.simple("HELP");
-    reply.simple("    Print this help.");
+    reply.simple("    Prints this help.");
 }
 
 /// A value that may be unknown: an integer, or null.
 fn optional_reply(reply: &mut Reply<'_>, value: Option<u64>) {
     match value {
         Some(value) => count_reply(reply, value),
+        None => reply.null(),
+    }
+}
+
+/// A group's lag: an integer, or null when unknown.
+fn lag_reply(reply: &mut Reply<'_>, lag: Option<i64>) {
+    match lag {
+        Some(lag) => reply.integer(lag),
         None => reply.null(),
     }
 }
@@ -903,7 +908,7 @@ pub fn xinfo(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
                 reply.bulk(b"entries-read");
                 optional_reply(reply, group.entries_read);
                 reply.bulk(b"lag");
-                optional_reply(reply, stream.lag(group));
+                lag_reply(reply, stream.lag(group));
             }
         } else if is(&args[1], "STREAM") {
             stream_info(stream, args, reply);
@@ -984,7 +989,7 @@ fn stream_info(stream: &StreamValue, args: &[Bytes], reply: &mut Reply<'_>) {
         reply.bulk(b"entries-read");
         optional_reply(reply, group.entries_read);
         reply.bulk(b"lag");
-        optional_reply(reply, stream.lag(group));
+        lag_reply(reply, stream.lag(group));
         reply.bulk(b"pel-count");
         count_reply(reply, group.pending().len() as u64);
         reply.bulk(b"pending");
