@@ -118,3 +118,50 @@ fn flags_and_structures_survive_a_server_restart() {
     assert!(status.contains(" 409 "), "{status}");
     assert_eq!(body, "key holds a Redis list; read it over RESP");
 }
+
+// Proves a stream — entries, a deleted entry, its last ID and counters, a consumer group with
+// pending entries and consumers — comes back whole after a restart of a server whose cache
+// has a file store, and goes on answering XREADGROUP, XPENDING and XADD where it left off.
+#[test]
+fn streams_survive_a_server_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server_lines, caches) = store_config(dir.path());
+    let before;
+    {
+        let server = TestServer::start_with(&server_lines, &caches);
+        let mut c = server.client();
+        for ms in 1..=150 {
+            c.cmd(&format!("XADD s {ms} field value-{ms}"));
+        }
+        c.cmd("XDEL s 3");
+        c.cmd("XGROUP CREATE s g 0");
+        c.cmd("XREADGROUP GROUP g alice COUNT 10 STREAMS s >");
+        c.cmd("XGROUP CREATECONSUMER s g bob");
+        c.cmd("XSETID s 200 MAXDELETEDID 160");
+        before = (
+            c.cmd("XRANGE s - +"),
+            c.cmd("XINFO STREAM s"),
+            c.cmd("XPENDING s g"),
+            c.cmd("XINFO GROUPS s"),
+        );
+    }
+    let server = TestServer::start_with(&server_lines, &caches);
+    let mut c = server.client();
+    let after = (
+        c.cmd("XRANGE s - +"),
+        c.cmd("XINFO STREAM s"),
+        c.cmd("XPENDING s g"),
+        c.cmd("XINFO GROUPS s"),
+    );
+    assert_eq!(after, before);
+    assert_eq!(c.cmd("XINFO CONSUMERS s g").items().len(), 2);
+    assert_eq!(
+        c.cmd("XADD s 200 f v"),
+        common::Frame::error(
+            "ERR The ID specified in XADD is equal or smaller than the target stream top item"
+        )
+    );
+    assert_eq!(c.cmd("XADD s 201 f v"), common::Frame::bulk("201-0"));
+    let next = c.cmd("XREADGROUP GROUP g alice COUNT 1 STREAMS s >");
+    assert_eq!(next.items()[0].items()[1].items()[0].items()[0], common::Frame::bulk("12-0"));
+}
