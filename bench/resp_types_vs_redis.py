@@ -8,9 +8,10 @@ Tests: LPUSH LPOP SADD HSET ZADD (redis-benchmark's own: one list, set, hash and
 each, members drawn from 100k random values), then commands given to redis-benchmark whole,
 in this order so each reads what the one before wrote: SETBIT (bit 100 of 100k keys) BITCOUNT
 (of one of them), PFADD (one HyperLogLog) PFCOUNT, GEOADD (one geo set of 1,000 members
-within a metre) GEOSEARCH (the 10 nearest of them all). 50 clients, pipeline 1 and 16. Each cell
-runs a bounded number of requests (`--requests`, default 200,000); the servers alternate
-`--rounds` times (default 2) and each keeps its best run.
+within a metre) GEOSEARCH (the 10 nearest of them all), XADD (`XADD mystream * field
+__rand_int__`, generated IDs) XRANGE (`XRANGE mystream - + COUNT 10`). 50 clients, pipeline 1
+and 16. Each cell runs a bounded number of requests (`--requests`, default 200,000); the
+servers alternate `--rounds` times (default 2) and each keeps its best run.
 """
 
 import argparse
@@ -33,6 +34,8 @@ COMMANDS = (
     ("geoadd", ["GEOADD", "geo", "13.__rand_int__", "38.__rand_int__", "m__rand_int__"], 1_000),
     ("geosearch", ["GEOSEARCH", "geo", "FROMLONLAT", "13", "38", "BYRADIUS", "1", "km",
                    "COUNT", "10", "ASC"], 1_000),
+    ("xadd", ["XADD", "mystream", "*", "field", "__rand_int__"], 100_000),
+    ("xrange", ["XRANGE", "mystream", "-", "+", "COUNT", "10"], 100_000),
 )
 
 

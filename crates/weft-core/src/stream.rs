@@ -289,7 +289,9 @@ impl ConsumerGroup {
 
     /// The key the consumer named `name` is stored under (shared with pending entries).
     fn consumer_key(&self, name: &[u8]) -> Option<Bytes> {
-        self.consumers.get_key_value(name).map(|(key, _)| key.clone())
+        self.consumers
+            .get_key_value(name)
+            .map(|(key, _)| key.clone())
     }
 }
 
@@ -643,8 +645,7 @@ impl StreamValue {
                 || (node_entries_max != 0
                     && node.live.saturating_add(node.deleted) >= node_entries_max);
             if !full {
-                node.listpack_bytes = node.listpack_bytes
-                    + count_bytes(node.live + 1)
+                node.listpack_bytes = node.listpack_bytes + count_bytes(node.live + 1)
                     - count_bytes(node.live)
                     + appended_entry_bytes(id, master, &node.master_fields, items);
                 node.live += 1;
@@ -706,7 +707,8 @@ impl StreamValue {
     /// Marks one live entry of the node `master` deleted (Redis keeps it as a tombstone).
     fn mark_deleted(&mut self, master: StreamId) {
         if let Some(node) = self.nodes.get_mut(&master) {
-            node.listpack_bytes = (node.listpack_bytes + count_bytes(node.live - 1)
+            node.listpack_bytes = (node.listpack_bytes
+                + count_bytes(node.live - 1)
                 + count_bytes(node.deleted.saturating_add(1)))
             .saturating_sub(count_bytes(node.live) + count_bytes(node.deleted));
             node.live -= 1;
@@ -1336,8 +1338,7 @@ impl StreamValue {
         let mut previous: Option<StreamId> = None;
         for _ in 0..count {
             let entry_id = id(reader)?;
-            if previous.is_some_and(|previous| previous >= entry_id) || entry_id > stream.last_id
-            {
+            if previous.is_some_and(|previous| previous >= entry_id) || entry_id > stream.last_id {
                 return Err(DecodeError("stream entries out of order"));
             }
             previous = Some(entry_id);
@@ -1559,12 +1560,18 @@ mod tests {
             stream.add(IdRequest::Partial { ms: 6 }, &fields),
             Err(AddError::NotGreater)
         );
-        assert_eq!(stream.add(exact(7, u64::MAX), &fields), Ok(StreamId::new(7, u64::MAX)));
+        assert_eq!(
+            stream.add(exact(7, u64::MAX), &fields),
+            Ok(StreamId::new(7, u64::MAX))
+        );
         assert_eq!(
             stream.add(IdRequest::Partial { ms: 7 }, &fields),
             Err(AddError::NotGreater)
         );
-        assert_eq!(stream.add(IdRequest::Exact(StreamId::MAX), &fields), Ok(StreamId::MAX));
+        assert_eq!(
+            stream.add(IdRequest::Exact(StreamId::MAX), &fields),
+            Ok(StreamId::MAX)
+        );
         assert_eq!(
             stream.add(IdRequest::Auto { now_ms: 1 }, &fields),
             Err(AddError::Exhausted)
@@ -1618,7 +1625,9 @@ mod tests {
     fn deletes_track_first_and_largest_deleted() {
         let mut stream = StreamValue::default();
         for ms in 1..=3 {
-            stream.add(exact(ms, 0), &items(&["a", "1"])).expect("added");
+            stream
+                .add(exact(ms, 0), &items(&["a", "1"]))
+                .expect("added");
         }
         assert!(stream.delete(StreamId::new(1, 0)));
         assert!(!stream.delete(StreamId::new(1, 0)));
@@ -1668,7 +1677,10 @@ mod tests {
         assert_eq!(back, stream);
         back.check_invariants();
         for cut in 0..bytes.len() {
-            assert!(crate::Structure::decode(&bytes[..cut]).is_err(), "cut {cut}");
+            assert!(
+                crate::Structure::decode(&bytes[..cut]).is_err(),
+                "cut {cut}"
+            );
         }
         let mut junk = bytes.clone();
         junk.push(0);
@@ -1693,7 +1705,10 @@ mod tests {
             .read_group_history(b"g", b"alice", StreamId::MIN, 0, 5000)
             .expect("group");
         assert_eq!(history.len(), 5);
-        assert_eq!(stream.ack(b"g", &[StreamId::new(1, 1), StreamId::new(99, 0)]), Some(1));
+        assert_eq!(
+            stream.ack(b"g", &[StreamId::new(1, 1), StreamId::new(99, 0)]),
+            Some(1)
+        );
         let claimed = stream
             .claim(
                 b"g",

@@ -55,8 +55,7 @@ pub mod limits {
     static INTSET_ENTRIES: AtomicUsize = AtomicUsize::new(super::INTSET_ENTRIES_MAX);
     static ZSET_ENTRIES: AtomicUsize = AtomicUsize::new(super::ZSET_LISTPACK_ENTRIES_MAX);
     static ZSET_VALUE: AtomicUsize = AtomicUsize::new(super::LISTPACK_VALUE_BYTES_MAX);
-    static STREAM_NODE_ENTRIES: AtomicUsize =
-        AtomicUsize::new(super::STREAM_NODE_ENTRIES_DEFAULT);
+    static STREAM_NODE_ENTRIES: AtomicUsize = AtomicUsize::new(super::STREAM_NODE_ENTRIES_DEFAULT);
     static STREAM_NODE_BYTES: AtomicUsize = AtomicUsize::new(super::STREAM_NODE_BYTES_DEFAULT);
 
     /// A threshold, by Redis' parameter name.

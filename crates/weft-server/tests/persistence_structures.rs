@@ -163,5 +163,8 @@ fn streams_survive_a_server_restart() {
     );
     assert_eq!(c.cmd("XADD s 201 f v"), common::Frame::bulk("201-0"));
     let next = c.cmd("XREADGROUP GROUP g alice COUNT 1 STREAMS s >");
-    assert_eq!(next.items()[0].items()[1].items()[0].items()[0], common::Frame::bulk("12-0"));
+    assert_eq!(
+        next.items()[0].items()[1].items()[0].items()[0],
+        common::Frame::bulk("12-0")
+    );
 }

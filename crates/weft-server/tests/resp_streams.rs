@@ -106,7 +106,10 @@ fn xadd_and_ranges_answer_as_redis() {
     assert_eq!(c.cmd("XADD missing NOMKSTREAM 1 e 5"), Frame::NullBulk);
     let auto = c.cmd("XADD s * f v").text();
     let (ms, seq) = auto.split_once('-').unwrap();
-    assert!(ms.parse::<u64>().unwrap() > 1_600_000_000_000 && seq == "0", "{auto}");
+    assert!(
+        ms.parse::<u64>().unwrap() > 1_600_000_000_000 && seq == "0",
+        "{auto}"
+    );
     assert_eq!(c.cmd("XLEN s"), int(5));
     assert_eq!(c.cmd("XLEN missing"), int(0));
     assert_eq!(
@@ -165,7 +168,11 @@ fn deletes_and_trims_answer_as_redis() {
     // next whole node, then stops at 300.
     assert_eq!(c.cmd("XTRIM s MAXLEN ~ 300"), int(144));
     assert_eq!(c.cmd("XTRIM s MINID = 900"), int(199));
-    assert_eq!(c.cmd("XTRIM s MAXLEN ~ 0 LIMIT 50"), int(1), "the next node exceeds LIMIT");
+    assert_eq!(
+        c.cmd("XTRIM s MAXLEN ~ 0 LIMIT 50"),
+        int(1),
+        "the next node exceeds LIMIT"
+    );
     assert_eq!(c.cmd("XDEL s 900 901-0 5"), int(1));
     assert_eq!(c.cmd("XDEL s bad"), err(INVALID_ID));
     assert_eq!(c.cmd("XDEL missing bad"), int(0));
@@ -177,10 +184,7 @@ fn deletes_and_trims_answer_as_redis() {
         c.cmd("XTRIM s LIMIT 10"),
         err("ERR syntax error, LIMIT cannot be used without specifying a trimming strategy")
     );
-    assert_eq!(
-        c.cmd("XTRIM s FOO 1"),
-        err("ERR syntax error")
-    );
+    assert_eq!(c.cmd("XTRIM s FOO 1"), err("ERR syntax error"));
     assert_eq!(
         c.cmd("XADD s MAXLEN 1 MINID 1 2000 f v"),
         err("ERR syntax error, MAXLEN and MINID options at the same time are not compatible")
@@ -226,7 +230,10 @@ fn xsetid_answers_as_redis() {
         c.cmd("XSETID s 9 ENTRIESADDED -1"),
         err("ERR entries_added must be positive")
     );
-    assert_eq!(c.cmd("XSETID s 9 ENTRIESADDED 7 MAXDELETEDID 3"), Frame::ok());
+    assert_eq!(
+        c.cmd("XSETID s 9 ENTRIESADDED 7 MAXDELETEDID 3"),
+        Frame::ok()
+    );
     let info = c.cmd("XINFO STREAM s");
     assert_eq!(field(&info, "last-generated-id"), bulk("9-0"));
     assert_eq!(field(&info, "entries-added"), int(7));
@@ -243,8 +250,10 @@ fn consumer_groups_answer_as_redis() {
     let mut c = server.client();
     assert_eq!(
         c.cmd("XGROUP CREATE s g $"),
-        err("ERR The XGROUP subcommand requires the key to exist. Note that for CREATE you may \
-             want to use the MKSTREAM option to create an empty stream automatically.")
+        err(
+            "ERR The XGROUP subcommand requires the key to exist. Note that for CREATE you may \
+             want to use the MKSTREAM option to create an empty stream automatically."
+        )
     );
     assert_eq!(c.cmd("XGROUP CREATE s g $ MKSTREAM"), Frame::ok());
     assert_eq!(
@@ -258,7 +267,11 @@ fn consumer_groups_answer_as_redis() {
         c.cmd("XREADGROUP GROUP g alice COUNT 3 STREAMS s >"),
         Frame::Array(vec![stream(
             "s",
-            &[("1-0", &["f", "1"]), ("2-0", &["f", "2"]), ("3-0", &["f", "3"])]
+            &[
+                ("1-0", &["f", "1"]),
+                ("2-0", &["f", "2"]),
+                ("3-0", &["f", "3"])
+            ]
         )])
     );
     assert_eq!(
@@ -278,9 +291,7 @@ fn consumer_groups_answer_as_redis() {
     );
     c.cmd("XDEL s 3");
     assert_eq!(
-        c.cmd("XREADGROUP GROUP g alice STREAMS s 2")
-            .items()[0]
-            .items()[1],
+        c.cmd("XREADGROUP GROUP g alice STREAMS s 2").items()[0].items()[1],
         Frame::Array(vec![Frame::Array(vec![bulk("3-0"), Frame::NullArray])]),
         "a pending entry deleted from the stream reads as a null"
     );
@@ -463,13 +474,17 @@ fn xread_answers_as_redis() {
     assert_eq!(c.cmd("XREAD STREAMS a $"), Frame::NullArray);
     assert_eq!(
         c.cmd("XREAD STREAMS a b 0"),
-        err("ERR Unbalanced XREAD list of streams: for each stream key an ID or '$' must be \
-             specified.")
+        err(
+            "ERR Unbalanced XREAD list of streams: for each stream key an ID or '$' must be \
+             specified."
+        )
     );
     assert_eq!(
         c.cmd("XREAD STREAMS a >"),
-        err("ERR The > ID can be specified only when calling XREADGROUP using the GROUP \
-             <group> <consumer> option.")
+        err(
+            "ERR The > ID can be specified only when calling XREADGROUP using the GROUP \
+             <group> <consumer> option."
+        )
     );
     assert_eq!(
         c.cmd("XREAD GROUP g c STREAMS a 0"),
@@ -493,10 +508,7 @@ fn xread_answers_as_redis() {
     c.cmd("HELLO 3");
     assert_eq!(
         c.cmd("XREAD STREAMS a 1"),
-        Frame::Map(vec![(
-            bulk("a"),
-            entries(&[("2-0", &["f", "2"])])
-        )])
+        Frame::Map(vec![(bulk("a"), entries(&[("2-0", &["f", "2"])]))])
     );
 }
 
@@ -584,7 +596,11 @@ fn command_info_matches_redis() {
         ])
     );
     assert_eq!(rows[1].items()[1], int(-4));
-    assert!(rows[1].items()[2].items().contains(&Frame::Simple("movablekeys".into())));
+    assert!(
+        rows[1].items()[2]
+            .items()
+            .contains(&Frame::Simple("movablekeys".into()))
+    );
     assert_eq!(rows[2].items()[1], int(-7));
     assert_eq!(rows[3].items()[3], int(1));
 }

@@ -716,8 +716,20 @@ pub static COMMANDS: &[CommandSpec] = &[
         ("SETID", -5),
     ]),
     spec("xack", -4, WRITE_FAST_NOOOM, ONE_KEY, stream_groups::xack),
-    spec("xpending", -3, &["readonly"], ONE_KEY, stream_groups::xpending),
-    spec("xclaim", -6, WRITE_FAST_NOOOM, ONE_KEY, stream_groups::xclaim),
+    spec(
+        "xpending",
+        -3,
+        &["readonly"],
+        ONE_KEY,
+        stream_groups::xpending,
+    ),
+    spec(
+        "xclaim",
+        -6,
+        WRITE_FAST_NOOOM,
+        ONE_KEY,
+        stream_groups::xclaim,
+    ),
     spec(
         "xautoclaim",
         -6,

@@ -96,8 +96,7 @@ pub fn xgroup(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
         if create && is(&args[index], "MKSTREAM") {
             make_stream = true;
             index += 1;
-        } else if (create || setid) && is(&args[index], "ENTRIESREAD") && index + 1 < args.len()
-        {
+        } else if (create || setid) && is(&args[index], "ENTRIESREAD") && index + 1 < args.len() {
             match parse_integer(&args[index + 1]) {
                 Ok(-1) => entries_read = None,
                 Ok(read) if read < 0 => {
@@ -207,8 +206,7 @@ pub fn xreadgroup(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) 
         Err(text) => return reply.error(&text),
     };
     if parsed.block_ms.is_some() && session.in_script {
-        return reply
-            .error("ERR xreadgroup command is not allowed with BLOCK option from scripts");
+        return reply.error("ERR xreadgroup command is not allowed with BLOCK option from scripts");
     }
     let Some((group, consumer)) = parsed.group else {
         return reply.error("ERR Missing GROUP option for XREADGROUP");
@@ -219,9 +217,8 @@ pub fn xreadgroup(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) 
         match has_group(session, key, group) {
             Ok(true) => {}
             Ok(false) if retrying => {
-                let exists = collections::read::<StreamValue, _>(session, key, |stream| {
-                    stream.is_some()
-                });
+                let exists =
+                    collections::read::<StreamValue, _>(session, key, |stream| stream.is_some());
                 return reply.error(if exists.unwrap_or(false) {
                     "NOGROUP the consumer group this client was blocked on no longer exists"
                 } else {

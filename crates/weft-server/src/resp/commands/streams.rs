@@ -75,7 +75,11 @@ fn strtoull(text: &[u8]) -> Option<u64> {
             .checked_mul(10)?
             .checked_add(u64::from(digit - b'0'))?;
     }
-    Some(if negative { value.wrapping_neg() } else { value })
+    Some(if negative {
+        value.wrapping_neg()
+    } else {
+        value
+    })
 }
 
 /// Redis' `string2ull`: a canonical integer (refused when negative), else `strtoull`.
@@ -131,7 +135,11 @@ fn parse_id_parts(
 ///
 /// # Errors
 /// Redis' error text.
-pub(crate) fn parse_id(arg: &[u8], missing_seq: u64, form: IdForm) -> Result<StreamId, &'static str> {
+pub(crate) fn parse_id(
+    arg: &[u8],
+    missing_seq: u64,
+    form: IdForm,
+) -> Result<StreamId, &'static str> {
     let (ms, seq) = parse_id_parts(arg, missing_seq, form, false)?;
     Ok(StreamId::new(ms, seq.unwrap_or(missing_seq)))
 }
@@ -356,7 +364,11 @@ pub fn xadd(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
     if fields.len() < 2 || fields.len() % 2 == 1 {
         return reply.error("ERR wrong number of arguments for 'xadd' command");
     }
-    if let Some(IdSpec { ms: 0, seq: Some(0) }) = options.id {
+    if let Some(IdSpec {
+        ms: 0,
+        seq: Some(0),
+    }) = options.id
+    {
         return reply.error("ERR The ID specified in XADD must be greater than 0-0");
     }
     let request = match options.id {
@@ -366,30 +378,30 @@ pub fn xadd(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
     };
     // Stored fields and values are copied out of the request buffer (a slice would keep it
     // alive).
-    let items: Vec<Bytes> = fields.iter().map(|item| Bytes::copy_from_slice(item)).collect();
-    let result = collections::write::<StreamValue, _>(
-        session,
-        &args[1],
-        !options.no_create,
-        |stream| match stream.add(request, &items) {
-            Ok(id) => {
-                if let Some(trim) = options.trim {
-                    stream.trim(trim);
+    let items: Vec<Bytes> = fields
+        .iter()
+        .map(|item| Bytes::copy_from_slice(item))
+        .collect();
+    let result =
+        collections::write::<StreamValue, _>(session, &args[1], !options.no_create, |stream| {
+            match stream.add(request, &items) {
+                Ok(id) => {
+                    if let Some(trim) = options.trim {
+                        stream.trim(trim);
+                    }
+                    (Ok(id), true)
                 }
-                (Ok(id), true)
+                Err(error) => (Err(error), false),
             }
-            Err(error) => (Err(error), false),
-        },
-    );
+        });
     match result {
         Ok(None) => reply.null(),
         Ok(Some(Ok(id))) => {
             id_reply(reply, id);
             signal(session, &args[1]);
         }
-        Ok(Some(Err(AddError::Exhausted))) => reply.error(
-            "ERR The stream has exhausted the last possible ID, unable to add more items",
-        ),
+        Ok(Some(Err(AddError::Exhausted))) => reply
+            .error("ERR The stream has exhausted the last possible ID, unable to add more items"),
         Ok(Some(Err(AddError::TooLarge))) => reply.error("ERR Elements are too large to be stored"),
         Ok(Some(Err(_))) => reply.error(
             "ERR The ID specified in XADD is equal or smaller than the target stream top item",
@@ -569,9 +581,11 @@ pub(crate) fn parse_read(args: &[Bytes], group_form: bool) -> Result<ReadArgs<'_
             streams_at = index + 1;
             let rest = args.len() - streams_at;
             if rest % 2 != 0 {
-                return Err("ERR Unbalanced XREAD list of streams: for each stream key an ID \
+                return Err(
+                    "ERR Unbalanced XREAD list of streams: for each stream key an ID \
                             or '$' must be specified."
-                    .to_owned());
+                        .to_owned(),
+                );
             }
             break;
         } else if is(option, "GROUP") && more >= 2 {
@@ -785,14 +799,18 @@ pub fn xsetid(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
         if !stream.is_empty() {
             if id < stream.last_entry_id() {
                 return (
-                    Err("ERR The ID specified in XSETID is smaller than the target stream top item"),
+                    Err(
+                        "ERR The ID specified in XSETID is smaller than the target stream top item",
+                    ),
                     false,
                 );
             }
             if entries_added.is_some_and(|added| (stream.len() as u64) > added) {
                 return (
-                    Err("ERR The entries_added specified in XSETID is smaller than the target \
-                         stream length"),
+                    Err(
+                        "ERR The entries_added specified in XSETID is smaller than the target \
+                         stream length",
+                    ),
                     false,
                 );
             }
@@ -811,7 +829,10 @@ pub fn xsetid(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
 /// Redis' reply to a subcommand it does not know or with the wrong arguments.
 pub(crate) fn subcommand_error(reply: &mut Reply<'_>, args: &[Bytes]) {
     let command = String::from_utf8_lossy(&args[0]).to_ascii_uppercase();
-    let sub = args.get(1).map(|sub| &sub[..sub.len().min(128)]).unwrap_or_default();
+    let sub = args
+        .get(1)
+        .map(|sub| &sub[..sub.len().min(128)])
+        .unwrap_or_default();
     reply.error(&format!(
         "ERR unknown subcommand or wrong number of arguments for '{}'. Try {command} HELP.",
         String::from_utf8_lossy(sub).replace(['\r', '\n'], " ")
@@ -1015,10 +1036,9 @@ fn stream_info(stream: &StreamValue, args: &[Bytes], reply: &mut Reply<'_>) {
             reply.bulk(b"pending");
             reply.array(consumer.pending().len().min(limit));
             for id in consumer.pending().iter().take(limit) {
-                let (time, deliveries) = group
-                    .pending()
-                    .get(id)
-                    .map_or((0, 0), |entry| (entry.delivery_time_ms, entry.delivery_count));
+                let (time, deliveries) = group.pending().get(id).map_or((0, 0), |entry| {
+                    (entry.delivery_time_ms, entry.delivery_count)
+                });
                 reply.array(3);
                 id_reply(reply, *id);
                 count_reply(reply, time);
@@ -1055,7 +1075,10 @@ mod tests {
             parse_id(b"3", u64::MAX, IdForm::Range),
             Ok(StreamId::new(3, u64::MAX))
         );
-        assert_eq!(parse_id_parts(b"3-*", 0, IdForm::Strict, true), Ok((3, None)));
+        assert_eq!(
+            parse_id_parts(b"3-*", 0, IdForm::Strict, true),
+            Ok((3, None))
+        );
         assert!(parse_id(b"3-*", 0, IdForm::Strict).is_err());
         assert_eq!(range_start(b"(1-1"), Ok(StreamId::new(1, 2)));
         assert_eq!(range_end(b"(2"), Ok(StreamId::new(1, u64::MAX)));
