@@ -199,7 +199,8 @@ fn published_keys(store: &dyn Store, segments: &[u32]) -> Vec<Vec<u8>> {
 
 /// A structure's kind and elements in an order that does not depend on its tables: hash
 /// fields (`field=value`) and set members sorted, list items and sorted-set members
-/// (`member` then the score's bits) in their own order. Two structures hold the same
+/// (`member` then the score's bits) in their own order, a stream as its encoding (its entries,
+/// counters and groups are all ordered). Two structures hold the same
 /// elements exactly when their contents are equal.
 #[must_use]
 pub fn structure_contents(structure: &Structure) -> (StructureKind, Vec<Vec<u8>>) {
@@ -222,6 +223,8 @@ pub fn structure_contents(structure: &Structure) -> (StructureKind, Vec<Vec<u8>>
             .iter()
             .map(|(member, score)| [&member[..], &score.to_bits().to_le_bytes()[..]].concat())
             .collect(),
+        // A stream's whole state (entries, counters, groups) is its encoding.
+        Structure::Stream(_) => vec![structure.encode()],
     };
     (structure.kind(), elements)
 }
@@ -258,11 +261,26 @@ pub fn sample_structures() -> Vec<Structure> {
     zset.insert(Bytes::from_static(b"top"), f64::INFINITY);
     zset.insert(Bytes::from_static(b"bottom"), f64::NEG_INFINITY);
     zset.insert(Bytes::from_static(b"tiny"), 5e-324);
+    let mut stream = weft_core::structure::StreamValue::default();
+    for ms in 1..=250u64 {
+        let items = [
+            bytes(format!("field-{}", ms % 3)),
+            bytes(format!("value-{ms}")),
+        ];
+        let id = weft_core::stream::IdRequest::Exact(weft_core::stream::StreamId::new(ms, 0));
+        if stream.add(id, &items).is_err() {
+            unreachable!("increasing IDs are accepted");
+        }
+    }
+    stream.delete(weft_core::stream::StreamId::new(7, 0));
+    stream.create_group(b"group", weft_core::stream::StreamId::MIN, None);
+    stream.read_group_new(b"group", b"consumer", 20, false, 1_000);
     vec![
         Structure::Hash(hash),
         Structure::List(list),
         Structure::Set(set),
         Structure::SortedSet(zset),
+        Structure::Stream(stream),
     ]
 }
 
@@ -931,7 +949,7 @@ pub fn flags_and_structures_round_trip(open: Open<'_>) {
     let expirations = [StoredExpiration::IMMORTAL, lifespan, idle, both];
     for ((structure, expiration), version) in sample_structures()
         .into_iter()
-        .zip(expirations)
+        .zip(expirations.into_iter().cycle())
         .zip(20u64..)
     {
         let key = format!("structure-{}", structure.kind().type_name());
