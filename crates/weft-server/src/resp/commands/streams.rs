@@ -1081,7 +1081,8 @@ mod tests {
         );
         assert!(parse_id(b"3-*", 0, IdForm::Strict).is_err());
         assert_eq!(range_start(b"(1-1"), Ok(StreamId::new(1, 2)));
-        assert_eq!(range_end(b"(2"), Ok(StreamId::new(1, u64::MAX)));
+        assert_eq!(range_end(b"(2"), Ok(StreamId::new(2, u64::MAX - 1)));
+        assert_eq!(range_end(b"(2-0"), Ok(StreamId::new(1, u64::MAX)));
         assert!(range_start(b"(18446744073709551615-18446744073709551615").is_err());
         assert!(range_end(b"(0-0").is_err());
         assert!(range_start(b"(-").is_err());
