@@ -918,7 +918,8 @@ struct Upsert {
 ///
 /// A structure only empties on its way out (Redis deletes the key, and the delete is queued
 /// after this write), so writing no row is what the database will hold anyway, and a crash
-/// in between cannot bring back an empty collection.
+/// in between cannot bring back an empty collection. A stream is the exception: it stays
+/// when emptied (with its last ID and groups), so it is written.
 fn encode_structures(upserts: Vec<(u32, CacheEntry)>, deletes: &mut Vec<Bytes>) -> Vec<Upsert> {
     let mut rows = Vec::with_capacity(upserts.len());
     let mut emptied = false;
@@ -926,7 +927,8 @@ fn encode_structures(upserts: Vec<(u32, CacheEntry)>, deletes: &mut Vec<Bytes>) 
         // `None`: plain bytes; `Some(None)`: an empty structure.
         let encoding = entry.structure().map(|cell| {
             let structure = cell.lock();
-            (!structure.is_empty()).then(|| structure.encode())
+            (!(structure.is_empty() && structure.deleted_when_empty()))
+                .then(|| structure.encode())
         });
         if let Some(None) = encoding {
             deletes.push(Bytes::copy_from_slice(entry.key()));
