@@ -927,8 +927,7 @@ fn encode_structures(upserts: Vec<(u32, CacheEntry)>, deletes: &mut Vec<Bytes>) 
         // `None`: plain bytes; `Some(None)`: an empty structure.
         let encoding = entry.structure().map(|cell| {
             let structure = cell.lock();
-            (!(structure.is_empty() && structure.deleted_when_empty()))
-                .then(|| structure.encode())
+            (!(structure.is_empty() && structure.deleted_when_empty())).then(|| structure.encode())
         });
         if let Some(None) = encoding {
             deletes.push(Bytes::copy_from_slice(entry.key()));
