@@ -6,8 +6,9 @@
 //! are read from them (`port`, `bind`, `databases`, `maxclients`, `requirepass`, `dir`).
 //! The others are accepted and remembered — validated as Redis validates them — but Weft's
 //! behaviour does not follow them: its encodings have fixed thresholds, it has no RDB/AOF
-//! persistence of its own (its stores are configured per cache), no replication and no
-//! Lua yet (docs/protocols.md lists them).
+//! persistence of its own (its stores are configured per cache) and no replication
+//! (docs/protocols.md lists them). `busy-reply-threshold` (`lua-time-limit`) applies to
+//! scripts.
 
 use std::collections::BTreeMap;
 
