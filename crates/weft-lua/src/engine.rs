@@ -230,6 +230,40 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
     }
 }
 
+/// Whether Lua code may run for long: it has a loop (`while`, `for`, `repeat`), defines
+/// a function (which may recurse), or loads code or sets metatables (which may do either).
+/// Code without any of these runs a number of instructions bounded by its length, so a
+/// server may run it on an async worker; the rest it runs off the worker (a script that
+/// loops forever must not keep other connections from being served, or told BUSY).
+#[must_use]
+pub fn may_run_long(code: &[u8]) -> bool {
+    const WORDS: [&[u8]; 7] = [
+        b"while",
+        b"for",
+        b"repeat",
+        b"function",
+        b"load",
+        b"loadstring",
+        b"setmetatable",
+    ];
+    let is_word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    let mut at = 0;
+    while at < code.len() {
+        if !is_word(code[at]) {
+            at += 1;
+            continue;
+        }
+        let start = at;
+        while at < code.len() && is_word(code[at]) {
+            at += 1;
+        }
+        if WORDS.contains(&&code[start..at]) {
+            return true;
+        }
+    }
+    false
+}
+
 /// Reads an EVAL script's shebang (`#!lua flags=no-writes,allow-oom`): its flags and how
 /// many bytes it takes (the line feed stays, so line numbers hold).
 ///
@@ -292,24 +326,7 @@ pub struct RunState {
     /// `busy-reply-threshold` in milliseconds (0: never busy).
     threshold_ms: AtomicU64,
     started: Mutex<Option<Instant>>,
-    /// Called once per run that lasts past [`LONG_RUN`] (the server moves it off its async
-    /// worker then).
-    long_run: Mutex<Option<LongRunHook>>,
-    long_run_called: AtomicBool,
 }
-
-/// What [`RunState::set_long_run_hook`] takes.
-#[derive(Clone)]
-pub struct LongRunHook(pub Arc<dyn Fn() + Send + Sync>);
-
-impl std::fmt::Debug for LongRunHook {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("LongRunHook")
-    }
-}
-
-/// How long a run goes before the long-run hook is called.
-pub const LONG_RUN: Duration = Duration::from_millis(1);
 
 /// Why SCRIPT KILL or FUNCTION KILL did not kill.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -343,12 +360,6 @@ impl KillRefused {
 }
 
 impl RunState {
-    /// Sets what is called once in a run that lasts past [`LONG_RUN`] — checked with the
-    /// timeout, every [`HOOK_INSTRUCTIONS`] Lua instructions.
-    pub fn set_long_run_hook(&self, hook: LongRunHook) {
-        *self.long_run.lock().unwrap_or_else(PoisonError::into_inner) = Some(hook);
-    }
-
     /// A state with `busy-reply-threshold` of `threshold`.
     #[must_use]
     pub fn new(threshold: Duration) -> Self {
@@ -416,7 +427,6 @@ impl RunState {
         self.wrote.store(false, Ordering::Relaxed);
         self.resp3.store(false, Ordering::Relaxed);
         self.eval_mode.store(eval_mode, Ordering::Relaxed);
-        self.long_run_called.store(false, Ordering::Relaxed);
         self.active.store(true, Ordering::Release);
     }
 
@@ -479,20 +489,6 @@ impl RunState {
                 return Err(mlua::Error::runtime("FUNCTION LOAD timeout"));
             }
             return Ok(VmState::Continue);
-        }
-        if !self.long_run_called.load(Ordering::Relaxed) {
-            let started = *self.started.lock().unwrap_or_else(PoisonError::into_inner);
-            if started.is_some_and(|started| started.elapsed() >= LONG_RUN) {
-                self.long_run_called.store(true, Ordering::Relaxed);
-                let hook = self
-                    .long_run
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .clone();
-                if let Some(hook) = hook {
-                    (hook.0)();
-                }
-            }
         }
         let threshold = self.threshold_ms.load(Ordering::Relaxed);
         if threshold > 0 && !self.timed_out.load(Ordering::Relaxed) {

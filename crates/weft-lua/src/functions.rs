@@ -301,6 +301,13 @@ impl Functions {
         Ok(names)
     }
 
+    /// The code of the library that registered the function `name`.
+    #[must_use]
+    pub fn library_code(&self, name: &str) -> Option<&Bytes> {
+        let (library, _) = self.index.get(&name.to_ascii_lowercase())?;
+        self.libraries.get(library).map(|library| &library.code)
+    }
+
     /// A function by name.
     #[must_use]
     pub fn function(&self, name: &str) -> Option<&FunctionInfo> {

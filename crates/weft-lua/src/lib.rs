@@ -14,7 +14,7 @@ pub mod functions;
 pub mod libs;
 
 pub use engine::{
-    CallOutcome, Engine, Host, Invocation, KillRefused, LongRunHook, RunState, Runnable,
-    ScriptFlags, sha1_hex, shebang, split_args,
+    CallOutcome, Engine, Host, Invocation, KillRefused, RunState, Runnable, ScriptFlags,
+    may_run_long, sha1_hex, shebang, split_args,
 };
 pub use functions::{Functions, Library, RestorePolicy};

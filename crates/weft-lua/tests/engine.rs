@@ -309,3 +309,64 @@ fn shebang_words_split_as_redis() {
     assert!(weft_lua::split_args(br#"name="foo"#).is_none());
     assert!(weft_lua::split_args(br#""a"b"#).is_none());
 }
+
+// Proves FUNCTION KILL stops a busy function, as SCRIPT KILL stops a script.
+#[test]
+fn kill_stops_a_looping_function() {
+    let run = Arc::new(RunState::new(Duration::from_millis(10)));
+    let mut functions = weft_lua::Functions::new(Arc::clone(&run)).expect("functions");
+    functions
+        .load(
+            b"#!lua name=test\nredis.register_function('test', function(keys, args) local a = 1 while true do a = a + 1 end end)",
+            false,
+        )
+        .expect("loads");
+    let killer = std::thread::spawn(move || {
+        for _ in 0..500 {
+            std::thread::sleep(Duration::from_millis(10));
+            if run.busy().is_some() && run.kill(false).is_ok() {
+                return true;
+            }
+        }
+        false
+    });
+    let mut h = MapHost::default();
+    let mut out = BytesMut::new();
+    functions.call(
+        &mut h,
+        "test",
+        Invocation {
+            keys: &[],
+            args: &[],
+            read_only: false,
+            clustered: false,
+        },
+        &mut out,
+        Protocol::Resp2,
+    );
+    assert!(killer.join().expect("joins"));
+    let reply = String::from_utf8_lossy(&out).into_owned();
+    assert!(reply.starts_with("-ERR Script killed by user"), "{reply}");
+}
+
+// Proves straight-line scripts are told apart from ones that may loop or recurse.
+#[test]
+fn code_that_may_run_long() {
+    assert!(!weft_lua::may_run_long(
+        b"return redis.call('incr', KEYS[1])"
+    ));
+    assert!(!weft_lua::may_run_long(b"local format = 1 return forward"));
+    for code in [
+        &b"while true do end"[..],
+        b"for i = 1, 10 do end",
+        b"repeat until false",
+        b"local function f() return f() end return f()",
+        b"return loadstring('x')",
+    ] {
+        assert!(
+            weft_lua::may_run_long(code),
+            "{}",
+            String::from_utf8_lossy(code)
+        );
+    }
+}

@@ -1304,7 +1304,10 @@ fn function_flush_and_list() {
         err("ERR FUNCTION FLUSH only supports SYNC|ASYNC option")
     );
     assert_eq!(c.cmd("FUNCTION LIST"), Frame::Array(vec![]));
-    assert_eq!(c.cmd("FUNCTION LOAD x"), err("ERR Missing library metadata"));
+    assert_eq!(
+        c.cmd("FUNCTION LOAD x"),
+        err("ERR Missing library metadata")
+    );
     assert_eq!(
         c.cmd("FUNCTION NOPE"),
         err("ERR unknown subcommand 'NOPE'. Try FUNCTION HELP.")

@@ -37,10 +37,6 @@ impl Default for Scripting {
         let run = Arc::new(RunState::new(std::time::Duration::from_millis(
             BUSY_REPLY_THRESHOLD_MS,
         )));
-        // A script that runs for more than a moment leaves its async worker: the worker's
-        // other connections and the I/O driver go to another thread, so that other clients
-        // are served (or told BUSY). Short scripts, the common case, never pay for it.
-        run.set_long_run_hook(weft_lua::LongRunHook(Arc::new(|| crate::off_worker(|| ()))));
         Self {
             engine: Mutex::new(None),
             functions: Mutex::new(None),
@@ -307,10 +303,27 @@ fn invoke(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>, sha: boo
             read_only: ro,
             clustered,
         };
-        if sha {
-            engine.evalsha(host, &body, invocation, out, protocol);
+        // Code that may run long (loops, functions) runs off the async worker, whose other
+        // connections and I/O driver go to another thread meanwhile; straight-line code,
+        // the common case, does not pay for the hand-off.
+        let long = if sha {
+            engine
+                .body(&name)
+                .is_none_or(|code| weft_lua::may_run_long(code))
         } else {
-            engine.eval(host, &body, invocation, out, protocol);
+            weft_lua::may_run_long(&body)
+        };
+        let mut run = || {
+            if sha {
+                engine.evalsha(host, &body, invocation, out, protocol);
+            } else {
+                engine.eval(host, &body, invocation, out, protocol);
+            }
+        };
+        if long {
+            crate::off_worker(run);
+        } else {
+            run();
         }
     });
 }
@@ -441,7 +454,9 @@ fn call_function(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>, r
             read_only: ro,
             clustered,
         };
-        functions.call(&mut host, &name, invocation, &mut out, protocol);
+        // A library's functions are functions: they may loop or recurse, so they run off
+        // the async worker (see `invoke`).
+        crate::off_worker(|| functions.call(&mut host, &name, invocation, &mut out, protocol));
     }
     session.cache = cache;
     session.database = database;
