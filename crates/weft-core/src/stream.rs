@@ -13,7 +13,7 @@
 //! `stream-node-max-entries` entries and `stream-node-max-bytes` bytes, and an approximate
 //! trim (`MAXLEN ~`, `MINID ~`) removes only whole nodes; a deleted entry stays in its node
 //! as a tombstone until the whole node goes. Clients see the consequence (how many entries an
-//! approximate trim leaves, `XINFO STREAM`'s `radix-tree-keys`), so each [`Node`] records
+//! approximate trim leaves, `XINFO STREAM`'s `radix-tree-keys`), so each `Node` records
 //! what Redis' would hold — live and deleted counts, the listpack's size in bytes as Redis
 //! computes it, the master entry's field names — without holding the entries themselves.
 //! An approximate trim then removes exactly what Redis' removes.
@@ -350,8 +350,8 @@ fn pack<T: AsRef<[u8]>>(items: &[T]) -> Box<[u8]> {
     out.into_boxed_slice()
 }
 
-/// The byte strings [`pack`] packed, in order (stops early on malformed bytes, which
-/// [`StreamValue::decode_body`] refuses before they get here).
+/// The byte strings `pack` packed, in order (stops early on malformed bytes, which
+/// `StreamValue::decode_body` refuses before they get here).
 #[derive(Debug, Clone)]
 pub struct Packed<'a> {
     reader: Reader<'a>,

@@ -177,7 +177,7 @@ impl Functions {
         Ok(())
     }
 
-    /// FUNCTION LOAD [REPLACE]: the library's name.
+    /// FUNCTION LOAD (with or without REPLACE): the library's name.
     ///
     /// # Errors
     /// The error reply's text.
