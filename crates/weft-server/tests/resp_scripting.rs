@@ -256,3 +256,39 @@ fn blocking_sorted_set_pops() {
     );
     assert_eq!(c.cmd("BZPOPMAX z 0.05"), Frame::NullArray);
 }
+
+// Proves a looping script or function leaves the async worker it started on: with one
+// worker, other clients are still served (told BUSY), and SCRIPT KILL / FUNCTION KILL stop
+// it. Before the fix the worker kept the I/O driver and PING never got an answer.
+#[test]
+fn looping_scripts_do_not_starve_a_single_worker() {
+    let server = TestServer::start_on_workers(1, "", "");
+    let mut admin = server.client();
+    assert_eq!(admin.cmd("CONFIG SET busy-reply-threshold 50"), Frame::ok());
+    let library = "#!lua name=spin\nredis.register_function('spin', function() local a = 0 while true do a = a + 1 end end)";
+    assert_eq!(
+        admin.call(&["FUNCTION", "LOAD", library]),
+        Frame::bulk("spin")
+    );
+    for (run, kill) in [
+        (
+            vec!["EVAL", "local a = 0 while true do a = a + 1 end", "0"],
+            "SCRIPT KILL",
+        ),
+        (vec!["FCALL", "spin", "0"], "FUNCTION KILL"),
+    ] {
+        let mut runner = server.client();
+        runner.send_raw(&common::encode(&run));
+        let started = Instant::now();
+        loop {
+            match admin.cmd("PING") {
+                Frame::Error(text) if text.starts_with("BUSY") => break,
+                _ if started.elapsed() > Duration::from_secs(10) => panic!("never busy"),
+                _ => std::thread::sleep(Duration::from_millis(20)),
+            }
+        }
+        assert_eq!(admin.cmd(kill), Frame::ok());
+        assert!(matches!(runner.read_frame(), Frame::Error(_)));
+        assert_eq!(admin.cmd("PING"), Frame::Simple("PONG".into()));
+    }
+}

@@ -37,12 +37,18 @@ impl TestServer {
     /// `server_lines` go into `[server]` (after the bind address); `rest` is appended as is
     /// (e.g. `[caches.second]` tables).
     pub fn start_with(server_lines: &str, rest: &str) -> Self {
+        Self::start_on_workers(2, server_lines, rest)
+    }
+
+    /// As [`TestServer::start_with`], on a runtime of `workers` async worker threads (one:
+    /// whatever blocks a worker without leaving it starves every other connection).
+    pub fn start_on_workers(workers: usize, server_lines: &str, rest: &str) -> Self {
         let text = format!(
             "[server]\nbind = \"127.0.0.1:0\"\nshutdown-grace-secs = 1\n{server_lines}\n{rest}\n"
         );
         let config = ServerConfig::parse("test.toml", &text).unwrap();
         let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
+            .worker_threads(workers)
             .enable_all()
             .build()
             .unwrap();
