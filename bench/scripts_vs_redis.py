@@ -12,12 +12,11 @@ alternate `--rounds` times (default 2) and each keeps its best run.
 """
 
 import argparse
-import csv
-import io
 import subprocess
 import sys
 
 from common import start_redis, start_weft
+from resp_vs_redis import run_command_benchmark
 
 SCRIPT = (
     "local n = redis.call('incr', KEYS[1]) "
@@ -35,16 +34,6 @@ def prepare(port: int) -> str:
                               text=True, timeout=30, check=True).stdout.strip()
     cli("FUNCTION", "LOAD", "REPLACE", LIBRARY)
     return cli("SCRIPT", "LOAD", SCRIPT)
-
-
-def run(port: int, command: list[str], pipeline: int, requests: int) -> float:
-    argv = ["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-n", str(requests),
-            "-r", "100000", "-c", "50", "-P", str(pipeline), "--csv", *command]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=True)
-    if "error" in (done.stderr + done.stdout).lower():
-        raise RuntimeError(f"redis-benchmark reported errors: {done.stdout[-300:]}")
-    rows = list(csv.reader(io.StringIO(done.stdout)))
-    return float(rows[-1][1])
 
 
 def main() -> int:
@@ -70,7 +59,7 @@ def main() -> int:
                 best = {"redis": 0.0, "weft": 0.0}
                 for _ in range(args.rounds):
                     for server in (redis, weft):
-                        rate = run(server.port, command, pipeline, args.requests)
+                        rate = run_command_benchmark(server.port, command, pipeline, args.requests)
                         best[server.name] = max(best[server.name], rate)
                 ratio = best["weft"] / best["redis"] if best["redis"] else float("nan")
                 print(f"{name:<8} {pipeline:>8} {best['redis']:>12.0f} {best['weft']:>12.0f} "
