@@ -62,6 +62,11 @@ struct ManagerInner {
     reaper_wake: Condvar,
     persistence: Option<Arc<dyn PersistenceFactory>>,
     event_filters: crate::listener::EventFilterFactories,
+    /// RESP databases SWAPDB exchanged: which declared database's cache serves each number
+    /// (only the numbers that moved; see [`CacheManager::swap_resp_databases`]).
+    resp_swaps: RwLock<BTreeMap<u32, u32>>,
+    /// Bumped by every swap, so that connections notice their database's cache changed.
+    resp_epoch: std::sync::atomic::AtomicU64,
 }
 
 /// Creates and holds named caches. Cloning is cheap (a shared handle).
@@ -145,6 +150,8 @@ impl CacheManager {
                 reaper_wake: Condvar::new(),
                 persistence,
                 event_filters: crate::listener::EventFilterFactories::default(),
+                resp_swaps: RwLock::new(BTreeMap::new()),
+                resp_epoch: std::sync::atomic::AtomicU64::new(0),
             }),
         };
         for (name, cache_config) in config.caches {
@@ -163,15 +170,107 @@ impl CacheManager {
             .map(|slot| slot.cache.clone())
     }
 
-    /// The cache mapped to RESP database `database`.
+    /// The cache serving RESP database `database`: the cache declared for it
+    /// (`resp-database`), or the one SWAPDB gave it.
     #[must_use]
     pub fn cache_for_resp_database(&self, database: u32) -> Option<Cache> {
+        let declared = self.resp_declared_database(database);
         self.inner
             .caches
             .read()
             .values()
-            .find(|slot| slot.cache.config().resp_database == Some(database))
+            .find(|slot| slot.cache.config().resp_database == Some(declared))
             .map(|slot| slot.cache.clone())
+    }
+
+    /// Which declared database's cache serves RESP database `database` (itself unless
+    /// SWAPDB moved it).
+    #[must_use]
+    pub fn resp_declared_database(&self, database: u32) -> u32 {
+        self.inner
+            .resp_swaps
+            .read()
+            .get(&database)
+            .copied()
+            .unwrap_or(database)
+    }
+
+    /// The RESP database `cache` serves now, if any (its declared one unless SWAPDB moved
+    /// it).
+    #[must_use]
+    pub fn resp_database_of(&self, cache: &Cache) -> Option<u32> {
+        let declared = cache.config().resp_database?;
+        let swaps = self.inner.resp_swaps.read();
+        Some(
+            swaps
+                .iter()
+                .find(|&(_, &from)| from == declared)
+                .map_or(declared, |(&database, _)| database),
+        )
+    }
+
+    /// Exchanges the caches serving RESP databases `a` and `b` (Redis' SWAPDB): afterwards
+    /// every client of `a` sees what `b` held and the other way round. Atomic for readers
+    /// of [`CacheManager::cache_for_resp_database`]; connections notice through
+    /// [`CacheManager::resp_epoch`].
+    pub fn swap_resp_databases(&self, a: u32, b: u32) {
+        if a == b {
+            return;
+        }
+        let mut swaps = self.inner.resp_swaps.write();
+        let from_a = swaps.get(&a).copied().unwrap_or(a);
+        let from_b = swaps.get(&b).copied().unwrap_or(b);
+        for (database, from) in [(a, from_b), (b, from_a)] {
+            if database == from {
+                swaps.remove(&database);
+            } else {
+                swaps.insert(database, from);
+            }
+        }
+        self.inner
+            .resp_epoch
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    }
+
+    /// The databases SWAPDB moved: (database, declared database whose cache serves it).
+    #[must_use]
+    pub fn resp_swaps(&self) -> Vec<(u32, u32)> {
+        self.inner
+            .resp_swaps
+            .read()
+            .iter()
+            .map(|(&database, &from)| (database, from))
+            .collect()
+    }
+
+    /// Restores swaps saved from [`CacheManager::resp_swaps`] (at start, before clients).
+    /// A list that is not a permutation of the numbers it names is refused: false.
+    pub fn restore_resp_swaps(&self, swaps: &[(u32, u32)]) -> bool {
+        let mut targets: Vec<u32> = swaps.iter().map(|&(_, from)| from).collect();
+        let mut sources: Vec<u32> = swaps.iter().map(|&(database, _)| database).collect();
+        targets.sort_unstable();
+        sources.sort_unstable();
+        if targets != sources || targets.windows(2).any(|pair| pair[0] == pair[1]) {
+            return false;
+        }
+        *self.inner.resp_swaps.write() = swaps
+            .iter()
+            .filter(|(database, from)| database != from)
+            .copied()
+            .collect();
+        self.inner
+            .resp_epoch
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        true
+    }
+
+    /// A number that changes whenever a RESP database changes cache (SWAPDB): a connection
+    /// that saw another looks its database's cache up again.
+    #[must_use]
+    pub fn resp_epoch(&self) -> u64 {
+        self.inner
+            .resp_epoch
+            .load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Creates a cache.

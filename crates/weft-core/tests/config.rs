@@ -209,3 +209,38 @@ fn manager_refusals() {
     assert_eq!(created.name(), "fresh");
     assert_eq!(manager.cache_names(), ["default", "fresh"]);
 }
+
+// Proves SWAPDB's exchanges compose (swapping back restores the declared mapping, a chain of
+// swaps is a permutation), each changes the epoch, and restoring refuses a list that is not
+// a permutation.
+#[test]
+fn resp_database_swaps() {
+    let manager = CacheManager::new(several_caches()).unwrap();
+    let name = |database| {
+        manager
+            .cache_for_resp_database(database)
+            .map(|cache| cache.name().to_owned())
+    };
+    let epoch = manager.resp_epoch();
+    manager.swap_resp_databases(0, 1);
+    assert_ne!(manager.resp_epoch(), epoch);
+    assert_eq!(name(0).as_deref(), Some("sessions"));
+    assert_eq!(name(1).as_deref(), Some("default"));
+    let sessions = manager.cache("sessions").unwrap();
+    assert_eq!(manager.resp_database_of(&sessions), Some(0));
+    manager.swap_resp_databases(1, 5);
+    assert_eq!(name(5).as_deref(), Some("default"));
+    assert_eq!(name(1), None, "declared database 5 has no cache");
+    assert_eq!(manager.resp_declared_database(1), 5);
+    assert_eq!(manager.resp_swaps(), [(0, 1), (1, 5), (5, 0)]);
+    manager.swap_resp_databases(5, 1);
+    manager.swap_resp_databases(0, 1);
+    assert!(manager.resp_swaps().is_empty());
+    assert_eq!(name(0).as_deref(), Some("default"));
+    assert!(manager.restore_resp_swaps(&[(0, 1), (1, 0)]));
+    assert_eq!(name(0).as_deref(), Some("sessions"));
+    assert!(!manager.restore_resp_swaps(&[(0, 1)]));
+    assert!(!manager.restore_resp_swaps(&[(0, 1), (2, 1)]));
+    assert!(manager.restore_resp_swaps(&[]));
+    assert_eq!(name(0).as_deref(), Some("default"));
+}

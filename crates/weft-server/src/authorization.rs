@@ -220,7 +220,7 @@ pub fn resp(spec: &CommandSpec, args: &[bytes::Bytes]) -> Need {
         "info" | "pubsub" => Server(Permissions::MONITOR),
         "dbsize" | "keys" | "scan" | "randomkey" => Cache(Permissions::BULK_READ),
         "flushdb" => Cache(Permissions::BULK_WRITE),
-        "flushall" => EveryDatabase(Permissions::BULK_WRITE),
+        "flushall" | "swapdb" => EveryDatabase(Permissions::BULK_WRITE),
         // Channels are the server's, not a database's.
         "subscribe" | "psubscribe" | "ssubscribe" => Server(Permissions::LISTEN),
         "publish" | "spublish" => Server(Permissions::WRITE),

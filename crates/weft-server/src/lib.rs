@@ -90,6 +90,8 @@ pub struct ServerContext {
     pub(crate) scripting: resp::commands::scripting::Scripting,
     /// How clients authenticate.
     pub security: Arc<security::Security>,
+    /// Where the RESP databases SWAPDB exchanged are kept (servers with a file store).
+    pub(crate) resp_swaps_file: Option<std::path::PathBuf>,
 }
 
 /// Runs `f`, which may block for long (a script, a wait for one), without starving the
@@ -318,6 +320,13 @@ impl Server {
         manager
             .start_reaper()
             .context("start the expiration reaper")?;
+        let resp_swaps_file = data_dir_lock
+            .is_some()
+            .then(|| data_dir.join(resp::databases::SWAPS_FILE));
+        if let Some(path) = &resp_swaps_file {
+            resp::databases::load(path, &manager)
+                .context("restore the RESP databases SWAPDB exchanged")?;
+        }
         if manager.cache(&config.server.memcached_cache).is_none() {
             anyhow::bail!(
                 "memcached-cache `{}` names no cache",
@@ -397,6 +406,7 @@ impl Server {
             routed,
             tls,
             security,
+            resp_swaps_file,
         });
         tokio::spawn(Arc::clone(&context.security).watch(context.shutdown_signal()));
         if let Some(tls) = &context.tls {

@@ -9,6 +9,7 @@
 //! reply and closes the connection, as Redis does; I/O errors just close it.
 
 pub(crate) mod commands;
+pub(crate) mod databases;
 pub(crate) mod push;
 mod reply;
 mod session;
@@ -446,9 +447,12 @@ async fn watch_at_owner(
         if !session
             .watched
             .iter()
-            .any(|(c, k, _)| c.name() == cache.name() && k == key)
+            .any(|(c, _, k, _)| c.name() == cache.name() && k == key)
         {
-            session.watched.push((cache, key.clone(), version));
+            let database = session.database;
+            session
+                .watched
+                .push((cache, database, key.clone(), version));
         }
     }
     reply.ok();
@@ -531,7 +535,14 @@ impl weft_core::operation::Function for CommandFunction {
             session.watched = transaction
                 .watched
                 .into_iter()
-                .map(|(key, version)| (cache.clone(), bytes::Bytes::from(key), version))
+                .map(|(key, version)| {
+                    (
+                        cache.clone(),
+                        session.database,
+                        bytes::Bytes::from(key),
+                        version,
+                    )
+                })
                 .collect();
         }
         let mut output = BytesMut::new();
@@ -660,9 +671,11 @@ impl Blocked<'_> {
         let args = retry_args.as_deref().unwrap_or(args);
         let recheck = block.recheck;
         let context = Arc::clone(&session.context);
+        let keys = block.keys;
         let mut registration = context
             .list_waiters
-            .register(session.cache.name(), block.keys);
+            .register(session.cache.name(), keys.clone());
+        let mut registered = session.cache.clone();
         session.block_retry = Some(Retry {
             deadline: block.deadline,
             ready: None,
@@ -681,6 +694,14 @@ impl Blocked<'_> {
             if session.blocked.take().is_none() {
                 registration.served();
                 break true;
+            }
+            if session.cache.name() != registered.name() {
+                // SWAPDB gave the database another cache: wait in line on its keys.
+                registered = session.cache.clone();
+                drop(registration);
+                registration = context
+                    .list_waiters
+                    .register(registered.name(), keys.clone());
             }
             let timeout = async {
                 match deadline {

@@ -73,8 +73,12 @@ pub struct Session {
     pub executing: bool,
     /// True while a script runs a command (`redis.call`).
     pub in_script: bool,
-    /// WATCHed keys: the cache, the key, and its version then (`None`: absent).
-    pub watched: Vec<(Cache, Bytes, Option<u64>)>,
+    /// WATCHed keys: the cache, the database it served then, the key, and the key's version
+    /// then (`None`: absent).
+    pub watched: Vec<(Cache, u32, Bytes, Option<u64>)>,
+    /// [`weft_core::CacheManager::resp_epoch`] when [`Session::cache`] was looked up: once
+    /// SWAPDB changes it, the next command looks the database's cache up again.
+    pub database_epoch: u64,
     /// A transaction EXEC sends to the member that owns all its keys (with [`Session::forward`]).
     pub transaction_elsewhere: Option<(Multi, Watched)>,
     /// Pushes for this connection: pub/sub messages and tracking invalidations.
@@ -143,7 +147,12 @@ impl Session {
     /// A session on database 0; `None` if no cache is mapped to it.
     #[must_use]
     pub fn new(context: Arc<ServerContext>, peer: SocketAddr) -> Option<Self> {
-        let cache = context.manager.cache_for_resp_database(0)?;
+        let database_epoch = context.manager.resp_epoch();
+        // Database 0's cache, made now when SWAPDB gave it one nobody used since the start.
+        let cache = context
+            .manager
+            .cache_for_resp_database(0)
+            .or_else(|| super::commands::connection::database_cache_of(&context, 0))?;
         let client_id = context.next_client_id();
         let subject = context.security.anonymous();
         let authenticated = subject.is_some();
@@ -171,6 +180,7 @@ impl Session {
             executing: false,
             in_script: false,
             watched: Vec::new(),
+            database_epoch,
             transaction_elsewhere: None,
             mailbox,
             subscriptions: Subscriptions::default(),
@@ -421,6 +431,21 @@ impl Session {
         }
     }
 
+    /// After a SWAPDB, the selected database is served by another cache: looks it up again
+    /// (one atomic load when nothing was swapped).
+    pub(crate) fn follow_swapdb(&mut self) {
+        let epoch = self.context.manager.resp_epoch();
+        if epoch == self.database_epoch {
+            return;
+        }
+        self.database_epoch = epoch;
+        if let Some(cache) =
+            super::commands::connection::database_cache_of(&self.context, self.database)
+        {
+            self.cache = cache;
+        }
+    }
+
     /// Whether MULTI is queueing commands (blocking commands then do not block).
     #[must_use]
     pub fn in_transaction(&self) -> bool {
@@ -434,6 +459,7 @@ impl Session {
 
     fn dispatch(&mut self, args: &[Bytes], reply: &mut Reply<'_>) {
         let Some(name) = args.first() else { return };
+        self.follow_swapdb();
         let Some(spec) = table::lookup(name) else {
             reply.error(&table::unknown_command_error(args));
             self.flag_transaction();

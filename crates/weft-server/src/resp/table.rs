@@ -415,6 +415,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("touch", -2, READ, ALL_KEYS, keys::touch),
     spec("copy", -3, WRITE, TWO_KEYS, keys::copy),
     spec("move", 3, &["write", "fast"], ONE_KEY, keys::move_),
+    spec("swapdb", 3, &["write", "fast"], NO_KEYS, keys::swapdb),
     // lists
     spec("lpush", -3, WRITE_FAST, ONE_KEY, lists::lpush),
     spec("rpush", -3, WRITE_FAST, ONE_KEY, lists::rpush),

@@ -199,7 +199,7 @@ pub fn quit(session: &mut Session, _args: &[Bytes], reply: &mut Reply<'_>) {
 /// password is configured.
 pub fn reset(session: &mut Session, _args: &[Bytes], reply: &mut Reply<'_>) {
     tracking::disable(session);
-    if let Some(cache) = session.context.manager.cache_for_resp_database(0) {
+    if let Some(cache) = database_cache(session, 0) {
         session.cache = cache;
         session.database = 0;
     }
@@ -242,14 +242,29 @@ pub fn select(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
 /// not clustered, for a database below `resp-databases` — a local cache `db<n>` created now,
 /// configured as database 0's (its stores, expiration, memory bounds).
 pub(crate) fn database_cache(session: &Session, database: u32) -> Option<weft_core::Cache> {
-    let manager = &session.context.manager;
+    database_cache_of(&session.context, database)
+}
+
+/// [`database_cache`] of a server.
+pub(crate) fn database_cache_of(
+    context: &crate::ServerContext,
+    database: u32,
+) -> Option<weft_core::Cache> {
+    let manager = &context.manager;
     if let Some(cache) = manager.cache_for_resp_database(database) {
         return Some(cache);
     }
-    if database >= session.context.settings.resp_databases || session.context.cluster.is_some() {
+    if database >= context.settings.resp_databases || context.cluster.is_some() {
         return None;
     }
-    let mut config = manager.cache_for_resp_database(0)?.config().clone();
+    // After SWAPDB the number may be served by another database's cache, made now.
+    let database = manager.resp_declared_database(database);
+    let mut config = manager
+        .caches()
+        .into_iter()
+        .find(|cache| cache.config().resp_database == Some(0))?
+        .config()
+        .clone();
     config.resp_database = Some(database);
     // Its stores are its own: named after it, not database 0's directory or table.
     for store in &mut config.persistence.stores {

@@ -550,6 +550,52 @@ pub fn move_(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
     reply.integer(1);
 }
 
+/// `SWAPDB index1 index2`: every client of one database sees the other's keys from now on,
+/// atomically (it runs alone, as EXEC does), and clients blocked on keys of either look
+/// again. The exchange is kept across restarts (see [`crate::resp::databases`]).
+pub fn swapdb(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
+    if session.context.cluster.is_some() {
+        return reply.error("ERR SWAPDB is not allowed in cluster mode");
+    }
+    // Redis reads each index as a C int, naming which one it could not read.
+    let index =
+        |raw: &[u8]| weft_resp::parse_i64_strict(raw).filter(|index| i32::try_from(*index).is_ok());
+    let Some(first) = index(&args[1]) else {
+        return reply.error("ERR invalid first DB index");
+    };
+    let Some(second) = index(&args[2]) else {
+        return reply.error("ERR invalid second DB index");
+    };
+    let mut caches = Vec::with_capacity(2);
+    for database in [first, second] {
+        let cache = u32::try_from(database)
+            .ok()
+            .and_then(|database| super::connection::database_cache(session, database));
+        match cache {
+            Some(cache) => caches.push(cache),
+            None => return reply.error("ERR DB index is out of range"),
+        }
+    }
+    let (Ok(first), Ok(second)) = (u32::try_from(first), u32::try_from(second)) else {
+        return reply.error("ERR DB index is out of range");
+    };
+    let context = &session.context;
+    context.manager.swap_resp_databases(first, second);
+    if let Some(path) = &context.resp_swaps_file
+        && let Err(error) = crate::resp::databases::save(path, &context.manager)
+    {
+        // Undone, so that what clients see is what a restart will show.
+        context.manager.swap_resp_databases(first, second);
+        tracing::warn!(%error, "SWAPDB not kept");
+        return reply.error(&format!("ERR SWAPDB could not be kept: {error}"));
+    }
+    for cache in &caches {
+        context.list_waiters.signal_cache(cache.name());
+    }
+    session.follow_swapdb();
+    reply.ok();
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

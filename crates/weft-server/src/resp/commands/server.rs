@@ -82,7 +82,12 @@ pub fn info(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
             .manager
             .caches()
             .iter()
-            .filter_map(|cache| cache.config().resp_database.map(|db| (db, cache.size())))
+            .filter_map(|cache| {
+                context
+                    .manager
+                    .resp_database_of(cache)
+                    .map(|db| (db, cache.size()))
+            })
             .filter(|&(_, size)| size > 0)
             .collect();
         databases.sort_unstable();

@@ -47,7 +47,7 @@ pub fn exec(session: &mut Session, _args: &[Bytes], reply: &mut Reply<'_>) {
         Ok(Some(key)) => {
             // Every key lives on one other member: the transaction runs there, atomically,
             // with its watched keys checked there (see `resp::run_at_owner`).
-            let watched = watched.into_iter().map(|(_, k, v)| (k, v)).collect();
+            let watched = watched.into_iter().map(|(_, _, k, v)| (k, v)).collect();
             session.transaction_elsewhere = Some((multi, watched));
             session.forward = Some(crate::resp::session::Elsewhere {
                 key,
@@ -62,9 +62,8 @@ pub fn exec(session: &mut Session, _args: &[Bytes], reply: &mut Reply<'_>) {
             ));
         }
     }
-    for (cache, key, version) in &watched {
-        let now = cache.get_entry(key).ok().flatten().map(|e| e.version());
-        if now != *version {
+    for (cache, database, key, version) in &watched {
+        if touched(session, cache, *database, key, *version) {
             return reply.null_array();
         }
     }
@@ -76,13 +75,33 @@ pub fn exec(session: &mut Session, _args: &[Bytes], reply: &mut Reply<'_>) {
     session.executing = false;
 }
 
+/// Whether a key WATCHed in `database` of `cache` at `version` (`None`: absent) changed
+/// since: its version differs — or SWAPDB gave the database another cache since, and the
+/// key lived in the one swapped away or lives in the one swapped in. As in Redis, a swap
+/// that only moves an expired key in or out touches nothing.
+fn touched(
+    session: &Session,
+    cache: &weft_core::Cache,
+    database: u32,
+    key: &[u8],
+    version: Option<u64>,
+) -> bool {
+    let now = |cache: &weft_core::Cache| cache.get_entry(key).ok().flatten().map(|e| e.version());
+    match session.context.manager.cache_for_resp_database(database) {
+        Some(serving) if serving.name() != cache.name() => {
+            version.is_some() || now(&serving).is_some()
+        }
+        _ => now(cache) != version,
+    }
+}
+
 /// Where a transaction runs on a clustered cache: here (`None`), or at the member that owns
 /// every key it names and watches (`Some` of a key naming that member); an error, as Redis
 /// Cluster's CROSSSLOT, when its keys live on different members.
 fn where_it_runs(
     session: &Session,
     multi: &Multi,
-    watched: &[(weft_core::Cache, Bytes, Option<u64>)],
+    watched: &[(weft_core::Cache, u32, Bytes, Option<u64>)],
 ) -> Result<Option<Bytes>, &'static str> {
     use weft_grid::routing::Route;
     const CROSSSLOT: &str = "CROSSSLOT Keys in request don't hash to the same slot";
@@ -99,7 +118,7 @@ fn where_it_runs(
         Ok(())
     };
     let watch = crate::resp::table::lookup(b"watch");
-    for (_, key, _) in watched {
+    for (_, _, key, _) in watched {
         let args = [Bytes::from_static(b"WATCH"), key.clone()];
         if let Some(spec) = watch
             && let Some(route) = session.route_of(spec, &args)
@@ -143,12 +162,13 @@ pub fn watch(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
         if !session
             .watched
             .iter()
-            .any(|(c, k, _)| c.name() == cache.name() && k == key)
+            .any(|(c, _, k, _)| c.name() == cache.name() && k == key)
         {
             // A copy: the argument is a slice of the connection's input buffer.
+            let database = session.database;
             session
                 .watched
-                .push((cache, Bytes::copy_from_slice(key), version));
+                .push((cache, database, Bytes::copy_from_slice(key), version));
         }
     }
     reply.ok();

@@ -137,6 +137,22 @@ impl Waiters {
         }
     }
 
+    /// Every key of `cache` may hold something new (SWAPDB gave its database other
+    /// contents): wakes every client blocked on any of them, to look again.
+    pub fn signal_cache(&self, cache: &str) {
+        if self.blocked.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        let by_cache = self.by_cache.lock();
+        if let Some(queues) = by_cache.get(cache) {
+            for (key, queue) in queues {
+                for wakeup in queue {
+                    wakeup.wake(key);
+                }
+            }
+        }
+    }
+
     /// Queues a client behind those already blocked on each of `keys` (duplicates count
     /// once, as in Redis) until the returned registration is dropped.
     pub fn register(&self, cache: &str, mut keys: Vec<Bytes>) -> Registration<'_> {
