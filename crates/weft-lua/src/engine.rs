@@ -550,6 +550,57 @@ pub struct Engine {
     runs: u32,
 }
 
+/// Where `redis.call`'s C half finds its Rust half (the Lua registry).
+const REDIS_CALL_KEY: &std::ffi::CStr = c"weft.redis_call";
+
+/// Packs the C function's arguments into a new table `{..., n = count}` at stack index 1,
+/// leaving only it. Uses two stack slots beyond the arguments, within the `LUA_MINSTACK`
+/// every C function is given — no `lua_checkstack`, whose limit (`LUAI_MAXCSTACK`, 8000
+/// values) a script's `redis.call(cmd, unpack(t))` with thousands of arguments reaches. That
+/// limit is why `redis.call` cannot be an mlua function, whose entry checks the stack.
+///
+/// # Safety
+/// `state` is the running C function's state.
+unsafe fn pack_arguments(state: *mut mlua::ffi::lua_State) {
+    // SAFETY: the stack holds `count` arguments and room for two more values (see above);
+    // the new table has no metatable, so the raw sets and `setfield` call nothing.
+    unsafe {
+        let count = mlua::ffi::lua_gettop(state);
+        mlua::ffi::lua_createtable(state, count, 1);
+        for index in 1..=count {
+            mlua::ffi::lua_pushvalue(state, index);
+            mlua::ffi::lua_rawseti_(state, -2, index);
+        }
+        mlua::ffi::lua_pushinteger(state, mlua::ffi::lua_Integer::from(count));
+        mlua::ffi::lua_setfield(state, -2, c"n".as_ptr());
+        mlua::ffi::lua_insert(state, 1);
+        mlua::ffi::lua_settop(state, 1);
+    }
+}
+
+/// `I.pack(...)`: the arguments as one table with `n` (see [`pack_arguments`]).
+unsafe extern "C-unwind" fn pack_raw(state: *mut mlua::ffi::lua_State) -> std::ffi::c_int {
+    // SAFETY: called by Lua as a C function.
+    unsafe { pack_arguments(state) };
+    1
+}
+
+/// `redis.call(...)`: packs the arguments (see [`pack_arguments`]) and calls the Rust half
+/// with the table. An error it raises unwinds through this frame as any Lua error does;
+/// the frame owns nothing to drop. Being a C function, not Lua, a script's tail call
+/// `return redis.call(...)` keeps the script's frame, so errors still name its line.
+unsafe extern "C-unwind" fn redis_call_raw(state: *mut mlua::ffi::lua_State) -> std::ffi::c_int {
+    // SAFETY: called by Lua as a C function; the registry holds the Rust half (set by
+    // `Engine::new`), and pushing it takes the second of the slots `pack_arguments` leaves.
+    unsafe {
+        pack_arguments(state);
+        mlua::ffi::lua_getfield(state, mlua::ffi::LUA_REGISTRYINDEX, REDIS_CALL_KEY.as_ptr());
+        mlua::ffi::lua_insert(state, 1);
+        mlua::ffi::lua_call(state, 1, 1);
+    }
+    1
+}
+
 /// The SHA1 of `body` in lower-case hexadecimal, as Redis names scripts.
 #[must_use]
 pub fn sha1_hex(body: &[u8]) -> String {
@@ -665,7 +716,7 @@ impl Engine {
             })?,
         )?;
         // Outside a run, the server cannot be called.
-        let outside = lua.create_function(|lua, _: MultiValue| {
+        let outside = lua.create_function(|lua, _: Table| {
             let error = error_table(
                 lua,
                 b"ERR redis.call/pcall can only be called inside a script invocation",
@@ -688,18 +739,25 @@ impl Engine {
         )?;
 
         let slot = internal.clone();
-        internal.raw_set(
-            "redis_call",
-            lua.create_function(move |_, args: MultiValue| {
-                let call: Function = slot.raw_get("call")?;
-                let (value, failed): (Value, bool) = call.call(args)?;
-                if failed {
-                    slot.raw_set("raised", value)?;
-                    return Err(mlua::Error::external(Raised));
-                }
-                Ok(value)
-            })?,
-        )?;
+        let redis_call = lua.create_function(move |_, packed: Table| {
+            let call: Function = slot.raw_get("call")?;
+            let (value, failed): (Value, bool) = call.call(packed)?;
+            if failed {
+                slot.raw_set("raised", value)?;
+                return Err(mlua::Error::external(Raised));
+            }
+            Ok(value)
+        })?;
+        lua.set_named_registry_value(REDIS_CALL_KEY.to_str().unwrap_or_default(), redis_call)?;
+        // SAFETY: both are C functions as Lua expects them (see their documentation).
+        let (redis_call_raw, pack_raw) = unsafe {
+            (
+                lua.create_c_function(redis_call_raw)?,
+                lua.create_c_function(pack_raw)?,
+            )
+        };
+        internal.raw_set("redis_call", redis_call_raw)?;
+        internal.raw_set("pack", pack_raw)?;
         let slot = internal.clone();
         internal.raw_set(
             "unraise",
@@ -996,8 +1054,8 @@ impl Engine {
         // Both hooks reach the host, one at a time.
         let host = std::cell::RefCell::new(host);
         let outcome = self.lua.scope(|scope| {
-            let call = scope.create_function_mut(|lua, values: MultiValue| {
-                let args = match command_args(values) {
+            let call = scope.create_function_mut(|lua, packed: Table| {
+                let args = match packed_command_args(&packed) {
                     Ok(args) => args,
                     Err(text) => {
                         return Ok((
@@ -1104,6 +1162,16 @@ fn lua_number_text(n: f64) -> String {
 }
 
 /// A `redis.call`'s arguments as a command: numbers as `%.17g`, strings as they are.
+/// [`command_args`] of the table `I.pack` made.
+fn packed_command_args(packed: &Table) -> Result<Vec<Bytes>, String> {
+    let count: i64 = packed.raw_get("n").unwrap_or(0);
+    let mut values = Vec::with_capacity(usize::try_from(count).unwrap_or(0));
+    for index in 1..=count {
+        values.push(packed.raw_get::<Value>(index).unwrap_or(Value::Nil));
+    }
+    command_args(MultiValue::from_vec(values))
+}
+
 fn command_args(values: MultiValue) -> Result<Vec<Bytes>, String> {
     if values.is_empty() {
         return Err("ERR Please specify at least one argument for this redis lib call".to_owned());

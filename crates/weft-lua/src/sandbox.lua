@@ -175,7 +175,7 @@ end
 local redis = {}
 redis.call = I.redis_call
 redis.pcall = function(...)
-  return (I.call(...))
+  return (I.call(I.pack(...)))
 end
 redis.sha1hex = function(...)
   if select('#', ...) ~= 1 then

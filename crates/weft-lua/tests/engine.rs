@@ -37,6 +37,7 @@ impl Host for MapHost {
                 None => weft_resp::write_null(&mut out, Protocol::Resp2),
             },
             (b"ping", 1) => weft_resp::write_simple(&mut out, "PONG"),
+            (b"lpush", n) if n >= 3 => weft_resp::write_integer(&mut out, (n - 2) as i64),
             (b"incr", 2) => {
                 weft_resp::write_error(&mut out, "ERR value is not an integer or out of range")
             }
@@ -179,6 +180,49 @@ fn calls_and_errors() {
     assert!(
         reply.starts_with("-ERR Please specify at least one argument for this redis lib call"),
         "{reply}"
+    );
+}
+
+// Proves redis.call and redis.pcall take thousands of arguments (`unpack` of a big table),
+// past the 8000 values Lua's C API lets a C function check for, as Redis' do; and that an
+// argument that is neither string nor number is still refused among them.
+#[test]
+fn calls_with_thousands_of_arguments() {
+    let (mut e, mut h) = (engine(), MapHost::default());
+    for call in ["call", "pcall"] {
+        let script = format!(
+            "local a = {{}} for i = 1, 7999 do a[i] = 1 end \
+             return redis.{call}('lpush', 'l', unpack(a))"
+        );
+        assert_eq!(
+            eval(&mut e, &mut h, &script, &[], &[]),
+            ":7999\r\n",
+            "{call}"
+        );
+    }
+    let reply = eval(
+        &mut e,
+        &mut h,
+        "local a = {} for i = 1, 7999 do a[i] = 1 end a[5000] = {} \
+         return redis.pcall('lpush', 'l', unpack(a))",
+        &[],
+        &[],
+    );
+    assert_eq!(
+        reply,
+        "-ERR Lua redis lib command arguments must be strings or integers\r\n"
+    );
+    // A nil among the arguments is refused too, not taken as their end.
+    let reply = eval(
+        &mut e,
+        &mut h,
+        "return redis.pcall('lpush', 'l', nil, 'x')",
+        &[],
+        &[],
+    );
+    assert_eq!(
+        reply,
+        "-ERR Lua redis lib command arguments must be strings or integers\r\n"
     );
 }
 
