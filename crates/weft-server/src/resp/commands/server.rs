@@ -369,3 +369,151 @@ pub fn time(_session: &mut Session, _args: &[Bytes], reply: &mut Reply<'_>) {
     reply.bulk(now.as_secs().to_string().as_bytes());
     reply.bulk(now.subsec_micros().to_string().as_bytes());
 }
+
+/// Bytes the process has resident (Linux' `/proc/self/statm`), 0 where unknown.
+fn resident_bytes() -> u64 {
+    // statm counts pages; Linux' page size on the platforms Weft runs on is 4 KiB.
+    const PAGE_BYTES: u64 = 4096;
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|text| text.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .map_or(0, |pages| pages * PAGE_BYTES)
+}
+
+/// `MEMORY USAGE key [SAMPLES count] | STATS | DOCTOR | MALLOC-STATS | PURGE | HELP`.
+///
+/// USAGE is what the key costs Weft: its entry's allocation rounded as the allocator rounds
+/// it, its slot in the segment's index, and its structure's heap (a list's, a hash's …),
+/// the same charge memory-bounded caches count. SAMPLES is accepted and needs no sampling:
+/// the structures keep their size. STATS answers Redis' fields with Weft's numbers, where
+/// Weft has no such thing (replication backlog, AOF buffer) 0.
+pub fn memory(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
+    let sub = &args[1];
+    if is(sub, "HELP") {
+        let lines = [
+            "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "DOCTOR",
+            "    Return memory problems reports.",
+            "MALLOC-STATS",
+            "    Return internal statistics report from the memory allocator.",
+            "PURGE",
+            "    Attempt to purge dirty pages for reclamation by the allocator.",
+            "STATS",
+            "    Return information about the memory usage of the server.",
+            "USAGE <key> [SAMPLES <count>]",
+            "    Return memory in bytes used by <key> and its value. Nested values are",
+            "    sampled up to <count> times (default: 5, 0 means sample all).",
+            "HELP",
+            "    Print this help.",
+        ];
+        reply.array(lines.len());
+        for line in lines {
+            reply.simple(line);
+        }
+    } else if is(sub, "USAGE") {
+        match &args[3..] {
+            [] => {}
+            [option, count] if is(option, "SAMPLES") => {
+                if weft_resp::parse_i64_strict(count).is_none() {
+                    return reply.error(errors::NOT_INTEGER);
+                }
+            }
+            _ => return reply.error(errors::SYNTAX),
+        }
+        match session.cache.get_entry(&args[2]) {
+            Ok(Some(entry)) => {
+                reply.integer(i64::try_from(weft_core::entry_charge(&entry)).unwrap_or(i64::MAX));
+            }
+            Ok(None) => reply.null(),
+            Err(error) => super::strings::cache_error(reply, &error),
+        }
+    } else if is(sub, "STATS") {
+        memory_stats(session, reply);
+    } else if is(sub, "DOCTOR") {
+        reply.verbatim("Hi Sam, I can't find any memory issue in your instance. I can only account for what occurs on this base.");
+    } else if is(sub, "MALLOC-STATS") {
+        reply.verbatim("Stats not supported for the current allocator");
+    } else if is(sub, "PURGE") {
+        reply.ok();
+    } else {
+        reply.error(&format!(
+            "ERR unknown subcommand '{}'. Try MEMORY HELP.",
+            String::from_utf8_lossy(sub)
+        ));
+    }
+}
+
+/// `MEMORY STATS`: Redis' fields, in Redis' order, with Weft's numbers.
+fn memory_stats(session: &Session, reply: &mut Reply<'_>) {
+    let context = &session.context;
+    let stats = context.manager.statistics();
+    let (lua, _, scripts_bytes) = context.scripting.memory();
+    let dataset = stats.memory_bytes;
+    let lua = (lua + scripts_bytes) as u64;
+    let resident = resident_bytes();
+    let total = dataset + lua;
+    let keys = stats.entries;
+    let databases: Vec<(u32, weft_core::Cache)> = context
+        .manager
+        .caches()
+        .into_iter()
+        .filter_map(|cache| Some((context.manager.resp_database_of(&cache)?, cache)))
+        .filter(|(_, cache)| cache.size() > 0)
+        .collect();
+    let fields: [(&str, Option<u64>, Option<f64>); 16] = [
+        ("peak.allocated", Some(total), None),
+        ("total.allocated", Some(total), None),
+        ("startup.allocated", Some(0), None),
+        ("replication.backlog", Some(0), None),
+        ("clients.slaves", Some(0), None),
+        ("clients.normal", Some(0), None),
+        ("cluster.links", Some(0), None),
+        ("aof.buffer", Some(0), None),
+        ("lua.caches", Some(scripts_bytes as u64), None),
+        ("functions.caches", Some(0), None),
+        ("overhead.total", Some(lua), None),
+        ("keys.count", Some(keys), None),
+        (
+            "keys.bytes-per-key",
+            Some(dataset.checked_div(keys).unwrap_or(0)),
+            None,
+        ),
+        ("dataset.bytes", Some(dataset), None),
+        (
+            "dataset.percentage",
+            None,
+            Some(if total == 0 {
+                0.0
+            } else {
+                dataset as f64 * 100.0 / total as f64
+            }),
+        ),
+        (
+            "fragmentation",
+            None,
+            Some(if total == 0 {
+                0.0
+            } else {
+                resident as f64 / total as f64
+            }),
+        ),
+    ];
+    reply.map(fields.len() + databases.len());
+    for (name, integer, double) in fields {
+        reply.bulk(name.as_bytes());
+        match (integer, double) {
+            (Some(value), _) => reply.integer(i64::try_from(value).unwrap_or(i64::MAX)),
+            (None, Some(value)) => reply.double(value),
+            (None, None) => reply.null(),
+        }
+    }
+    for (database, cache) in databases {
+        reply.bulk(format!("db.{database}").as_bytes());
+        reply.map(2);
+        reply.bulk(b"overhead.hashtable.main");
+        let index = cache.size().saturating_mul(weft_core::TABLE_SLOT_BYTES);
+        reply.integer(i64::try_from(index).unwrap_or(i64::MAX));
+        reply.bulk(b"overhead.hashtable.expires");
+        reply.integer(0);
+    }
+}
