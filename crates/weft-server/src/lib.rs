@@ -92,6 +92,8 @@ pub struct ServerContext {
     pub security: Arc<security::Security>,
     /// Where the RESP databases SWAPDB exchanged are kept (servers with a file store).
     pub(crate) resp_swaps_file: Option<std::path::PathBuf>,
+    /// CLIENT PAUSE.
+    pub(crate) pause: resp::clients::Pause,
 }
 
 /// Runs `f`, which may block for long (a script, a wait for one), without starving the
@@ -407,6 +409,7 @@ impl Server {
             tls,
             security,
             resp_swaps_file,
+            pause: resp::clients::Pause::default(),
         });
         tokio::spawn(Arc::clone(&context.security).watch(context.shutdown_signal()));
         if let Some(tls) = &context.tls {

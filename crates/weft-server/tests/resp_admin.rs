@@ -54,3 +54,179 @@ fn memory_usage_and_stats() {
     );
     assert_eq!(c.cmd("MEMORY PURGE"), Frame::ok());
 }
+
+fn info_field(c: &mut common::Client, field: &str) -> String {
+    let info = c.cmd("INFO").text();
+    info.lines()
+        .find_map(|line| line.strip_prefix(&format!("{field}:")))
+        .unwrap_or_default()
+        .trim()
+        .to_owned()
+}
+
+// Proves CLIENT LIST lists every connection (another's name, database and last command
+// as it published them), filters by ID and TYPE, and reports the running request's size.
+#[test]
+fn client_list_shows_every_connection() {
+    let server = TestServer::start();
+    let mut me = server.client();
+    let mut other = server.client();
+    assert_eq!(other.cmd("CLIENT SETNAME worker"), Frame::ok());
+    assert_eq!(other.cmd("SELECT 3"), Frame::ok());
+    assert_eq!(other.cmd("GET k"), Frame::NullBulk);
+    let other_id = other.cmd("CLIENT ID").int();
+    let list = me.cmd("CLIENT LIST").text();
+    assert_eq!(list.lines().count(), 2, "{list}");
+    let line = list
+        .lines()
+        .find(|line| line.starts_with(&format!("id={other_id} ")))
+        .unwrap();
+    assert!(line.contains(" name=worker "), "{line}");
+    assert!(line.contains(" db=3 "), "{line}");
+    assert!(line.contains(" cmd=client "), "{line}");
+    let mine = me.cmd("CLIENT INFO").text();
+    assert!(mine.contains(" qbuf=26 "), "{mine}");
+    let by_id = me.cmd(&format!("CLIENT LIST ID {other_id}")).text();
+    assert!(by_id.contains("name=worker"), "{by_id}");
+    assert_eq!(by_id.lines().count(), 1);
+    assert_eq!(other.cmd("SUBSCRIBE news").items().len(), 3);
+    let pubsub = me.cmd("CLIENT LIST TYPE pubsub").text();
+    assert!(pubsub.contains(&format!("id={other_id} ")), "{pubsub}");
+    assert_eq!(pubsub.lines().count(), 1);
+}
+
+// Proves CLIENT KILL: the old address form, the ID filter, SKIPME (killing all others, then
+// the caller after its reply), a blocked client freed from its wait, and Redis' errors.
+#[test]
+fn client_kill_closes_connections() {
+    let server = TestServer::start();
+    let mut me = server.client();
+    let mut a = server.client();
+    let mut b = server.client();
+    let a_id = a.cmd("CLIENT ID").int();
+    assert_eq!(me.cmd(&format!("CLIENT KILL ID {a_id}")), Frame::Integer(1));
+    assert!(a.closed_by_server());
+    // The server knows a connection's protocol from its first bytes.
+    assert_eq!(b.cmd("PING"), Frame::Simple("PONG".into()));
+    let b_addr = me
+        .cmd("CLIENT LIST")
+        .text()
+        .lines()
+        .filter(|line| !line.contains("cmd=client|list"))
+        .find_map(|line| {
+            line.split(' ')
+                .find_map(|field| field.strip_prefix("addr="))
+                .map(str::to_owned)
+        })
+        .unwrap();
+    assert_eq!(me.cmd(&format!("CLIENT KILL {b_addr}")), Frame::ok());
+    assert!(b.closed_by_server());
+    assert_eq!(
+        me.cmd("CLIENT KILL 127.0.0.1:1"),
+        Frame::error("ERR No such client")
+    );
+    assert_eq!(
+        me.cmd("CLIENT KILL ID 0"),
+        Frame::error("ERR client-id should be greater than 0")
+    );
+    assert_eq!(
+        me.cmd("CLIENT KILL ID 10 wrong"),
+        Frame::error("ERR syntax error")
+    );
+    assert_eq!(
+        me.cmd("CLIENT KILL TYPE wrong"),
+        Frame::error("ERR Unknown client type 'wrong'")
+    );
+    assert_eq!(
+        me.cmd("CLIENT KILL USER nobody"),
+        Frame::error("ERR No such user 'nobody'")
+    );
+    assert_eq!(
+        me.cmd("CLIENT KILL SKIPME maybe"),
+        Frame::error("ERR syntax error")
+    );
+    let mut blocked = server.client();
+    blocked.send_raw(&common::encode(&["BLPOP", "nothing", "0"]));
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    assert_eq!(info_field(&mut me, "blocked_clients"), "1");
+    assert_eq!(me.cmd("CLIENT KILL SKIPME yes"), Frame::Integer(1));
+    assert!(blocked.closed_by_server());
+    assert_eq!(me.cmd("CLIENT KILL SKIPME no"), Frame::Integer(1));
+    assert!(me.closed_by_server());
+}
+
+// Proves CLIENT UNBLOCK ends a blocked command as its timeout would, or with Redis'
+// UNBLOCKED error, and answers 0 for a client that is not blocked.
+#[test]
+fn client_unblock() {
+    let server = TestServer::start();
+    let mut me = server.client();
+    let mut blocked = server.client();
+    let id = blocked.cmd("CLIENT ID").int();
+    assert_eq!(me.cmd(&format!("CLIENT UNBLOCK {id}")), Frame::Integer(0));
+    blocked.send_raw(&common::encode(&["BRPOP", "nothing", "0"]));
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let line = me.cmd(&format!("CLIENT LIST ID {id}")).text();
+    assert!(line.contains("flags=b"), "{line}");
+    assert_eq!(me.cmd(&format!("CLIENT UNBLOCK {id}")), Frame::Integer(1));
+    assert_eq!(blocked.read_frame(), Frame::NullArray);
+    blocked.send_raw(&common::encode(&["BLPOP", "nothing", "0"]));
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    assert_eq!(
+        me.cmd(&format!("CLIENT UNBLOCK {id} ERROR")),
+        Frame::Integer(1)
+    );
+    assert_eq!(
+        blocked.read_frame(),
+        Frame::error("UNBLOCKED client unblocked via CLIENT UNBLOCK")
+    );
+    assert_eq!(blocked.cmd("PING"), Frame::Simple("PONG".into()));
+}
+
+// Proves CLIENT REPLY OFF silences replies until ON, and SKIP silences only the next one.
+#[test]
+fn client_reply_modes() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    c.send_raw(&common::encode(&["CLIENT", "REPLY", "OFF"]));
+    c.send_raw(&common::encode(&["PING", "one"]));
+    c.send_raw(&common::encode(&["SET", "k", "v"]));
+    c.send_raw(&common::encode(&["CLIENT", "REPLY", "ON"]));
+    assert_eq!(c.read_frame(), Frame::ok());
+    assert_eq!(c.cmd("GET k"), Frame::bulk("v"));
+    c.send_raw(&common::encode(&["CLIENT", "REPLY", "SKIP"]));
+    c.send_raw(&common::encode(&["PING", "skipped"]));
+    assert_eq!(c.cmd("PING after"), Frame::bulk("after"));
+}
+
+// Proves CLIENT PAUSE WRITE holds back writes (and counts them as blocked) while reads
+// run, UNPAUSE releases them, and PAUSE ALL holds reads until its timeout ends it.
+#[test]
+fn client_pause_and_unpause() {
+    let server = TestServer::start();
+    let mut admin = server.client();
+    let mut writer = server.client();
+    let mut reader = server.client();
+    assert_eq!(admin.cmd("CLIENT PAUSE 60000 WRITE"), Frame::ok());
+    assert_eq!(reader.cmd("GET k"), Frame::NullBulk);
+    writer.send_raw(&common::encode(&["SET", "k", "v"]));
+    assert_eq!(
+        writer.read_frame_within(std::time::Duration::from_millis(200)),
+        None
+    );
+    assert_eq!(info_field(&mut reader, "blocked_clients"), "1");
+    assert_eq!(admin.cmd("CLIENT UNPAUSE"), Frame::ok());
+    assert_eq!(writer.read_frame(), Frame::ok());
+    assert_eq!(admin.cmd("CLIENT PAUSE 300 ALL"), Frame::ok());
+    let started = std::time::Instant::now();
+    assert_eq!(reader.cmd("GET k"), Frame::bulk("v"));
+    assert!(started.elapsed() >= std::time::Duration::from_millis(200));
+    assert_eq!(
+        admin.cmd("CLIENT PAUSE -1"),
+        Frame::error("ERR timeout is negative")
+    );
+    assert_eq!(
+        admin.cmd("CLIENT PAUSE 10 SOME"),
+        Frame::error("ERR syntax error")
+    );
+}

@@ -346,13 +346,24 @@ fn client_info_and_list() {
         list.starts_with(&format!("id={id} ")) && list.contains(" cmd=client|list "),
         "{list}"
     );
-    assert_eq!(c.cmd("CLIENT LIST TYPE normal").text(), list);
+    // The lines differ only in the size of the request running (`qbuf`).
+    let without_qbuf = |text: String| {
+        text.split(' ')
+            .filter(|field| !field.starts_with("qbuf="))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let list = without_qbuf(list);
+    assert_eq!(without_qbuf(c.cmd("CLIENT LIST TYPE normal").text()), list);
     assert_eq!(c.cmd("CLIENT LIST TYPE pubsub").text(), "");
     assert_eq!(
         c.cmd("CLIENT LIST TYPE nope"),
         err("ERR Unknown client type 'nope'")
     );
-    assert_eq!(c.cmd(&format!("CLIENT LIST ID {id}")).text(), list);
+    assert_eq!(
+        without_qbuf(c.cmd(&format!("CLIENT LIST ID {id}")).text()),
+        list
+    );
     assert_eq!(
         c.cmd(&format!("CLIENT LIST ID {} -1", id + 1000)).text(),
         ""

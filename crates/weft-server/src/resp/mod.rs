@@ -8,11 +8,12 @@
 //! connection goes on; a protocol error (malformed frame) gets Redis' `-ERR Protocol error`
 //! reply and closes the connection, as Redis does; I/O errors just close it.
 
+pub(crate) mod clients;
 pub(crate) mod commands;
 pub(crate) mod databases;
 pub(crate) mod push;
 mod reply;
-mod session;
+pub(crate) mod session;
 pub(crate) mod table;
 
 use std::net::SocketAddr;
@@ -62,7 +63,11 @@ pub async fn serve(
         biased;
         () = serve_session(stream, prefix, peer, context, session, deadline) => {}
         () = mailbox.overflowed() => {
-            tracing::warn!(%peer, limit = mailbox.limit_bytes(), "closing RESP connection: unread pushes exceed pubsub-output-bytes-max");
+            if mailbox.client.is_killed() {
+                tracing::debug!(%peer, "closing RESP connection: CLIENT KILL");
+            } else {
+                tracing::warn!(%peer, limit = mailbox.limit_bytes(), "closing RESP connection: unread pushes exceed pubsub-output-bytes-max");
+            }
         }
     }
 }
@@ -91,11 +96,29 @@ async fn serve_session(
         // Pushes queued before this batch go before its replies (an invalidation before
         // the reply that reads the new value); those its commands cause go after them.
         session.mailbox.drain_into(&mut output);
+        session.mailbox.client.active(std::time::Instant::now());
         let mut processed = 0u64;
         loop {
             match decoder.decode(&mut input) {
                 Ok(Some(request)) => {
                     processed += 1;
+                    if context.pause.in_force().is_some() {
+                        // CLIENT PAUSE: what came before goes out, then this waits.
+                        let write = clients::paused_as_write(&session, &request.args);
+                        if !output.is_empty() {
+                            if !crate::settle(&mut unsettled, peer).await
+                                || stream.send(&output).await.is_err()
+                            {
+                                return;
+                            }
+                            output.clear();
+                        }
+                        tokio::select! {
+                            biased;
+                            () = crate::stopped(&mut shutdown) => return,
+                            () = context.pause.wait(write) => {}
+                        }
+                    }
                     let (executed, durability) =
                         collect_durability(|| session.execute(&request.args, &mut output));
                     unsettled.merge(durability);
@@ -585,6 +608,15 @@ struct Blocked<'a> {
     unsettled: &'a mut Durability,
 }
 
+/// The reply of a blocked command CLIENT UNBLOCK ended: its timeout's, or Redis' error.
+fn unblocked_reply(output: &mut BytesMut, protocol: weft_resp::Protocol, how: clients::Unblock) {
+    let mut reply = Reply::new(output, protocol);
+    match how {
+        clients::Unblock::Timeout => reply.null_array(),
+        clients::Unblock::Error => reply.error("UNBLOCKED client unblocked via CLIENT UNBLOCK"),
+    }
+}
+
 /// How often a client blocked on keys another member owns asks again, whatever it heard:
 /// a push that raced the start of its wait is noticed within this.
 const BLOCKED_ELSEWHERE_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
@@ -620,6 +652,7 @@ impl Blocked<'_> {
         let deadline = block.deadline.map(tokio::time::Instant::from_std);
         let limit = context.settings.client_input_bytes_max;
         let mailbox = Arc::clone(&session.mailbox);
+        mailbox.client.set_blocked(true);
         let open = loop {
             let timeout = async {
                 match deadline {
@@ -637,6 +670,10 @@ impl Blocked<'_> {
                     Reply::new(self.output, session.protocol).null_array();
                     break true;
                 }
+                how = mailbox.client.unblocked() => {
+                    unblocked_reply(self.output, session.protocol, how);
+                    break true;
+                }
                 read = self.stream.read_buf(self.input) => match read {
                     Ok(0) | Err(_) => break false,
                     Ok(_) if self.input.len() >= limit => break false,
@@ -652,6 +689,7 @@ impl Blocked<'_> {
             }
         };
         cache.remove_listener(listener);
+        mailbox.client.set_blocked(false);
         drop(registration);
         open
     }
@@ -685,6 +723,7 @@ impl Blocked<'_> {
         // Pushes wait in the mailbox until the command answers; if they overflow it, the
         // connection closes from here so that the registration above is undone.
         let mailbox = Arc::clone(&session.mailbox);
+        mailbox.client.set_blocked(true);
         let open = loop {
             let (executed, durability) = collect_durability(|| session.execute(args, self.output));
             self.unsettled.merge(durability);
@@ -729,6 +768,10 @@ impl Blocked<'_> {
                     Reply::new(self.output, session.protocol).null_array();
                     break true;
                 }
+                how = mailbox.client.unblocked() => {
+                    unblocked_reply(self.output, session.protocol, how);
+                    break true;
+                }
                 read = self.stream.read_buf(self.input) => match read {
                     Ok(0) | Err(_) => break false,
                     Ok(_) if self.input.len() >= limit => break false,
@@ -737,6 +780,7 @@ impl Blocked<'_> {
             }
         };
         session.block_retry = None;
+        mailbox.client.set_blocked(false);
         drop(registration);
         open
     }

@@ -39,6 +39,8 @@ pub struct Mailbox {
     /// Whether the connection has a pub/sub subscription (Redis' `CLIENT_PUBSUB` flag):
     /// RESP2 connections receive redirected invalidations only then.
     subscribed: AtomicBool,
+    /// What other connections see of and do to this one (CLIENT LIST, KILL, UNBLOCK).
+    pub client: super::clients::ClientShared,
 }
 
 #[derive(Debug)]
@@ -52,6 +54,18 @@ impl Mailbox {
     /// An empty mailbox for client `client_id` that overflows past `limit_bytes`.
     #[must_use]
     pub fn new(client_id: u64, limit_bytes: usize) -> Self {
+        let nowhere = std::net::SocketAddr::from(([0, 0, 0, 0], 0));
+        Self::for_connection(client_id, limit_bytes, nowhere, nowhere)
+    }
+
+    /// [`Mailbox::new`] for a connection from `peer` to `local`.
+    #[must_use]
+    pub fn for_connection(
+        client_id: u64,
+        limit_bytes: usize,
+        peer: std::net::SocketAddr,
+        local: std::net::SocketAddr,
+    ) -> Self {
         Self {
             client_id,
             limit_bytes,
@@ -63,7 +77,20 @@ impl Mailbox {
             ready: Notify::new(),
             overflowed: Notify::new(),
             subscribed: AtomicBool::new(false),
+            client: super::clients::ClientShared::new(peer, local),
         }
+    }
+
+    /// CLIENT KILL: drops the pushes and has the connection close, wherever it waits (as an
+    /// overflow does).
+    pub fn kill(&self) {
+        self.client.kill();
+        {
+            let mut state = self.state.lock();
+            state.overflowed = true;
+            state.queued = BytesMut::new();
+        }
+        self.overflowed.notify_waiters();
     }
 
     /// The connection's client id.
@@ -186,6 +213,24 @@ impl Clients {
     #[must_use]
     pub fn get(&self, client_id: u64) -> Option<Arc<Mailbox>> {
         self.by_id.read().get(&client_id).cloned()
+    }
+
+    /// Every open connection's mailbox, by client id.
+    #[must_use]
+    pub fn all(&self) -> Vec<Arc<Mailbox>> {
+        let mut all: Vec<Arc<Mailbox>> = self.by_id.read().values().cloned().collect();
+        all.sort_unstable_by_key(|mailbox| mailbox.client_id());
+        all
+    }
+
+    /// Connections with a blocking command waiting now.
+    #[must_use]
+    pub fn blocked(&self) -> usize {
+        self.by_id
+            .read()
+            .values()
+            .filter(|mailbox| mailbox.client.is_blocked())
+            .count()
     }
 }
 

@@ -93,9 +93,24 @@ pub struct Session {
     /// This session runs commands another node forwarded: they run here, whoever owns
     /// their keys now (the sender routed them).
     pub forwarded: bool,
+    /// CLIENT REPLY: whether replies are sent.
+    pub reply_mode: ReplyMode,
     /// Set when the command just dispatched spans the cluster (DBSIZE, KEYS, FLUSHDB,
     /// FLUSHALL on a clustered cache): the connection loop asks the other nodes.
     pub cluster_wide: Option<Vec<Bytes>>,
+}
+
+/// CLIENT REPLY's modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplyMode {
+    /// Replies are sent.
+    On,
+    /// No replies are sent (pushes in RESP3 still are).
+    Off,
+    /// The command running now asked to skip the next command's reply (its own is not sent).
+    SkipNext,
+    /// This command's reply is not sent.
+    Skip,
 }
 
 /// A command's full name as Redis' ACL names it: `get`, or `acl|list` for a container's
@@ -156,9 +171,11 @@ impl Session {
         let client_id = context.next_client_id();
         let subject = context.security.anonymous();
         let authenticated = subject.is_some();
-        let mailbox = Arc::new(Mailbox::new(
+        let mailbox = Arc::new(Mailbox::for_connection(
             client_id,
             context.settings.pubsub_output_bytes_max,
+            peer,
+            context.local_addr,
         ));
         context.push.clients.register(&mailbox);
         Some(Self {
@@ -188,7 +205,9 @@ impl Session {
             forward: None,
             forwarded: false,
             cluster_wide: None,
+            reply_mode: ReplyMode::On,
         })
+        .inspect(Session::publish_client_state)
     }
 
     /// A session that runs commands another member sent to their keys' owner, on `cache`.
@@ -196,6 +215,7 @@ impl Session {
     pub fn forwarded(context: Arc<ServerContext>, cache: Cache, resp3: bool) -> Option<Self> {
         let peer = context.local_addr;
         let mut session = Self::new(context, peer)?;
+        session.mailbox.client.set_internal();
         session.database = cache.config().resp_database.unwrap_or(0);
         session.cache = cache;
         session.protocol = if resp3 {
@@ -338,6 +358,7 @@ impl Session {
         output: &mut BytesMut,
     ) -> Result<(), OutputLimitExceeded> {
         let start = output.len();
+        let reply_before = self.reply_mode;
         let limit = self.context.settings.client_output_bytes_max;
         let mut reply = Reply::with_limit(output, self.protocol, start.saturating_add(limit));
         // EXEC runs alone; every other command may run beside the others (see `ServerContext::
@@ -396,11 +417,79 @@ impl Session {
         {
             self.tracking.caching = false;
         }
-        if reply.overflowed() {
+        let overflowed = reply.overflowed();
+        if self.reply_mode != ReplyMode::On || reply_before != ReplyMode::On {
+            self.apply_reply_mode(reply_before, output, start);
+        }
+        if overflowed {
             output.truncate(start);
             return Err(OutputLimitExceeded { limit });
         }
         Ok(())
+    }
+
+    /// CLIENT REPLY after a command: drops its reply when replies are off or skipped (in
+    /// RESP3 keeping pushes, which Redis sends whatever the mode), and moves SKIP on.
+    fn apply_reply_mode(&mut self, before: ReplyMode, output: &mut BytesMut, start: usize) {
+        let suppress = before == ReplyMode::Skip
+            || matches!(self.reply_mode, ReplyMode::Off | ReplyMode::SkipNext);
+        match self.reply_mode {
+            ReplyMode::Skip if before == ReplyMode::Skip => self.reply_mode = ReplyMode::On,
+            ReplyMode::SkipNext => self.reply_mode = ReplyMode::Skip,
+            _ => {}
+        }
+        let pushes = self.protocol == Protocol::Resp3 && output.get(start) == Some(&b'>');
+        if suppress && !pushes {
+            output.truncate(start);
+        }
+    }
+
+    /// Publishes what CLIENT LIST shows of this connection to other connections.
+    pub(crate) fn publish_client_state(&self) {
+        let mut flags = String::new();
+        if self.subscriptions.total() > 0 {
+            flags.push('P');
+        }
+        if self.multi.is_some() {
+            flags.push('x');
+        }
+        if self.tracking.on {
+            flags.push('t');
+            if self.tracking.bcast {
+                flags.push('B');
+            }
+        }
+        if flags.is_empty() {
+            flags.push('N');
+        }
+        self.mailbox.client.show(super::clients::Shown {
+            name: self
+                .client_name
+                .as_deref()
+                .map(String::from_utf8_lossy)
+                .unwrap_or_default()
+                .into_owned(),
+            user: self
+                .subject
+                .as_ref()
+                .map_or_else(|| "default".to_owned(), |subject| subject.name.to_string()),
+            database: self.database,
+            flags,
+            subscriptions: (
+                self.subscriptions.channel_count(),
+                self.subscriptions.pattern_count(),
+                self.subscriptions.shard_channel_count(),
+            ),
+            multi: self.multi.as_ref().map_or(-1, |multi| {
+                i64::try_from(multi.queued.len()).unwrap_or(i64::MAX)
+            }),
+            protocol: if self.protocol == Protocol::Resp3 {
+                3
+            } else {
+                2
+            },
+            redirect: super::commands::tracking::redirect_of(self),
+        });
     }
 
     /// Runs a command once the transaction gate lets it (exclusively for EXEC and scripts),
@@ -538,6 +627,7 @@ impl Session {
             return;
         }
         self.last_command = spec.name;
+        self.mailbox.client.ran(spec);
         let started = (self.context.slowlog.enabled() && !spec.flags.contains(&"skip-slowlog"))
             .then(std::time::Instant::now);
         let clustered = self.context.cluster.is_some()
@@ -577,6 +667,9 @@ impl Session {
             context.slowlog.record(self, args, started.elapsed());
         }
         tracking::after_command(self, spec, args);
+        if changes_client_state(spec.name) {
+            self.publish_client_state();
+        }
     }
 
     /// Whether the client's user may run the command (`crate::authorization`'s table), on
@@ -667,4 +760,26 @@ impl Drop for Session {
         tracking::disable(self);
         self.context.push.clients.unregister(self.client_id);
     }
+}
+
+/// Whether a command may change what CLIENT LIST shows of the connection (its name, user,
+/// database, flags, subscriptions, transaction, protocol).
+fn changes_client_state(name: &str) -> bool {
+    matches!(
+        name,
+        "select"
+            | "client"
+            | "hello"
+            | "auth"
+            | "reset"
+            | "multi"
+            | "exec"
+            | "discard"
+            | "subscribe"
+            | "unsubscribe"
+            | "psubscribe"
+            | "punsubscribe"
+            | "ssubscribe"
+            | "sunsubscribe"
+    )
 }

@@ -292,7 +292,19 @@ fn valid_client_name(name: &[u8]) -> bool {
 
 /// The CLIENT INFO/LIST line of this connection; `command` is the command running now
 /// (`client|info`, `client|list`), which is the connection's last command.
-fn client_info_line(session: &Session, command: &str) -> String {
+fn client_info_line(session: &Session, command: &str, request: &[Bytes]) -> String {
+    // The query buffer holds the request being run, as a multi-bulk (Redis' `qbuf`).
+    let qbuf: usize = request
+        .iter()
+        .map(|arg| 1 + arg.len().to_string().len() + 2 + arg.len() + 2)
+        .sum::<usize>()
+        + 1
+        + request.len().to_string().len()
+        + 2;
+    let user = session
+        .subject
+        .as_ref()
+        .map_or_else(|| "default".to_owned(), |subject| subject.name.to_string());
     let name = session
         .client_name
         .as_deref()
@@ -322,7 +334,7 @@ fn client_info_line(session: &Session, command: &str) -> String {
         i64::try_from(multi.queued.len()).unwrap_or(i64::MAX)
     });
     format!(
-        "id={} addr={} laddr={} fd=0 name={} age={} idle=0 flags={} db={} sub={} psub={} ssub={} multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir={} resp={}",
+        "id={} addr={} laddr={} fd=0 name={} age={} idle=0 flags={} db={} sub={} psub={} ssub={} multi={} qbuf={qbuf} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user={user} redir={} resp={}",
         session.client_id,
         session.peer,
         session.context.local_addr,
@@ -344,47 +356,252 @@ fn client_info_line(session: &Session, command: &str) -> String {
     )
 }
 
-/// `CLIENT LIST [TYPE type | ID id [id ...]]`, with Redis 7's argument rules. Only this
-/// connection is listed: connections do not share a registry yet.
+/// The CLIENT LIST line of another connection, from what it published.
+fn other_client_line(mailbox: &crate::resp::push::Mailbox) -> String {
+    let client = &mailbox.client;
+    let shown = client.shown();
+    let mut flags = shown.flags;
+    if client.is_blocked() {
+        if flags == "N" {
+            flags.clear();
+        }
+        flags.push('b');
+    }
+    format!(
+        "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user={} redir={} resp={}",
+        mailbox.client_id(),
+        client.peer,
+        client.local,
+        shown.name,
+        client.connected_at.elapsed().as_secs(),
+        client.idle().as_secs(),
+        flags,
+        shown.database,
+        shown.subscriptions.0,
+        shown.subscriptions.1,
+        shown.subscriptions.2,
+        shown.multi,
+        client.last_command(),
+        shown.user,
+        shown.redirect,
+        shown.protocol,
+    )
+}
+
+/// Redis' client types: `normal`, `pubsub`, and the replication ones no Weft connection is.
+fn client_type(kind: &[u8]) -> Result<Option<bool>, String> {
+    if is(kind, "normal") {
+        Ok(Some(false))
+    } else if is(kind, "pubsub") {
+        Ok(Some(true))
+    } else if ["slave", "replica", "master"]
+        .iter()
+        .any(|name| is(kind, name))
+    {
+        Ok(None)
+    } else {
+        Err(format!(
+            "ERR Unknown client type '{}'",
+            String::from_utf8_lossy(kind)
+        ))
+    }
+}
+
+/// `CLIENT LIST [TYPE type | ID id [id ...]]`, with Redis 7's argument rules: every open
+/// connection, oldest first; this one's line from its own state, the others' from what
+/// they published.
 fn client_list(session: &Session, args: &[Bytes], reply: &mut Reply<'_>) {
-    // How many times this connection's line is listed (Redis repeats a repeated ID).
-    let listed: usize = match args {
-        [_, _] => 1,
+    let clients: Vec<_> = session
+        .context
+        .push
+        .clients
+        .all()
+        .into_iter()
+        .filter(|mailbox| !mailbox.client.is_internal())
+        .collect();
+    let line = |mailbox: &crate::resp::push::Mailbox| {
+        if mailbox.client_id() == session.client_id {
+            client_info_line(session, "client|list", args)
+        } else {
+            other_client_line(mailbox)
+        }
+    };
+    let mut text = String::new();
+    match args {
+        [_, _] => {
+            for mailbox in &clients {
+                text.push_str(&line(mailbox));
+                text.push('\n');
+            }
+        }
         [_, _, option, kind] if is(option, "TYPE") => {
-            // Redis counts a client with subscriptions as `pubsub`, not `normal`.
-            let subscribed = session.subscriptions.total() > 0;
-            if is(kind, "normal") {
-                usize::from(!subscribed)
-            } else if is(kind, "pubsub") {
-                usize::from(subscribed)
-            } else if ["slave", "replica", "master"]
-                .iter()
-                .any(|name| is(kind, name))
-            {
-                0
-            } else {
-                return reply.error(&format!(
-                    "ERR Unknown client type '{}'",
-                    String::from_utf8_lossy(kind)
-                ));
+            let wanted = match client_type(kind) {
+                Ok(wanted) => wanted,
+                Err(error) => return reply.error(&error),
+            };
+            for mailbox in &clients {
+                // Redis counts a client with subscriptions as `pubsub`, not `normal`.
+                let subscribed = if mailbox.client_id() == session.client_id {
+                    session.subscriptions.total() > 0
+                } else {
+                    mailbox.client.shown().flags.contains('P')
+                };
+                if wanted == Some(subscribed) {
+                    text.push_str(&line(mailbox));
+                    text.push('\n');
+                }
             }
         }
         [_, _, option, ids @ ..] if is(option, "ID") && !ids.is_empty() => {
-            let mut listed = 0;
             for id in ids {
                 let Some(id) = weft_resp::parse_i64_strict(id) else {
                     return reply.error("ERR Invalid client ID");
                 };
-                if u64::try_from(id).is_ok_and(|id| id == session.client_id) {
-                    listed += 1;
+                // Redis repeats a repeated ID.
+                if let Some(mailbox) = clients
+                    .iter()
+                    .find(|mailbox| u64::try_from(id).is_ok_and(|id| id == mailbox.client_id()))
+                {
+                    text.push_str(&line(mailbox));
+                    text.push('\n');
                 }
             }
-            listed
         }
         _ => return reply.error(errors::SYNTAX),
     };
-    let line = client_info_line(session, "client|list") + "\n";
-    reply.verbatim(&line.repeat(listed));
+    reply.verbatim(&text);
+}
+
+/// `CLIENT KILL ip:port` (OK, or no such client) or `CLIENT KILL <filter> <value> ...` with
+/// Redis' filters ID, TYPE, USER, ADDR, LADDR, SKIPME and MAXAGE (the number killed).
+/// Connections close once their running command answers; this one after this reply.
+fn client_kill(session: &Session, args: &[Bytes], reply: &mut Reply<'_>) {
+    let clients: Vec<_> = session
+        .context
+        .push
+        .clients
+        .all()
+        .into_iter()
+        .filter(|mailbox| !mailbox.client.is_internal())
+        .collect();
+    if let [_, _, address] = args {
+        let address = String::from_utf8_lossy(address);
+        match clients
+            .iter()
+            .find(|mailbox| mailbox.client.peer.to_string() == address)
+        {
+            Some(mailbox) => {
+                mailbox.kill();
+                reply.ok();
+            }
+            None => reply.error("ERR No such client"),
+        }
+        return;
+    }
+    let mut id = None;
+    let mut kind = None;
+    let mut user = None;
+    let mut address = None;
+    let mut local = None;
+    let mut skip_me = true;
+    let mut max_age = None;
+    let mut filters = args[2..].chunks(2);
+    for filter in filters.by_ref() {
+        let [name, value] = filter else {
+            return reply.error(errors::SYNTAX);
+        };
+        if is(name, "ID") {
+            match weft_resp::parse_i64_strict(value).filter(|&id| id > 0) {
+                Some(value) => id = u64::try_from(value).ok(),
+                None => {
+                    return reply.error("ERR client-id should be greater than 0");
+                }
+            }
+        } else if is(name, "TYPE") {
+            match client_type(value) {
+                Ok(wanted) => kind = Some(wanted),
+                Err(error) => return reply.error(&error),
+            }
+        } else if is(name, "USER") {
+            let name = String::from_utf8_lossy(value).into_owned();
+            let known = name == "default"
+                || session
+                    .context
+                    .security
+                    .user_names()
+                    .iter()
+                    .any(|(user, _)| *user == name);
+            if !known {
+                return reply.error(&format!("ERR No such user '{name}'"));
+            }
+            user = Some(name);
+        } else if is(name, "ADDR") {
+            address = Some(String::from_utf8_lossy(value).into_owned());
+        } else if is(name, "LADDR") {
+            local = Some(String::from_utf8_lossy(value).into_owned());
+        } else if is(name, "SKIPME") {
+            if is(value, "yes") {
+                skip_me = true;
+            } else if is(value, "no") {
+                skip_me = false;
+            } else {
+                return reply.error(errors::SYNTAX);
+            }
+        } else if is(name, "MAXAGE") {
+            match weft_resp::parse_i64_strict(value) {
+                Some(age) => max_age = Some(age),
+                None => return reply.error(errors::NOT_INTEGER),
+            }
+        } else {
+            return reply.error(errors::SYNTAX);
+        }
+    }
+    let mut killed = 0;
+    for mailbox in &clients {
+        let client = &mailbox.client;
+        let me = mailbox.client_id() == session.client_id;
+        let shown = client.shown();
+        let matches = id.is_none_or(|id| id == mailbox.client_id())
+            && kind.is_none_or(|wanted| wanted == Some(shown.flags.contains('P')))
+            && user.as_ref().is_none_or(|user| *user == shown.user)
+            && address
+                .as_ref()
+                .is_none_or(|address| *address == client.peer.to_string())
+            && local
+                .as_ref()
+                .is_none_or(|local| *local == client.local.to_string())
+            && max_age.is_none_or(|age| {
+                i64::try_from(client.connected_at.elapsed().as_secs()).unwrap_or(i64::MAX) >= age
+            })
+            && !(me && skip_me);
+        if matches {
+            mailbox.kill();
+            killed += 1;
+        }
+    }
+    reply.integer(killed);
+}
+
+/// `CLIENT PAUSE timeout [WRITE|ALL]`: holds back every client's commands (or only those
+/// that write, with WRITE) for `timeout` milliseconds or until CLIENT UNPAUSE.
+fn client_pause(session: &Session, args: &[Bytes], reply: &mut Reply<'_>) {
+    let Some(timeout) = weft_resp::parse_i64_strict(&args[2]) else {
+        return reply.error("ERR timeout is not an integer or out of range");
+    };
+    let Ok(timeout) = u64::try_from(timeout) else {
+        return reply.error("ERR timeout is negative");
+    };
+    let writes_only = match &args[3..] {
+        [] => false,
+        [mode] if is(mode, "WRITE") => true,
+        [mode] if is(mode, "ALL") => false,
+        _ => return reply.error(errors::SYNTAX),
+    };
+    let until = std::time::Instant::now()
+        .checked_add(std::time::Duration::from_millis(timeout))
+        .unwrap_or_else(|| std::time::Instant::now() + std::time::Duration::from_secs(1 << 40));
+    session.context.pause.pause(until, writes_only);
+    reply.ok();
 }
 
 /// `CLIENT SETNAME|GETNAME|ID|INFO|LIST|SETINFO|TRACKING|CACHING|GETREDIR|TRACKINGINFO|HELP`
@@ -426,10 +643,77 @@ pub fn client(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
             if args.len() != 2 {
                 return arity_error(reply);
             }
-            let line = client_info_line(session, "client|info") + "\n";
+            let line = client_info_line(session, "client|info", args) + "\n";
             reply.verbatim(&line);
         }
         "list" => client_list(session, args, reply),
+        "kill" => {
+            if args.len() < 3 {
+                return arity_error(reply);
+            }
+            client_kill(session, args, reply);
+        }
+        "unblock" => {
+            let how = match args {
+                [_, _, _] => crate::resp::clients::Unblock::Timeout,
+                [_, _, _, how] if is(how, "TIMEOUT") => crate::resp::clients::Unblock::Timeout,
+                [_, _, _, how] if is(how, "ERROR") => crate::resp::clients::Unblock::Error,
+                [_, _, _, _] => {
+                    return reply.error("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR");
+                }
+                _ => return arity_error(reply),
+            };
+            let Some(id) = weft_resp::parse_i64_strict(&args[2]) else {
+                return reply.error(errors::NOT_INTEGER);
+            };
+            let unblocked = u64::try_from(id)
+                .ok()
+                .and_then(|id| session.context.push.clients.get(id))
+                .is_some_and(|mailbox| mailbox.client.unblock(how));
+            reply.integer(i64::from(unblocked));
+        }
+        "reply" => {
+            let [_, _, mode] = args else {
+                return arity_error(reply);
+            };
+            use crate::resp::session::ReplyMode;
+            if is(mode, "ON") {
+                session.reply_mode = ReplyMode::On;
+                reply.ok();
+            } else if is(mode, "OFF") {
+                session.reply_mode = ReplyMode::Off;
+            } else if is(mode, "SKIP") {
+                if session.reply_mode != ReplyMode::Off {
+                    session.reply_mode = ReplyMode::SkipNext;
+                }
+            } else {
+                reply.error(errors::SYNTAX);
+            }
+        }
+        "pause" => {
+            if !(3..=4).contains(&args.len()) {
+                return arity_error(reply);
+            }
+            client_pause(session, args, reply);
+        }
+        "unpause" => {
+            if args.len() != 2 {
+                return arity_error(reply);
+            }
+            session.context.pause.unpause();
+            reply.ok();
+        }
+        "no-evict" => {
+            // Weft does not evict clients for memory: either answer holds.
+            let [_, _, mode] = args else {
+                return arity_error(reply);
+            };
+            if is(mode, "ON") || is(mode, "OFF") {
+                reply.ok();
+            } else {
+                reply.error(errors::SYNTAX);
+            }
+        }
         "tracking" => {
             if args.len() < 3 {
                 return arity_error(reply);

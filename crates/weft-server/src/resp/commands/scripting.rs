@@ -720,3 +720,42 @@ fn function_help(reply: &mut Reply<'_>) {
         reply.simple(line);
     }
 }
+
+/// Whether a script command may write (CLIENT PAUSE WRITE holds it back): EVAL and EVALSHA
+/// unless the script's shebang says `no-writes`, FCALL unless the function was registered
+/// so; the `_RO` variants never.
+#[must_use]
+pub fn may_write(context: &crate::ServerContext, args: &[Bytes]) -> bool {
+    let Some(name) = args.first() else {
+        return false;
+    };
+    let body_flags = |body: &[u8]| weft_lua::shebang(body).is_ok_and(|(flags, _)| flags.no_writes);
+    if name.eq_ignore_ascii_case(b"eval") {
+        return !args.get(1).is_some_and(|body| body_flags(body));
+    }
+    if name.eq_ignore_ascii_case(b"evalsha") {
+        let Some(sha) = args.get(1) else { return true };
+        let sha = String::from_utf8_lossy(sha).to_ascii_lowercase();
+        let no_writes = context.scripting.engine().is_ok_and(|engine| {
+            engine
+                .as_ref()
+                .and_then(|engine| engine.body(&sha))
+                .is_some_and(|body| body_flags(body))
+        });
+        return !no_writes;
+    }
+    if name.eq_ignore_ascii_case(b"fcall") {
+        let Some(function) = args.get(1) else {
+            return true;
+        };
+        let function = String::from_utf8_lossy(function);
+        let no_writes = context.scripting.functions().is_ok_and(|functions| {
+            functions
+                .as_ref()
+                .and_then(|functions| functions.function(&function))
+                .is_some_and(|info| info.flags.no_writes)
+        });
+        return !no_writes;
+    }
+    false
+}

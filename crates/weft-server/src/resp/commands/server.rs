@@ -45,7 +45,7 @@ pub fn info(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
             "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:{}\r\n\r\n",
             context.connected_clients.load(Ordering::Relaxed),
             context.settings.connections_max,
-            context.list_waiters.blocked_clients(),
+            context.push.clients.blocked() + context.pause.waiting(),
         );
     }
     let stats = context.manager.statistics();

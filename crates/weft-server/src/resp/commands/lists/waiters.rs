@@ -181,6 +181,7 @@ impl Waiters {
     }
 
     /// How many clients are blocked (INFO's `blocked_clients`).
+    #[cfg(test)]
     #[must_use]
     pub fn blocked_clients(&self) -> usize {
         self.blocked.load(Ordering::SeqCst)
