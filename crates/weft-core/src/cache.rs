@@ -1534,10 +1534,15 @@ impl Cache {
 
     /// Removes all expired entries now, raising expired events; returns how many.
     pub fn purge_expired(&self) -> usize {
+        self.purge_expired_segments(0..self.segment_count() as usize)
+    }
+
+    /// [`Cache::purge_expired`] of some segments only (the reaper's slices).
+    pub fn purge_expired_segments(&self, segments: std::ops::Range<usize>) -> usize {
         let now = self.inner.clock.now_ms();
         let mut purged = 0;
-        for segment in 0..self.segment_count() {
-            for entry in self.inner.container.purge_expired(segment as usize, now) {
+        for segment in segments {
+            for entry in self.inner.container.purge_expired(segment, now) {
                 purged += 1;
                 self.expired(entry);
             }

@@ -14,7 +14,7 @@ pub const SEGMENT_COUNT_MAX: u32 = 16_384;
 /// The default number of segments, as in Infinispan.
 pub const SEGMENT_COUNT_DEFAULT: u32 = 256;
 /// How often expired entries are purged unless configured (Infinispan's default too).
-pub const REAPER_INTERVAL_DEFAULT: Duration = Duration::from_secs(60);
+pub const REAPER_INTERVAL_DEFAULT: Duration = Duration::from_secs(1);
 
 /// A configuration that failed to parse or validate.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -51,7 +51,27 @@ impl Default for ManagerConfig {
 
 struct CacheSlot {
     cache: Cache,
+    /// When the reaper purges the next slice of the cache's segments.
     next_purge: Instant,
+    /// The first segment of that slice.
+    purge_cursor: usize,
+}
+
+/// The reaper spreads a pass over a cache's segments across its `interval`, a slice of
+/// segments about this often, so that each slice holds few segment locks briefly and
+/// expired entries leave memory within about one interval (Redis' active expiry runs ten
+/// times a second).
+const REAPER_SLICE: Duration = Duration::from_millis(100);
+
+/// How many slices a pass over `segments` segments every `interval` takes, and the time
+/// between two slices.
+fn purge_slices(interval: Duration, segments: usize) -> (usize, Duration) {
+    let interval = interval.max(REAPER_INTERVAL_MIN);
+    let wanted =
+        usize::try_from(interval.as_millis() / REAPER_SLICE.as_millis()).unwrap_or(usize::MAX);
+    let slices = wanted.clamp(1, segments.max(1));
+    let every = interval / u32::try_from(slices).unwrap_or(u32::MAX);
+    (slices, every.max(REAPER_INTERVAL_MIN))
 }
 
 struct ManagerInner {
@@ -348,7 +368,9 @@ impl CacheManager {
             name.to_owned(),
             CacheSlot {
                 cache: cache.clone(),
-                next_purge: Instant::now() + interval,
+                next_purge: Instant::now()
+                    + purge_slices(interval, cache.segment_count() as usize).1,
+                purge_cursor: 0,
             },
         );
         tracing::debug!(cache = name, "cache created");
@@ -422,26 +444,32 @@ impl CacheManager {
         Arc::clone(&self.inner.clock)
     }
 
-    /// Purges every cache whose reaper interval has elapsed; returns entries purged.
+    /// Purges the next slice of segments of every cache whose slice is due (a pass over
+    /// all of a cache's segments takes its reaper interval); returns entries purged.
     pub fn purge_due(&self, now: Instant) -> usize {
-        let due: Vec<Cache> = {
+        let due: Vec<(Cache, std::ops::Range<usize>)> = {
             let mut caches = self.inner.caches.write();
             caches
                 .values_mut()
                 .filter(|slot| slot.next_purge <= now)
                 .map(|slot| {
-                    slot.next_purge = now
-                        + slot
-                            .cache
-                            .config()
-                            .expiration
-                            .interval
-                            .max(REAPER_INTERVAL_MIN);
-                    slot.cache.clone()
+                    let segments = slot.cache.segment_count() as usize;
+                    let (slices, every) =
+                        purge_slices(slot.cache.config().expiration.interval, segments);
+                    let start = slot.purge_cursor.min(segments);
+                    let end = (start + segments.div_ceil(slices)).min(segments);
+                    slot.purge_cursor = if end >= segments { 0 } else { end };
+                    // From the slice's own schedule, so that coarse ticks do not stretch
+                    // the pass; from now when the reaper fell a whole slice behind.
+                    let next = slot.next_purge + every;
+                    slot.next_purge = if next > now { next } else { now + every };
+                    (slot.cache.clone(), start..end)
                 })
                 .collect()
         };
-        due.iter().map(Cache::purge_expired).sum()
+        due.into_iter()
+            .map(|(cache, segments)| cache.purge_expired_segments(segments))
+            .sum()
     }
 
     fn next_due(&self) -> Option<Instant> {

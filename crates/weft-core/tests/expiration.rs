@@ -294,13 +294,16 @@ fn purge_expired_removes_and_notifies() {
     assert_eq!(cache.statistics().expirations, 60);
 }
 
-// Proves purge_due purges a cache only when its reaper interval has elapsed, and reschedules.
+// Proves purge_due spreads a pass over a cache's segments across its reaper interval: after
+// one interval every expired entry is gone, a cache with a longer interval keeps some, and a
+// slice is purged only when due.
 #[test]
 fn purge_due_follows_each_cache_interval() {
     let clock = ManualClock::new(T0);
     let mut fast = CacheConfig::default();
-    fast.expiration.interval = Duration::from_secs(10);
-    let slow = CacheConfig::default(); // 60 s
+    fast.expiration.interval = Duration::from_secs(1);
+    let mut slow = CacheConfig::default();
+    slow.expiration.interval = Duration::from_secs(60);
     let mut caches = BTreeMap::new();
     caches.insert("fast".to_owned(), fast);
     caches.insert("slow".to_owned(), slow);
@@ -309,22 +312,33 @@ fn purge_due_follows_each_cache_interval() {
     let base = Instant::now();
     let fast = manager.cache("fast").unwrap();
     let slow = manager.cache("slow").unwrap();
-    for i in 0..10 {
+    for i in 0..1000 {
         fast.put(&key("k", i), b"v", &opts().lifespan(ms(100)))
             .unwrap();
         slow.put(&key("k", i), b"v", &opts().lifespan(ms(100)))
             .unwrap();
     }
     clock.advance_ms(101);
-    assert_eq!(manager.purge_due(base), 0, "no interval has elapsed");
-    assert_eq!(manager.purge_due(base + Duration::from_secs(11)), 10);
+    assert_eq!(manager.purge_due(base), 0, "no slice is due yet");
+    // Ten slices of the one-second interval, 100 ms apart: one pass over every segment.
+    let mut purged = 0;
+    for tick in 1..=10 {
+        purged += manager.purge_due(base + Duration::from_millis(100 * tick + 1));
+    }
     assert_eq!(fast.size(), 0);
-    assert_eq!(slow.size(), 10);
-    // Rescheduled: the same instant again purges nothing, even with new expired entries.
+    assert!(
+        slow.size() > 900,
+        "a sixtieth-of-a-pass at most: {}",
+        slow.size()
+    );
+    assert_eq!(purged, 1000 + (1000 - slow.size()));
+    // The same instant again purges nothing: the slice was rescheduled.
     fast.put(b"again", b"v", &opts().lifespan(ms(1))).unwrap();
     clock.advance_ms(2);
-    assert_eq!(manager.purge_due(base + Duration::from_secs(11)), 0);
-    assert_eq!(manager.purge_due(base + Duration::from_secs(61)), 11);
+    assert_eq!(manager.purge_due(base + Duration::from_millis(1001)), 0);
+    for tick in 1..=600 {
+        manager.purge_due(base + Duration::from_millis(1001 + 100 * tick));
+    }
     assert_eq!(slow.size(), 0);
     assert_eq!(fast.size(), 0);
 }
