@@ -94,6 +94,8 @@ pub struct ServerContext {
     pub(crate) resp_swaps_file: Option<std::path::PathBuf>,
     /// CLIENT PAUSE.
     pub(crate) pause: resp::clients::Pause,
+    /// INFO commandstats and errorstats.
+    pub(crate) command_stats: resp::commands::stats::CommandStats,
 }
 
 /// Runs `f`, which may block for long (a script, a wait for one), without starving the
@@ -114,6 +116,7 @@ impl ServerContext {
     pub(crate) fn reset_statistics(&self) {
         self.total_commands.store(0, Ordering::Relaxed);
         self.total_connections.store(0, Ordering::Relaxed);
+        self.command_stats.reset();
         for cache in self.manager.caches() {
             cache.reset_statistics();
         }
@@ -410,6 +413,7 @@ impl Server {
             security,
             resp_swaps_file,
             pause: resp::clients::Pause::default(),
+            command_stats: resp::commands::stats::CommandStats::default(),
         });
         tokio::spawn(Arc::clone(&context.security).watch(context.shutdown_signal()));
         if let Some(tls) = &context.tls {

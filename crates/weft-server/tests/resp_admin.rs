@@ -230,3 +230,47 @@ fn client_pause_and_unpause() {
         Frame::error("ERR syntax error")
     );
 }
+
+// Proves INFO's sections: the default set without commandstats, `all` with it, one section
+// alone, and commandstats/errorstats counting calls, refusals (wrong arity) and failures
+// (WRONGTYPE) until CONFIG RESETSTAT.
+#[test]
+fn info_sections_and_command_statistics() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    let default = c.cmd("INFO").text();
+    for field in [
+        "redis_version",
+        "used_cpu_user",
+        "used_memory",
+        "master_repl_offset",
+        "loading:0",
+    ] {
+        assert!(default.contains(field), "{field} in default INFO");
+    }
+    assert!(!default.contains("rejected_calls"));
+    let cpu = c.cmd("INFO cpu").text();
+    assert!(
+        cpu.contains("used_cpu_user") && !cpu.contains("used_memory"),
+        "{cpu}"
+    );
+    assert_eq!(c.cmd("SET s v"), Frame::ok());
+    assert!(matches!(c.cmd("LPUSH s x"), Frame::Error(_)));
+    assert!(matches!(c.cmd("GET"), Frame::Error(_)));
+    let all = c.cmd("INFO all").text();
+    assert!(all.contains("cmdstat_set:calls=1,"), "{all}");
+    assert!(
+        all.contains("cmdstat_lpush:calls=1,") && all.contains(",failed_calls=1"),
+        "{all}"
+    );
+    assert!(
+        all.contains("cmdstat_get:calls=0,") && all.contains("rejected_calls=1"),
+        "{all}"
+    );
+    assert!(all.contains("errorstat_WRONGTYPE:count=1"), "{all}");
+    assert!(all.contains("errorstat_ERR:count=1"), "{all}");
+    assert_eq!(all.matches("used_cpu_user_children").count(), 1);
+    assert_eq!(c.cmd("CONFIG RESETSTAT"), Frame::ok());
+    let stats = c.cmd("INFO commandstats").text();
+    assert!(!stats.contains("cmdstat_set"), "{stats}");
+}

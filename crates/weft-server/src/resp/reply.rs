@@ -58,6 +58,19 @@ impl<'a> Reply<'a> {
         self.out.len()
     }
 
+    /// The error code (`ERR`, `WRONGTYPE`, ...) of the reply written from `start`, if that
+    /// reply is an error.
+    #[must_use]
+    pub fn error_code_at(&self, start: usize) -> Option<&str> {
+        let bytes = self.out.get(start..)?;
+        let rest = bytes.strip_prefix(b"-")?;
+        let end = rest
+            .iter()
+            .position(|&b| b == b' ' || b == b'\r')
+            .unwrap_or(rest.len());
+        std::str::from_utf8(&rest[..end]).ok()
+    }
+
     /// Takes back what was written since [`Reply::written`] said `len` (a reply that will
     /// come from elsewhere instead).
     pub fn truncate(&mut self, len: usize) {

@@ -551,6 +551,7 @@ impl Session {
         self.follow_swapdb();
         let Some(spec) = table::lookup(name) else {
             reply.error(&table::unknown_command_error(args));
+            self.context.command_stats.error("ERR");
             self.flag_transaction();
             return;
         };
@@ -628,8 +629,8 @@ impl Session {
         }
         self.last_command = spec.name;
         self.mailbox.client.ran(spec);
-        let started = (self.context.slowlog.enabled() && !spec.flags.contains(&"skip-slowlog"))
-            .then(std::time::Instant::now);
+        let started = std::time::Instant::now();
+        let reply_start = reply.written();
         let clustered = self.context.cluster.is_some()
             && !self.forwarded
             && !self.executing
@@ -659,12 +660,19 @@ impl Session {
         } else {
             (spec.handler)(self, args, reply);
         }
+        let took = started.elapsed();
+        let context = Arc::clone(&self.context);
+        context.command_stats.ran(
+            spec,
+            u64::try_from(took.as_micros()).unwrap_or(u64::MAX),
+            reply.error_code_at(reply_start),
+        );
         // Credentials never reach the log; EXEC's commands are timed themselves.
-        if let Some(started) = started
+        if context.slowlog.enabled()
+            && !spec.flags.contains(&"skip-slowlog")
             && !matches!(spec.name, "auth" | "hello" | "acl")
         {
-            let context = Arc::clone(&self.context);
-            context.slowlog.record(self, args, started.elapsed());
+            context.slowlog.record(self, args, took);
         }
         tracking::after_command(self, spec, args);
         if changes_client_state(spec.name) {
@@ -730,6 +738,8 @@ impl Session {
     /// A command refused before it runs (Redis' `rejectCommand`): a transaction being queued
     /// will abort, and a refused EXEC discards it at once, saying why.
     fn refuse(&mut self, spec: &table::CommandSpec, error: &str, reply: &mut Reply<'_>) {
+        let code = error.split(' ').next().unwrap_or("ERR");
+        self.context.command_stats.rejected(spec, code);
         if spec.name == "exec" && !self.executing {
             self.multi = None;
             self.watched.clear();

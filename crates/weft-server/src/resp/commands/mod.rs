@@ -22,6 +22,7 @@ pub mod scripting;
 pub mod server;
 pub mod sets;
 pub mod slowlog;
+pub mod stats;
 pub mod stream_groups;
 pub mod streams;
 pub mod strings;

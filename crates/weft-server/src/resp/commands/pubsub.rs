@@ -73,6 +73,13 @@ impl Registry {
 }
 
 impl PubSub {
+    /// Channels and patterns with subscribers (INFO's `pubsub_channels`, `pubsub_patterns`).
+    #[must_use]
+    pub fn counts(&self) -> (usize, usize) {
+        let registry = self.registry.read();
+        (registry.channels.len(), registry.patterns.len())
+    }
+
     fn add(&self, kind: Kind, name: &Bytes, mailbox: &Arc<Mailbox>) {
         self.registry
             .write()

@@ -11,38 +11,86 @@ use super::{errors, glob, is};
 use crate::resp::table::{COMMANDS, CommandSpec, lookup};
 use crate::resp::{Reply, Session};
 
-/// `INFO [section ...]`
+/// The sections plain `INFO` (and `INFO default`) answers: Redis' default set.
+const DEFAULT_SECTIONS: &[&str] = &[
+    "server",
+    "clients",
+    "memory",
+    "persistence",
+    "stats",
+    "replication",
+    "cpu",
+    "modules",
+    "errorstats",
+    "cluster",
+    "keyspace",
+];
+
+/// Seconds of CPU the process spent in user and system mode, and its children did
+/// (`/proc/self/stat`, in clock ticks of 1/100 s); zeros where unknown.
+fn cpu_seconds() -> [f64; 4] {
+    const TICKS_PER_SECOND: f64 = 100.0;
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return [0.0; 4];
+    };
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    // utime, stime, cutime, cstime are fields 14-17, i.e. 11-14 after the name.
+    let tick = |at: usize| {
+        fields
+            .get(at)
+            .and_then(|field| field.parse::<f64>().ok())
+            .map_or(0.0, |ticks| ticks / TICKS_PER_SECOND)
+    };
+    [tick(11), tick(12), tick(13), tick(14)]
+}
+
+/// `INFO [section ...]`: Redis' sections and the fields of theirs that apply to Weft, with
+/// Weft's numbers (replication and persistence as a primary without RDB or AOF).
 pub fn info(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
     let wanted: Vec<String> = args[1..]
         .iter()
         .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase())
         .collect();
-    let all = wanted.is_empty()
-        || wanted
-            .iter()
-            .any(|w| w == "all" || w == "everything" || w == "default");
-    let want = |section: &str| all || wanted.iter().any(|w| w == section);
+    let everything = wanted.iter().any(|w| w == "all" || w == "everything");
+    let default = wanted.is_empty() || wanted.iter().any(|w| w == "default");
+    let want = |section: &str| {
+        everything
+            || (default && DEFAULT_SECTIONS.contains(&section))
+            || wanted.iter().any(|w| w == section)
+    };
     let context = &session.context;
     // As a Redis Cluster node says it is one (tools check `cluster_enabled`).
     let clustered = context.cluster.is_some();
+    let uptime = context.started.elapsed().as_secs();
     let mut text = String::new();
     if want("server") {
+        let executable = std::env::current_exe()
+            .map(|path| path.display().to_string())
+            .unwrap_or_default();
         let _ = write!(
             text,
-            "# Server\r\nredis_version:{REDIS_COMPATIBLE_VERSION}\r\nweft_version:{}\r\nredis_mode:{}\r\nos:{}\r\narch_bits:64\r\nprocess_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\n\r\n",
+            "# Server\r\nredis_version:{REDIS_COMPATIBLE_VERSION}\r\nweft_version:{}\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\nredis_build_id:0\r\nredis_mode:{}\r\nos:{} {}\r\narch_bits:64\r\nmonotonic_clock:POSIX clock_gettime\r\nmultiplexing_api:epoll\r\nprocess_id:{}\r\nprocess_supervised:no\r\nrun_id:{:040x}\r\ntcp_port:{}\r\nserver_time_usec:{}\r\nuptime_in_seconds:{uptime}\r\nuptime_in_days:{}\r\nhz:10\r\nconfigured_hz:10\r\nexecutable:{executable}\r\nconfig_file:\r\n\r\n",
             env!("CARGO_PKG_VERSION"),
             if clustered { "cluster" } else { "standalone" },
             std::env::consts::OS,
+            std::env::consts::ARCH,
             std::process::id(),
+            u128::from(std::process::id()) << 64 | context.started.elapsed().as_nanos() % (1 << 64),
             context.local_addr.port(),
-            context.started.elapsed().as_secs(),
-            context.started.elapsed().as_secs() / 86_400,
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |since| since.as_micros()),
+            uptime / 86_400,
         );
     }
     if want("clients") {
         let _ = write!(
             text,
-            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:{}\r\n\r\n",
+            "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nclient_recent_max_input_buffer:0\r\nclient_recent_max_output_buffer:0\r\nblocked_clients:{}\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\n\r\n",
             context.connected_clients.load(Ordering::Relaxed),
             context.settings.connections_max,
             context.push.clients.blocked() + context.pause.waiting(),
@@ -51,23 +99,88 @@ pub fn info(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
     let stats = context.manager.statistics();
     if want("memory") {
         let (lua, scripts, scripts_bytes) = context.scripting.memory();
+        let used = stats.memory_bytes + lua as u64;
+        let resident = resident_bytes();
         let _ = write!(
             text,
-            "# Memory\r\nused_memory:{0}\r\nused_memory_dataset:{0}\r\nused_memory_lua:{lua}\r\nused_memory_vm_eval:{lua}\r\nused_memory_scripts_eval:{scripts_bytes}\r\nnumber_of_cached_scripts:{scripts}\r\n\r\n",
+            "# Memory\r\nused_memory:{used}\r\nused_memory_human:{1}\r\nused_memory_rss:{resident}\r\nused_memory_rss_human:{2}\r\nused_memory_peak:{used}\r\nused_memory_peak_human:{3}\r\nused_memory_dataset:{0}\r\nused_memory_lua:{lua}\r\nused_memory_vm_eval:{lua}\r\nused_memory_scripts_eval:{scripts_bytes}\r\nnumber_of_cached_scripts:{scripts}\r\nmaxmemory:0\r\nmaxmemory_human:0B\r\nmaxmemory_policy:noeviction\r\nmem_fragmentation_ratio:{4:.2}\r\nmem_allocator:libc\r\nlazyfree_pending_objects:0\r\n\r\n",
             stats.memory_bytes,
+            human_bytes(used),
+            human_bytes(resident),
+            human_bytes(used),
+            if used == 0 {
+                0.0
+            } else {
+                resident as f64 / used as f64
+            },
+        );
+    }
+    if want("persistence") {
+        let _ = write!(
+            text,
+            "# Persistence\r\nloading:0\r\nasync_loading:0\r\ncurrent_cow_peak:0\r\ncurrent_cow_size:0\r\ncurrent_fork_perc:0.00\r\ncurrent_save_keys_processed:0\r\ncurrent_save_keys_total:0\r\nrdb_changes_since_last_save:0\r\nrdb_bgsave_in_progress:0\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:ok\r\naof_enabled:0\r\naof_rewrite_in_progress:0\r\naof_rewrite_scheduled:0\r\naof_last_bgrewrite_status:ok\r\naof_last_write_status:ok\r\nmodule_fork_in_progress:0\r\n\r\n",
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |since| since.as_secs())
+                .saturating_sub(uptime),
         );
     }
     if want("stats") {
+        let (pubsub_channels, pubsub_patterns) = context.push.pubsub.counts();
+        let errors: u64 = context
+            .command_stats
+            .errors()
+            .iter()
+            .map(|(_, count)| count)
+            .sum();
         let _ = write!(
             text,
-            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\n\r\n",
+            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:0\r\nrejected_connections:0\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\nlatest_fork_usec:0\r\ntotal_forks:0\r\ntotal_error_replies:{errors}\r\ntotal_blocking_keys:0\r\n\r\n",
             context.total_connections.load(Ordering::Relaxed),
             context.total_commands.load(Ordering::Relaxed),
-            stats.hits,
-            stats.misses,
             stats.expirations,
             stats.evictions,
+            stats.hits,
+            stats.misses,
+            pubsub_channels,
+            pubsub_patterns,
         );
+    }
+    if want("replication") {
+        text.push_str("# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_failover_state:no-failover\r\nmaster_replid:0000000000000000000000000000000000000000\r\nmaster_repl_offset:0\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\nrepl_backlog_size:0\r\n\r\n");
+    }
+    if want("cpu") {
+        let [user, system, user_children, system_children] = cpu_seconds();
+        let _ = write!(
+            text,
+            "# CPU\r\nused_cpu_sys:{system:.6}\r\nused_cpu_user:{user:.6}\r\nused_cpu_sys_children:{system_children:.6}\r\nused_cpu_user_children:{user_children:.6}\r\n\r\n",
+        );
+    }
+    if want("modules") {
+        text.push_str("# Modules\r\n\r\n");
+    }
+    if want("commandstats") {
+        text.push_str("# Commandstats\r\n");
+        for (name, figures) in context.command_stats.commands() {
+            let per_call = if figures.calls == 0 {
+                0.0
+            } else {
+                figures.micros as f64 / figures.calls as f64
+            };
+            let _ = write!(
+                text,
+                "cmdstat_{name}:calls={},usec={},usec_per_call={per_call:.2},rejected_calls={},failed_calls={}\r\n",
+                figures.calls, figures.micros, figures.rejected, figures.failed,
+            );
+        }
+        text.push_str("\r\n");
+    }
+    if want("errorstats") {
+        text.push_str("# Errorstats\r\n");
+        for (code, count) in context.command_stats.errors() {
+            let _ = write!(text, "errorstat_{code}:count={count}\r\n");
+        }
+        text.push_str("\r\n");
     }
     if want("cluster") {
         let _ = write!(
@@ -100,6 +213,27 @@ pub fn info(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
         text.truncate(text.len() - 2);
     }
     reply.verbatim(&text);
+}
+
+/// Bytes as Redis' `*_human` fields show them (`1.50M`).
+fn human_bytes(bytes: u64) -> String {
+    const UNITS: [(&str, f64); 4] = [
+        ("G", 1024.0 * 1024.0 * 1024.0),
+        ("M", 1024.0 * 1024.0),
+        ("K", 1024.0),
+        ("B", 1.0),
+    ];
+    let value = bytes as f64;
+    for (unit, size) in UNITS {
+        if value >= size || unit == "B" {
+            return if unit == "B" {
+                format!("{bytes}B")
+            } else {
+                format!("{:.2}{unit}", value / size)
+            };
+        }
+    }
+    format!("{bytes}B")
 }
 
 fn write_command_info(spec: &CommandSpec, reply: &mut Reply<'_>) {

@@ -1,0 +1,155 @@
+//! INFO's `commandstats` and `errorstats`: per command, how often it ran, how long it took,
+//! how often it was refused before running and how often it answered an error; per error
+//! code, how often it was answered.
+//!
+//! Counters are kept per thread slot (a few, each written by the threads that drew it), so
+//! that the workers running commands side by side do not contend for one cache line; INFO
+//! sums them.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use parking_lot::Mutex;
+
+use crate::resp::table::{COMMANDS, CommandSpec};
+
+/// Thread slots of counters.
+const SLOTS: usize = 8;
+
+#[derive(Debug, Default)]
+struct Counters {
+    calls: AtomicU64,
+    micros: AtomicU64,
+    rejected: AtomicU64,
+    failed: AtomicU64,
+}
+
+/// One command's figures (INFO commandstats).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CommandFigures {
+    /// Times it ran.
+    pub calls: u64,
+    /// Microseconds it took, all calls together.
+    pub micros: u64,
+    /// Times it was refused before running (arity, authentication, permission...).
+    pub rejected: u64,
+    /// Times it ran and answered an error.
+    pub failed: u64,
+}
+
+/// Every command's counters, and the errors answered.
+#[derive(Debug)]
+pub struct CommandStats {
+    /// `SLOTS` rows of one [`Counters`] per command in [`COMMANDS`].
+    slots: Vec<Vec<Counters>>,
+    errors: Mutex<BTreeMap<String, u64>>,
+}
+
+impl Default for CommandStats {
+    fn default() -> Self {
+        Self {
+            slots: (0..SLOTS)
+                .map(|_| (0..COMMANDS.len()).map(|_| Counters::default()).collect())
+                .collect(),
+            errors: Mutex::new(BTreeMap::new()),
+        }
+    }
+}
+
+/// This thread's slot.
+fn slot() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static SLOT: usize = NEXT.fetch_add(1, Ordering::Relaxed) % SLOTS;
+    }
+    SLOT.with(|slot| *slot)
+}
+
+/// Where `spec` is in [`COMMANDS`].
+fn index_of(spec: &CommandSpec) -> Option<usize> {
+    let at = (std::ptr::from_ref(spec) as usize).wrapping_sub(COMMANDS.as_ptr() as usize)
+        / std::mem::size_of::<CommandSpec>();
+    (at < COMMANDS.len()).then_some(at)
+}
+
+impl CommandStats {
+    fn counters(&self, spec: &CommandSpec) -> Option<&Counters> {
+        self.slots.get(slot())?.get(index_of(spec)?)
+    }
+
+    /// `spec` ran for `micros`, answering an error with code `error` if it did.
+    pub fn ran(&self, spec: &CommandSpec, micros: u64, error: Option<&str>) {
+        if let Some(counters) = self.counters(spec) {
+            counters.calls.fetch_add(1, Ordering::Relaxed);
+            counters.micros.fetch_add(micros, Ordering::Relaxed);
+            if error.is_some() {
+                counters.failed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        if let Some(code) = error {
+            self.error(code);
+        }
+    }
+
+    /// `spec` was refused with an error of code `code` before it ran.
+    pub fn rejected(&self, spec: &CommandSpec, code: &str) {
+        if let Some(counters) = self.counters(spec) {
+            counters.rejected.fetch_add(1, Ordering::Relaxed);
+        }
+        self.error(code);
+    }
+
+    /// An error reply of code `code` (an unknown command's, or a command's).
+    pub fn error(&self, code: &str) {
+        let mut errors = self.errors.lock();
+        // Redis keeps at most 128 codes, as here: a client cannot grow the table unbounded.
+        if let Some(count) = errors.get_mut(code) {
+            *count += 1;
+        } else if errors.len() < 128 {
+            errors.insert(code.to_owned(), 1);
+        }
+    }
+
+    /// Each command that ran or was refused since the last reset, by name.
+    #[must_use]
+    pub fn commands(&self) -> Vec<(&'static str, CommandFigures)> {
+        COMMANDS
+            .iter()
+            .enumerate()
+            .filter_map(|(at, spec)| {
+                let mut figures = CommandFigures::default();
+                for slot in &self.slots {
+                    let counters = &slot[at];
+                    figures.calls += counters.calls.load(Ordering::Relaxed);
+                    figures.micros += counters.micros.load(Ordering::Relaxed);
+                    figures.rejected += counters.rejected.load(Ordering::Relaxed);
+                    figures.failed += counters.failed.load(Ordering::Relaxed);
+                }
+                (figures != CommandFigures::default()).then_some((spec.name, figures))
+            })
+            .collect()
+    }
+
+    /// Each error code answered since the last reset, with how often.
+    #[must_use]
+    pub fn errors(&self) -> Vec<(String, u64)> {
+        self.errors
+            .lock()
+            .iter()
+            .map(|(code, count)| (code.clone(), *count))
+            .collect()
+    }
+
+    /// CONFIG RESETSTAT.
+    pub fn reset(&self) {
+        for slot in &self.slots {
+            for counters in slot {
+                counters.calls.store(0, Ordering::Relaxed);
+                counters.micros.store(0, Ordering::Relaxed);
+                counters.rejected.store(0, Ordering::Relaxed);
+                counters.failed.store(0, Ordering::Relaxed);
+            }
+        }
+        self.errors.lock().clear();
+    }
+}
