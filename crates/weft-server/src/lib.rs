@@ -96,6 +96,8 @@ pub struct ServerContext {
     pub(crate) pause: resp::clients::Pause,
     /// INFO commandstats and errorstats.
     pub(crate) command_stats: resp::commands::stats::CommandStats,
+    /// `notify-keyspace-events`.
+    pub(crate) keyspace_events: resp::commands::notify::KeyspaceEvents,
 }
 
 /// Runs `f`, which may block for long (a script, a wait for one), without starving the
@@ -414,7 +416,14 @@ impl Server {
             resp_swaps_file,
             pause: resp::clients::Pause::default(),
             command_stats: resp::commands::stats::CommandStats::default(),
+            keyspace_events: resp::commands::notify::KeyspaceEvents::default(),
         });
+        context.keyspace_events.bind(&context);
+        for cache in context.manager.caches() {
+            if cache.config().resp_database.is_some() {
+                resp::commands::notify::watch_cache(&context, &cache);
+            }
+        }
         tokio::spawn(Arc::clone(&context.security).watch(context.shutdown_signal()));
         if let Some(tls) = &context.tls {
             tokio::spawn(tls::watch(Arc::clone(tls), context.shutdown_signal()));

@@ -274,3 +274,51 @@ fn info_sections_and_command_statistics() {
     let stats = c.cmd("INFO commandstats").text();
     assert!(!stats.contains("cmdstat_set"), "{stats}");
 }
+
+// Proves keyspace notifications: masks by class, keyspace and keyevent channels, `new`
+// only for keys that appeared, nothing for a command that changed nothing, expirations
+// from the reaper, and CONFIG GET writing the letters back in Redis' order.
+#[test]
+fn keyspace_notifications() {
+    use std::time::Duration;
+    let server = TestServer::start();
+    let mut c = server.client();
+    let mut sub = server.client();
+    let pmessage = |channel: &str, message: &str| {
+        Frame::Array(vec![
+            Frame::bulk("pmessage"),
+            Frame::bulk("*"),
+            Frame::bulk(channel),
+            Frame::bulk(message),
+        ])
+    };
+    assert_eq!(sub.cmd("PSUBSCRIBE *").items().len(), 3);
+    assert_eq!(c.cmd("CONFIG SET notify-keyspace-events KEl"), Frame::ok());
+    assert_eq!(c.cmd("SET foo bar"), Frame::ok());
+    assert_eq!(c.cmd("LPUSH mylist a"), Frame::Integer(1));
+    assert_eq!(sub.read_frame(), pmessage("__keyspace@0__:mylist", "lpush"));
+    assert_eq!(sub.read_frame(), pmessage("__keyevent@0__:lpush", "mylist"));
+    assert_eq!(c.cmd("CONFIG SET notify-keyspace-events Ks"), Frame::ok());
+    assert_eq!(c.cmd("SREM myset x"), Frame::Integer(0));
+    assert_eq!(c.cmd("SADD myset a"), Frame::Integer(1));
+    assert_eq!(sub.read_frame(), pmessage("__keyspace@0__:myset", "sadd"));
+    assert_eq!(c.cmd("CONFIG SET notify-keyspace-events En"), Frame::ok());
+    assert_eq!(c.cmd("SET foo baz"), Frame::ok());
+    assert_eq!(c.cmd("SET fresh v"), Frame::ok());
+    assert_eq!(sub.read_frame(), pmessage("__keyevent@0__:new", "fresh"));
+    assert_eq!(c.cmd("CONFIG SET notify-keyspace-events Ex"), Frame::ok());
+    assert_eq!(c.cmd("PSETEX mortal 50 v"), Frame::ok());
+    assert_eq!(
+        sub.read_frame_within(Duration::from_secs(3)),
+        Some(pmessage("__keyevent@0__:expired", "mortal"))
+    );
+    assert_eq!(c.cmd("CONFIG SET notify-keyspace-events KA"), Frame::ok());
+    assert_eq!(
+        c.cmd("CONFIG GET notify-keyspace-events").items()[1],
+        Frame::bulk("AK")
+    );
+    assert!(matches!(
+        c.cmd("CONFIG SET notify-keyspace-events Kq"),
+        Frame::Error(_)
+    ));
+}

@@ -658,7 +658,11 @@ impl Session {
                 return;
             }
         } else {
+            let watched = super::commands::notify::before(self, spec, args);
             (spec.handler)(self, args, reply);
+            if let Some(watched) = watched {
+                super::commands::notify::after(self, spec, args, watched);
+            }
         }
         let took = started.elapsed();
         let context = Arc::clone(&self.context);

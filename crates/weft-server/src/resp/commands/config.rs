@@ -375,6 +375,11 @@ fn memory(value: &str) -> Option<u64> {
 
 /// The value to store for `name`, or why not (Redis' words after the parameter's name).
 fn check(name: &str, value: &str) -> Result<String, String> {
+    if name == "notify-keyspace-events" {
+        return super::notify::parse(value)
+            .map(super::notify::letters)
+            .ok_or_else(|| "Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".to_owned());
+    }
     match kind(name) {
         Kind::Immutable => Err("can't set immutable config".to_owned()),
         Kind::Bool => match value.to_ascii_lowercase().as_str() {
@@ -501,6 +506,12 @@ fn set(session: &Session, pairs: &[Bytes], reply: &mut Reply<'_>) {
         session.context.slowlog.configure(name, &value);
         session.context.scripting.configure(name, &value);
         super::hyperloglog::configure(name, &value);
+        if name == "notify-keyspace-events" {
+            session
+                .context
+                .keyspace_events
+                .set(super::notify::parse(&value).unwrap_or(0));
+        }
         values.insert(name, value);
     }
     reply.ok();

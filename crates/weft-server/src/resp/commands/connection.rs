@@ -274,7 +274,10 @@ pub(crate) fn database_cache_of(
     let name = format!("db{database}");
     match manager.get_or_create_cache(&name, config) {
         // A cache of that name the user made for something else is not taken over.
-        Ok(cache) if cache.config().resp_database == Some(database) => Some(cache),
+        Ok(cache) if cache.config().resp_database == Some(database) => {
+            super::notify::watch_cache(context, &cache);
+            Some(cache)
+        }
         Ok(_) => None,
         Err(error) => {
             tracing::warn!(%error, database, "RESP database not created");

@@ -17,6 +17,7 @@ pub mod hll;
 pub mod hyperloglog;
 pub mod keys;
 pub mod lists;
+pub mod notify;
 pub mod pubsub;
 pub mod scripting;
 pub mod server;

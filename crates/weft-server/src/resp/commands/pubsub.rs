@@ -73,6 +73,11 @@ impl Registry {
 }
 
 impl PubSub {
+    /// Publishes a message no client sent (keyspace notifications) on `channel`.
+    pub fn notify(&self, channel: &[u8], message: &[u8]) {
+        self.publish(Kind::Channel, channel, message, 0, None);
+    }
+
     /// Channels and patterns with subscribers (INFO's `pubsub_channels`, `pubsub_patterns`).
     #[must_use]
     pub fn counts(&self) -> (usize, usize) {
