@@ -441,7 +441,37 @@ impl Node {
         ));
         tokio::spawn(Arc::clone(self).watch_partitions(shutdown.clone()));
         tokio::spawn(Arc::clone(self).coordinate(shutdown.clone()));
+        tokio::spawn(Arc::clone(self).watch_coordinator(shutdown.clone()));
         tokio::spawn(Arc::clone(self).react(shutdown));
+    }
+
+    /// Logs, by name, each change of coordinator (the consensus leader) this node sees:
+    /// consensus' own log names nodes by their numeric ids only, and is off by default.
+    /// Elections without a known leader in between are not logged; the leader they end
+    /// with is.
+    async fn watch_coordinator(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+        let mut metrics = self.raft.metrics();
+        let mut logged: Option<String> = None;
+        loop {
+            // A leader a node has just heard of may not be in the agreed members yet (the
+            // founding node, before its first entry applies): named once it is.
+            if let Some(name) = self.coordinator()
+                && logged.as_ref() != Some(&name)
+            {
+                match &logged {
+                    None => tracing::info!(coordinator = %name, "cluster coordinator known"),
+                    Some(was) => {
+                        tracing::info!(coordinator = %name, previous = %was, "cluster coordinator changed")
+                    }
+                }
+                logged = Some(name);
+            }
+            tokio::select! {
+                changed = metrics.changed() => if changed.is_err() { return },
+                () = tokio::time::sleep(TICK) => {}
+                _ = shutdown.changed() => return,
+            }
+        }
     }
 
     /// Leaves the cluster gracefully: asks the leader to take this node out of the members
@@ -511,7 +541,13 @@ impl Node {
                 .change_membership(ChangeMembers::RemoveNodes(BTreeSet::from([raft_id])), false)
                 .await?;
         }
-        tracing::info!(node = name, "left the cluster");
+        // A coordinator that releases itself is stopping, and says so once, when its
+        // membership leaves.
+        if name == self.me.name {
+            tracing::debug!(node = name, "released this node from the members");
+        } else {
+            tracing::info!(node = name, "member left the cluster");
+        }
         Ok(())
     }
 

@@ -17,6 +17,7 @@ mod deadline;
 pub mod detect;
 pub mod hotrod;
 mod http;
+pub mod logging;
 pub mod memcached;
 pub mod resp;
 pub mod security;

@@ -8,7 +8,6 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use tracing_subscriber::EnvFilter;
 use weft_server::config::ServerConfig;
 
 /// The server's allocator: mimalloc (measured in `docs/benchmarks.md`: glibc's malloc was a
@@ -202,13 +201,7 @@ fn main() -> ExitCode {
 
 fn run() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_env("WEFT_LOG")
-                .unwrap_or_else(|_| EnvFilter::new("info,openraft=warn")),
-        )
-        .with_target(false)
-        .init();
+    weft_server::logging::LogSettings::from_environment()?.init()?;
     match cli.command {
         Command::Server {
             config,
