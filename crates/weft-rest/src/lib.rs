@@ -37,6 +37,7 @@ mod keys;
 mod metrics;
 
 pub use entries::register_functions;
+pub use metrics::MetricsWriter;
 
 use std::fmt;
 use std::sync::Arc;
@@ -156,6 +157,7 @@ pub struct RestState {
     forwarder: Option<Arc<dyn Forwarder>>,
     password: Option<String>,
     guard: Option<Guard>,
+    server_metrics: Option<ServerMetrics>,
 }
 
 /// A request extension naming the address of the client connection a request arrived on,
@@ -276,6 +278,10 @@ pub struct TransferView {
 /// Reads the current cluster membership (the server's membership service).
 pub type ClusterView = Arc<dyn Fn() -> ClusterMembers + Send + Sync>;
 
+/// Writes the families the embedding server adds to `/metrics` (its process, connections,
+/// request latencies): what the router cannot see.
+pub type ServerMetrics = Arc<dyn Fn(&mut MetricsWriter<'_>) + Send + Sync>;
+
 impl fmt::Debug for RestState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RestState")
@@ -305,7 +311,23 @@ impl RestState {
             forwarder: None,
             password: None,
             guard: None,
+            server_metrics: None,
         }
+    }
+
+    /// Families `/metrics` gets from the server, after the caches' and the cluster's.
+    #[must_use]
+    pub fn with_server_metrics(
+        mut self,
+        write: impl Fn(&mut MetricsWriter<'_>) + Send + Sync + 'static,
+    ) -> Self {
+        self.server_metrics = Some(Arc::new(write));
+        self
+    }
+
+    /// The server's families, if it adds any.
+    pub(crate) fn server_metrics(&self) -> Option<&ServerMetrics> {
+        self.server_metrics.as_ref()
     }
 
     /// Where the container and health reports read the cluster's members; without one the

@@ -16,7 +16,9 @@
 //! write_behind_backlog,poisoned}`; the same
 //! counters and sizes summed as `weft_container_…`; `weft_caches`, `weft_uptime_seconds`
 //! and `weft_build_info{version,node}`. Totals fall when a cache is removed or its
-//! statistics are reset, which Prometheus treats as a counter reset.
+//! statistics are reset, which Prometheus treats as a counter reset. The server adds its
+//! own families through [`MetricsWriter`] (`RestState::with_server_metrics`): the process,
+//! client connections and request latencies.
 
 use std::fmt::Write as _;
 
@@ -38,6 +40,7 @@ const NANOS_PER_SECOND: f64 = 1e9;
 enum Kind {
     Counter,
     Gauge,
+    Histogram,
 }
 
 /// A sample's value.
@@ -329,7 +332,7 @@ impl Exposition {
     fn sample_name(family: &Family) -> String {
         match family.kind {
             Kind::Counter => format!("{}_total", family.name),
-            Kind::Gauge => family.name.to_owned(),
+            Kind::Gauge | Kind::Histogram => family.name.to_owned(),
         }
     }
 
@@ -344,6 +347,7 @@ impl Exposition {
         let kind = match family.kind {
             Kind::Counter => "counter",
             Kind::Gauge => "gauge",
+            Kind::Histogram => "histogram",
         };
         // `fmt::Write` for `String` cannot fail.
         let _ = writeln!(self.out, "# HELP {name} {}", escape_help(family.help));
@@ -352,7 +356,13 @@ impl Exposition {
 
     /// Writes one sample line.
     fn sample(&mut self, family: &Family, labels: &[(&str, &str)], value: Number) {
-        self.out.push_str(&Self::sample_name(family));
+        let name = Self::sample_name(family);
+        self.line(&name, labels, value);
+    }
+
+    /// Writes one line: `name{labels} value`.
+    fn line(&mut self, name: &str, labels: &[(&str, &str)], value: Number) {
+        self.out.push_str(name);
         if !labels.is_empty() {
             self.out.push('{');
             for (index, (name, label)) in labels.iter().enumerate() {
@@ -387,6 +397,93 @@ fn escape_label(text: &str) -> String {
 /// Help texts escape `\` and newlines.
 fn escape_help(text: &str) -> String {
     text.replace('\\', "\\\\").replace('\n', "\\n")
+}
+
+/// Writes families into a `/metrics` exposition, in whichever format the scraper asked
+/// for: a family's header first, then its samples.
+pub struct MetricsWriter<'a> {
+    exposition: &'a mut Exposition,
+    family: Option<Family>,
+}
+
+impl std::fmt::Debug for MetricsWriter<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MetricsWriter")
+            .field("family", &self.family.as_ref().map(|family| family.name))
+            .finish_non_exhaustive()
+    }
+}
+
+impl MetricsWriter<'_> {
+    fn begin(&mut self, name: &'static str, kind: Kind, help: &'static str) {
+        let family = Family { name, kind, help };
+        self.exposition.header(&family);
+        self.family = Some(family);
+    }
+
+    /// Starts a counter family; its samples are named `NAME_total`.
+    pub fn counter(&mut self, name: &'static str, help: &'static str) {
+        self.begin(name, Kind::Counter, help);
+    }
+
+    /// Starts a gauge family.
+    pub fn gauge(&mut self, name: &'static str, help: &'static str) {
+        self.begin(name, Kind::Gauge, help);
+    }
+
+    /// Starts a histogram family; write its series with [`MetricsWriter::histogram_sample`].
+    pub fn histogram(&mut self, name: &'static str, help: &'static str) {
+        self.begin(name, Kind::Histogram, help);
+    }
+
+    /// A whole-number sample of the current counter or gauge family.
+    pub fn whole(&mut self, labels: &[(&str, &str)], value: u64) {
+        if let Some(family) = self.family.take() {
+            self.exposition
+                .sample(&family, labels, Number::Whole(value));
+            self.family = Some(family);
+        }
+    }
+
+    /// A real-number sample of the current counter or gauge family.
+    pub fn real(&mut self, labels: &[(&str, &str)], value: f64) {
+        if let Some(family) = self.family.take() {
+            self.exposition.sample(&family, labels, Number::Real(value));
+            self.family = Some(family);
+        }
+    }
+
+    /// One series of the current histogram family: `buckets` pairs each upper bound (in
+    /// increasing order, without `+Inf`) with the observations at or below it (cumulative);
+    /// `count` is every observation, the `+Inf` bucket.
+    pub fn histogram_sample(
+        &mut self,
+        labels: &[(&str, &str)],
+        buckets: &[(f64, u64)],
+        sum: f64,
+        count: u64,
+    ) {
+        let Some(family) = self.family.as_ref() else {
+            return;
+        };
+        let bucket_name = format!("{}_bucket", family.name);
+        let sum_name = format!("{}_sum", family.name);
+        let count_name = format!("{}_count", family.name);
+        for (bound, cumulative) in buckets {
+            let bound = bound.to_string();
+            let mut with_bound: Vec<(&str, &str)> = labels.to_vec();
+            with_bound.push(("le", &bound));
+            self.exposition
+                .line(&bucket_name, &with_bound, Number::Whole(*cumulative));
+        }
+        let mut with_bound: Vec<(&str, &str)> = labels.to_vec();
+        with_bound.push(("le", "+Inf"));
+        self.exposition
+            .line(&bucket_name, &with_bound, Number::Whole(count));
+        self.exposition.line(&sum_name, labels, Number::Real(sum));
+        self.exposition
+            .line(&count_name, labels, Number::Whole(count));
+    }
 }
 
 /// Whether the scraper asked for OpenMetrics.
@@ -472,6 +569,13 @@ fn render(state: &Shared, open_metrics: bool) -> String {
         Number::Whole(u64::try_from(state.cluster_members().names.len()).unwrap_or(u64::MAX)),
     );
     cluster_families(&mut exposition, state);
+    if let Some(write) = state.server_metrics() {
+        let mut writer = MetricsWriter {
+            exposition: &mut exposition,
+            family: None,
+        };
+        write(&mut writer);
+    }
     let build = Family {
         name: "weft_build_info",
         kind: Kind::Gauge,
@@ -621,6 +725,35 @@ pub(crate) async fn metrics(State(state): State<Shared>, headers: HeaderMap) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // Proves a histogram series has its cumulative buckets, `+Inf`, sum and count, and its
+    // family the histogram type, in both formats.
+    #[test]
+    fn histogram_series() {
+        for open_metrics in [false, true] {
+            let mut exposition = Exposition {
+                out: String::new(),
+                open_metrics,
+            };
+            let mut writer = MetricsWriter {
+                exposition: &mut exposition,
+                family: None,
+            };
+            writer.histogram("weft_x_seconds", "X.");
+            writer.histogram_sample(&[("protocol", "resp")], &[(0.001, 2), (0.01, 3)], 0.5, 4);
+            let text = exposition.finish();
+            for line in [
+                "# TYPE weft_x_seconds histogram\n",
+                "weft_x_seconds_bucket{protocol=\"resp\",le=\"0.001\"} 2\n",
+                "weft_x_seconds_bucket{protocol=\"resp\",le=\"0.01\"} 3\n",
+                "weft_x_seconds_bucket{protocol=\"resp\",le=\"+Inf\"} 4\n",
+                "weft_x_seconds_sum{protocol=\"resp\"} 0.5\n",
+                "weft_x_seconds_count{protocol=\"resp\"} 4\n",
+            ] {
+                assert!(text.contains(line), "{line} missing from {text}");
+            }
+        }
+    }
 
     // Proves label and help escaping follow the exposition format's rules.
     #[test]

@@ -48,6 +48,7 @@ pub(crate) async fn serve(
     // Set once hyper has read a whole head: the first-request deadline is then met.
     let head_received = Arc::new(AtomicBool::new(false));
     let router = context.rest_router.clone();
+    let telemetry = Arc::clone(&context.telemetry);
     let received = Arc::clone(&head_received);
     let certificate = context
         .security
@@ -56,6 +57,7 @@ pub(crate) async fn serve(
         received.store(true, Ordering::Relaxed);
         serve_request(
             router.clone(),
+            Arc::clone(&telemetry),
             request,
             peer,
             certificate.clone(),
@@ -96,17 +98,36 @@ pub(crate) async fn serve(
     }
 }
 
+/// The operation label of an HTTP request in the latency metrics: its method (any other
+/// than the standard ones is `OTHER`, so that clients cannot make up label values).
+fn method_label(method: &axum::http::Method) -> &'static str {
+    use axum::http::Method;
+    match *method {
+        Method::GET => "GET",
+        Method::HEAD => "HEAD",
+        Method::PUT => "PUT",
+        Method::POST => "POST",
+        Method::DELETE => "DELETE",
+        Method::OPTIONS => "OPTIONS",
+        Method::PATCH => "PATCH",
+        _ => "OTHER",
+    }
+}
+
 /// Runs one request through the router, with the client's address and its body's deadline;
 /// a body that missed it is answered `408` and the connection closes (what is left of the
 /// body cannot be told from the next request).
 async fn serve_request(
     router: axum::Router,
+    telemetry: Arc<crate::telemetry::Telemetry>,
     request: Request<Incoming>,
     peer: std::net::SocketAddr,
     certificate: Option<String>,
     body_deadline: BodyDeadline,
 ) -> Result<Response<axum::body::Body>, std::convert::Infallible> {
     use tower::ServiceExt;
+    let started = std::time::Instant::now();
+    let operation = method_label(request.method());
     let timed_out = Arc::new(AtomicBool::new(false));
     let mut request = request.map(|body| DeadlineBody {
         inner: body,
@@ -127,6 +148,11 @@ async fn serve_request(
         Ok(response) => response,
         Err(never) => match never {},
     };
+    telemetry.observe(
+        crate::telemetry::Protocol::Http,
+        operation,
+        started.elapsed(),
+    );
     if !timed_out.load(Ordering::Relaxed) {
         return Ok(response);
     }

@@ -23,6 +23,7 @@ pub mod resp;
 pub mod security;
 pub mod store_cli;
 pub mod stream;
+mod telemetry;
 pub mod tls;
 pub mod users_cli;
 
@@ -99,6 +100,8 @@ pub struct ServerContext {
     pub(crate) command_stats: resp::commands::stats::CommandStats,
     /// `notify-keyspace-events`.
     pub(crate) keyspace_events: resp::commands::notify::KeyspaceEvents,
+    /// Connections and request latencies for `/metrics`.
+    pub(crate) telemetry: Arc<telemetry::Telemetry>,
 }
 
 /// Runs `f`, which may block for long (a script, a wait for one), without starving the
@@ -365,7 +368,10 @@ impl Server {
             ),
             None => None,
         };
+        let telemetry = Arc::new(telemetry::Telemetry::default());
+        let metrics_telemetry = Arc::clone(&telemetry);
         let mut rest_state = weft_rest::RestState::new(manager.clone())
+            .with_server_metrics(move |out| metrics_telemetry.write(out))
             .with_node_name(node_name)
             .with_password(config.server.password.clone())
             .with_shutdown(move || {
@@ -418,6 +424,7 @@ impl Server {
             pause: resp::clients::Pause::default(),
             command_stats: resp::commands::stats::CommandStats::default(),
             keyspace_events: resp::commands::notify::KeyspaceEvents::default(),
+            telemetry,
         });
         context.keyspace_events.bind(&context);
         for cache in context.manager.caches() {
@@ -565,9 +572,11 @@ async fn accept_loop(
                             connections.spawn(serve_connection(stream, peer, slot, deadline, context, port));
                         }
                         Err(admission::Refusal::Full) => {
+                            context.telemetry.refused(telemetry::Refused::ConnectionsMax);
                             tracing::warn!(%peer, "connection refused: connections-max reached");
                         }
                         Err(admission::Refusal::AddressFull) => {
+                            context.telemetry.refused(telemetry::Refused::PerAddressMax);
                             tracing::warn!(%peer, "connection refused: connections-per-address-max reached for this address");
                         }
                     }
@@ -612,6 +621,14 @@ async fn serve_connection(
         }
     };
     deadline.received(prefix.len());
+    let counted = match protocol {
+        Protocol::Resp => Some(telemetry::Protocol::Resp),
+        Protocol::Http => Some(telemetry::Protocol::Http),
+        Protocol::HotRod => Some(telemetry::Protocol::HotRod),
+        Protocol::MemcachedText | Protocol::MemcachedBinary => Some(telemetry::Protocol::Memcached),
+        _ => None,
+    };
+    let _open = counted.map(|protocol| context.telemetry.connection(protocol));
     match protocol {
         Protocol::Resp => {
             resp::serve(conn, prefix, peer, Arc::clone(&context), deadline).await;

@@ -208,8 +208,14 @@ pub async fn serve(
                 Ok(Some(frame)) => {
                     context.total_commands.fetch_add(1, Ordering::Relaxed);
                     let start = output.len();
+                    let started = std::time::Instant::now();
                     let ((), durability) =
                         collect_durability(|| ops::process(&connection, &frame, &mut output));
+                    context.telemetry.observe(
+                        crate::telemetry::Protocol::HotRod,
+                        crate::telemetry::hotrod_operation(frame.header.opcode),
+                        started.elapsed(),
+                    );
                     answer_when_durable(
                         &connection,
                         durability,

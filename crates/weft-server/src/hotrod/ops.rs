@@ -608,6 +608,7 @@ pub(super) fn run_elsewhere(
         .routed
         .count(crate::cluster::Origin::HotRod);
     let connection = Arc::clone(connection);
+    let started = std::time::Instant::now();
     tokio::spawn(async move {
         let response = match grid.apply(operation).await {
             Ok(applied) => {
@@ -618,6 +619,11 @@ pub(super) fn run_elsewhere(
             }
             Err(error) => Err(Failure::from(error)),
         };
+        connection.context.telemetry.observe(
+            crate::telemetry::Protocol::HotRod,
+            crate::telemetry::hotrod_operation(frame.header.opcode),
+            started.elapsed(),
+        );
         send_later(&connection, &frame, response).await;
     });
 }

@@ -371,6 +371,8 @@ async fn serve_connection(
                 }
             };
             processed += 1;
+            let started = std::time::Instant::now();
+            let operation = operation_of(&request);
             // The other members are cleared ahead of the request, so only for a client that
             // may (the request's own check then refuses the others, and logs it).
             if let Some(node) = &context.cluster
@@ -386,6 +388,11 @@ async fn serve_connection(
             }
             if let Some(grid) = elsewhere(&connection, &request) {
                 run_at_owners(&mut connection, &grid, &request, &mut output).await;
+                context.telemetry.observe(
+                    crate::telemetry::Protocol::Memcached,
+                    operation,
+                    started.elapsed(),
+                );
                 if connection.quit {
                     break;
                 }
@@ -417,6 +424,11 @@ async fn serve_connection(
                     }
                 }
             }
+            context.telemetry.observe(
+                crate::telemetry::Protocol::Memcached,
+                operation,
+                started.elapsed(),
+            );
             if connection.quit {
                 break;
             }
@@ -460,6 +472,51 @@ async fn serve_connection(
                 return;
             }
         }
+    }
+}
+
+/// The operation label of a request in the latency metrics: memcached's command name
+/// (binary commands by the text command they match).
+fn operation_of(request: &Request) -> &'static str {
+    use weft_memcached::BinaryCommand as B;
+    use weft_memcached::TextCommand as T;
+    match request {
+        Request::Text(request) => match &request.command {
+            T::Get { kind, .. } => kind.name(),
+            T::Store { mode, .. } | T::TooLarge { mode, .. } => mode.name(),
+            T::Delete { .. } => "delete",
+            T::Arithmetic { incr: true, .. } => "incr",
+            T::Arithmetic { incr: false, .. } => "decr",
+            T::Touch { .. } => "touch",
+            T::FlushAll { .. } => "flush_all",
+            T::Version => "version",
+            T::Verbosity { .. } => "verbosity",
+            T::Stats { .. } => "stats",
+            _ => "other",
+        },
+        Request::Binary(request) => match &request.command {
+            B::Get { .. } => "get",
+            B::Touch { .. } => "touch",
+            B::GetAndTouch { .. } => "gat",
+            B::Store { mode, .. } => match mode {
+                weft_memcached::binary::StoreMode::Set => "set",
+                weft_memcached::binary::StoreMode::Add => "add",
+                weft_memcached::binary::StoreMode::Replace => "replace",
+            },
+            B::Concat { append: true, .. } => "append",
+            B::Concat { append: false, .. } => "prepend",
+            B::Delete { .. } => "delete",
+            B::Arithmetic { incr: true, .. } => "incr",
+            B::Arithmetic { incr: false, .. } => "decr",
+            B::Quit { .. } => "quit",
+            B::Flush { .. } => "flush_all",
+            B::Noop => "noop",
+            B::Version => "version",
+            B::Stat { .. } => "stats",
+            B::Verbosity { .. } => "verbosity",
+            B::SaslListMechs | B::Sasl { .. } => "sasl",
+            _ => "other",
+        },
     }
 }
 
