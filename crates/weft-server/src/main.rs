@@ -16,22 +16,50 @@ use weft_server::config::ServerConfig;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// Weft: a distributed in-memory data grid speaking RESP and Infinispan's REST API.
+/// Weft, a distributed in-memory data grid: one port speaks Hot Rod (Infinispan's clients),
+/// RESP (Redis clients), memcached and REST.
 #[derive(Debug, Parser)]
-#[command(name = "weft", version, about)]
+#[command(name = "weft", version, after_help = AFTER_HELP)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
 }
 
+/// What `weft --help` ends with: a first command, the logging variables, the manuals.
+const AFTER_HELP: &str = "\
+Start here:
+  weft server                      a server on 127.0.0.1:11222 with one cache, `default`
+  redis-cli -p 11222 SET k v       then any Redis, memcached, Hot Rod or HTTP client
+  curl localhost:11222/metrics     Prometheus metrics
+
+Logging (every command):
+  WEFT_LOG=debug                   a tracing filter: a level, or `target=level` pairs
+                                   (default `info`; e.g. `warn,weft::audit=info`)
+  WEFT_LOG_FORMAT=json             one JSON object per line, for log collectors
+  NO_COLOR=1                       no colour even on a terminal (never in files and pipes)
+
+Documentation: docs/configuration.md, docs/operations.md.";
+
+/// What `weft server --help` ends with.
+const SERVER_AFTER_HELP: &str = "\
+Examples:
+  weft server
+  weft server --config weft.toml
+  weft server --bind 127.0.0.1:11223 --node-name b --cluster-listen 127.0.0.1:7801 \\
+      --join 127.0.0.1:7800,127.0.0.1:7801,127.0.0.1:7802
+
+The log goes to standard output (WEFT_LOG, WEFT_LOG_FORMAT: see `weft --help`).";
+
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run a server (every protocol on one port).
+    /// Run a server (every protocol on one port); Ctrl-C or SIGTERM stops it cleanly.
+    #[command(after_help = SERVER_AFTER_HELP)]
     Server {
         /// Configuration file (TOML). Without one: cache `default` on 127.0.0.1:11222.
         #[arg(short, long, env = "WEFT_CONFIG")]
         config: Option<PathBuf>,
-        /// Listen address, overriding the configuration file.
+        /// Address (IP:PORT) every protocol listens on, overriding the configuration file
+        /// (default 127.0.0.1:11222; another than loopback needs users or a password).
         #[arg(short, long, env = "WEFT_BIND")]
         bind: Option<std::net::SocketAddr>,
         /// Nodes to join (`host:port` of their cluster address, comma-separated), adding to
@@ -89,14 +117,10 @@ enum Command {
         /// What to show.
         #[command(subcommand)]
         show: ClusterShow,
-        /// A node's address (its client port, where REST is served).
-        #[arg(
-            long,
-            global = true,
-            env = "WEFT_SERVER",
-            default_value = "127.0.0.1:11222"
-        )]
-        server: String,
+        /// A node's address: its client port, where REST is served (default
+        /// 127.0.0.1:11222, a server on this machine).
+        #[arg(long, global = true, env = "WEFT_SERVER")]
+        server: Option<String>,
         /// The user to authenticate as (a server with a users file needs one).
         #[arg(long, global = true, env = "WEFT_USER")]
         user: Option<String>,
@@ -172,6 +196,9 @@ enum StoreAction {
     /// Exit status 2 when the repair could not be made.
     Repair,
 }
+
+/// The node `weft cluster` asks when told none.
+const CLUSTER_SERVER_DEFAULT: &str = "127.0.0.1:11222";
 
 /// Exit status of `weft store` when it could not do its work.
 const STORE_FAILED: u8 = 2;
@@ -286,6 +313,12 @@ fn run() -> anyhow::Result<ExitCode> {
             let credentials = user
                 .as_deref()
                 .map(|user| (user, password.as_deref().unwrap_or_default()));
+            // Without --server, say which node was asked: a person expecting their
+            // cluster may be reading a local test server's answer, or its absence.
+            let server = server.unwrap_or_else(|| {
+                eprintln!("asking {CLUSTER_SERVER_DEFAULT} (no --server or WEFT_SERVER given)");
+                CLUSTER_SERVER_DEFAULT.to_owned()
+            });
             let report = weft_server::cli::topology(&server, credentials)?;
             let text = match show {
                 ClusterShow::Members => weft_server::cli::members_text(&report),

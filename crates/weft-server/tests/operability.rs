@@ -229,3 +229,50 @@ fn metrics_have_process_connection_and_latency_series() {
         "{started} vs {now}"
     );
 }
+
+// Proves `weft --help` tells a newcomer what Weft speaks, how to start and how to choose
+// the log (before: the crate's description for developers, nothing on logging).
+#[test]
+fn help_speaks_to_users() {
+    let dir = tempfile::tempdir().unwrap();
+    let help = common::process::run(dir.path(), &["--help"]);
+    assert_eq!(help.code, Some(0));
+    for needed in [
+        "Hot Rod",
+        "RESP",
+        "memcached",
+        "weft server",
+        "WEFT_LOG_FORMAT=json",
+    ] {
+        assert!(
+            help.stdout.contains(needed),
+            "{needed:?} missing:\n{}",
+            help.stdout
+        );
+    }
+    let server = common::process::run(dir.path(), &["server", "--help"]);
+    assert!(
+        server.stdout.contains("--join 127.0.0.1:7800"),
+        "{}",
+        server.stdout
+    );
+}
+
+// Proves `weft cluster` without `--server` says which node it asked, whatever it found
+// there (before: an answer, or `connect to 127.0.0.1:11222`, with no word of a default).
+#[test]
+fn cluster_without_server_names_the_node_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_weft"))
+        .args(["cluster", "members"])
+        .env_remove("WEFT_SERVER")
+        .current_dir(dir.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("asking 127.0.0.1:11222 (no --server or WEFT_SERVER given)"),
+        "{stderr}"
+    );
+}
