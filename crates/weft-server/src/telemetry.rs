@@ -88,6 +88,10 @@ impl Histogram {
     }
 }
 
+/// The histograms by protocol and operation: looked up on every request, so with a fast
+/// hash (the keys are this program's own names, nothing a client chooses).
+type Latencies = HashMap<(Protocol, &'static str), Arc<Histogram>, foldhash::fast::RandomState>;
+
 /// Connections, refusals and latencies, shared by every connection.
 #[derive(Debug)]
 pub(crate) struct Telemetry {
@@ -95,7 +99,7 @@ pub(crate) struct Telemetry {
     opened: [AtomicU64; Protocol::ALL.len()],
     refused_connections_max: AtomicU64,
     refused_per_address_max: AtomicU64,
-    latencies: parking_lot::RwLock<HashMap<(Protocol, &'static str), Arc<Histogram>>>,
+    latencies: parking_lot::RwLock<Latencies>,
     /// When the process started, in seconds since the Unix epoch.
     started_unix_seconds: f64,
 }
