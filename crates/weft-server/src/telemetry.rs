@@ -156,16 +156,17 @@ impl Telemetry {
 
     /// Records that a `protocol` request doing `operation` took `elapsed`.
     pub(crate) fn observe(&self, protocol: Protocol, operation: &'static str, elapsed: Duration) {
-        let found = self.latencies.read().get(&(protocol, operation)).cloned();
-        let histogram = match found {
-            Some(histogram) => histogram,
-            None => Arc::clone(
-                self.latencies
-                    .write()
-                    .entry((protocol, operation))
-                    .or_default(),
-            ),
-        };
+        // The common case takes the read lock only: no reference count is touched.
+        if let Some(histogram) = self.latencies.read().get(&(protocol, operation)) {
+            histogram.observe(elapsed);
+            return;
+        }
+        let histogram = Arc::clone(
+            self.latencies
+                .write()
+                .entry((protocol, operation))
+                .or_default(),
+        );
         histogram.observe(elapsed);
     }
 

@@ -666,6 +666,9 @@ impl Session {
         }
         let took = started.elapsed();
         let context = Arc::clone(&self.context);
+        context
+            .telemetry
+            .observe(crate::telemetry::Protocol::Resp, spec.name, took);
         context.command_stats.ran(
             spec,
             u64::try_from(took.as_micros()).unwrap_or(u64::MAX),
