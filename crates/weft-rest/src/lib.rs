@@ -35,6 +35,7 @@ mod headers;
 mod json;
 mod keys;
 mod metrics;
+mod rebalance;
 
 pub use entries::register_functions;
 pub use metrics::MetricsWriter;
@@ -262,6 +263,20 @@ pub struct CacheTopologyView {
     pub transfer: TransferView,
     /// Whether the cache refuses operations after losing too many members.
     pub degraded: bool,
+    /// The agreed rebalance under way, member by member (empty when stable).
+    pub rebalance: Vec<MemberRebalanceView>,
+}
+
+/// One member's part in a rebalance, as the cluster agreed it: what it must fetch, and
+/// whether it confirmed the current phase (in the first phase, that its transfers are done).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct MemberRebalanceView {
+    /// The member's name.
+    pub member: String,
+    /// Segments it copies from others in this rebalance.
+    pub segments_to_fetch: u64,
+    /// Whether it confirmed the current phase.
+    pub confirmed: bool,
 }
 
 /// State-transfer progress on one node.
@@ -519,6 +534,7 @@ pub fn router(state: RestState) -> Router {
         )
         .route("/metrics", get(metrics::metrics))
         .route("/rest/v2/cluster/topology", get(container::topology))
+        .route("/rest/v2/cluster/rebalance", get(rebalance::rebalance))
         .fallback(error::no_route)
         .method_not_allowed_fallback(error::method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(

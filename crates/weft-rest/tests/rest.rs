@@ -2102,3 +2102,74 @@ async fn health_follows_rebalancing_partitions_and_missing_members() {
     let body = response.into_body().collect().await.unwrap().to_bytes();
     assert_eq!(&body[..], b"DEGRADED");
 }
+
+// Proves `GET /rest/v2/cluster/rebalance` reports each clustered cache's rebalance across the
+// cluster from the agreed topology: members confirmed, segments arrived, overall progress.
+#[tokio::test]
+async fn rebalance_reports_progress_across_the_cluster() {
+    use weft_rest::{CacheTopologyView, ClusterMembers, MemberRebalanceView, TransferView};
+    let manager = CacheManager::new(ManagerConfig::default()).unwrap();
+    let member = |name: &str, segments_to_fetch: u64, confirmed: bool| MemberRebalanceView {
+        member: name.into(),
+        segments_to_fetch,
+        confirmed,
+    };
+    let caches = vec![
+        CacheTopologyView {
+            cache: "moving".into(),
+            topology_id: 4,
+            rebalance_id: 2,
+            phase: "read-old-write-all".into(),
+            rebalance: vec![member("a", 40, true), member("b", 60, false)],
+            transfer: TransferView {
+                segments_total: 60,
+                segments_done: 30,
+                entries: 1_000,
+            },
+            ..CacheTopologyView::default()
+        },
+        CacheTopologyView {
+            cache: "still".into(),
+            phase: "stable".into(),
+            ..CacheTopologyView::default()
+        },
+    ];
+    let view = ClusterMembers {
+        names: vec!["a".into(), "b".into()],
+        caches,
+        ..ClusterMembers::default()
+    };
+    let app = router(
+        RestState::new(manager)
+            .with_node_name("b")
+            .with_cluster_view(move || view.clone()),
+    );
+    let response = app
+        .oneshot(
+            Request::get("/rest/v2/cluster/rebalance")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    let report: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(report["node_name"], "b");
+    assert_eq!(report["rebalancing"], true);
+    let moving = &report["caches"][0];
+    assert_eq!(moving["cache"], "moving");
+    assert_eq!(moving["phase_number"], 1);
+    assert_eq!(moving["segments_total"], 100);
+    assert_eq!(moving["segments_done"], 70);
+    assert_eq!(moving["members_confirmed"], 1);
+    assert_eq!(moving["members_total"], 2);
+    assert_eq!(
+        moving["members"][1],
+        json!({"member": "b", "segments_to_fetch": 60, "confirmed": false})
+    );
+    assert!((moving["progress"].as_f64().unwrap() - 0.7 / 3.0).abs() < 1e-9);
+    let still = &report["caches"][1];
+    assert_eq!(still["phase_number"], 0);
+    assert_eq!(still["progress"], 1.0);
+}

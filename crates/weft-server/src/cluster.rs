@@ -111,6 +111,10 @@ fn members(node: &Node, routed: &Routed) -> ClusterMembers {
                     entries: transfer.entries,
                 },
                 degraded: node.routing().degraded(name).is_some(),
+                rebalance: state
+                    .cache(name)
+                    .map(|record| rebalance_view(&record.topology))
+                    .unwrap_or_default(),
             })
         })
         .collect();
@@ -123,6 +127,35 @@ fn members(node: &Node, routed: &Routed) -> ClusterMembers {
         unreachable: node.unreachable_members(),
         bytes: node.transport().bytes(),
     }
+}
+
+/// Each member's part in the agreed rebalance of `topology` (none when stable).
+fn rebalance_view(
+    topology: &weft_cluster::topology::CacheTopology,
+) -> Vec<weft_rest::MemberRebalanceView> {
+    let Some(pending) = topology.pending() else {
+        return Vec::new();
+    };
+    let current = topology.current();
+    // What each member copies: the segments it owns in the hash moved to and not in the one
+    // moved from (`CacheTopology::to_fetch`, which answers only during the first phase;
+    // the totals stay put through the later phases here).
+    let to_fetch = |member: &weft_cluster::MemberId| {
+        (0..pending.segment_count())
+            .filter(|&s| {
+                pending.owner_ids(s).contains(&member) && !current.owner_ids(s).contains(&member)
+            })
+            .count() as u64
+    };
+    topology
+        .members()
+        .into_iter()
+        .map(|member| weft_rest::MemberRebalanceView {
+            segments_to_fetch: to_fetch(&member),
+            confirmed: topology.has_confirmed(&member),
+            member: member.0,
+        })
+        .collect()
 }
 
 fn phase_name(phase: weft_cluster::topology::Phase) -> &'static str {
