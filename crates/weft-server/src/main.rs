@@ -1,7 +1,8 @@
 //! The `weft` command: `weft server [--config FILE]` runs a server; `weft cluster members`
 //! and `weft cluster topology` show a running cluster through a node's REST endpoint;
 //! `weft store check` and `weft store repair` examine and cut the file stores of a data
-//! directory no server has open.
+//! directory no server has open; `weft cli` is a shell (and scriptable commands) over a
+//! server's REST API.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -112,6 +113,10 @@ enum Command {
         )]
         users_file: PathBuf,
     },
+    /// A shell for a running server: caches, entries, statistics, the cluster and its
+    /// rebalancing, users, shutdown (`weft cli -c "cache list"` runs one command and exits;
+    /// see docs/cli.md).
+    Cli(weft_cli::Options),
     /// Show a running cluster, as one of its nodes sees it.
     Cluster {
         /// What to show.
@@ -303,6 +308,10 @@ fn run() -> anyhow::Result<ExitCode> {
             };
             print!("{text}");
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Cli(options) => {
+            let users: weft_cli::UsersFile = Box::new(weft_server::users_cli::shell_command);
+            Ok(ExitCode::from(weft_cli::run(options, Some(users))))
         }
         Command::Cluster {
             show,

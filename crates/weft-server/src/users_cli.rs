@@ -102,6 +102,53 @@ pub fn list(file: &Path) -> anyhow::Result<String> {
         .collect())
 }
 
+/// Runs `weft cli`'s `user …` commands (the shell cannot edit a users file by itself:
+/// REST has no users API, and the file lives beside the server).
+///
+/// # Errors
+/// What the command's function above says, as text.
+pub fn shell_command(
+    command: &weft_cli::command::UserCommand,
+) -> Result<weft_cli::output::Output, String> {
+    use weft_cli::command::UserCommand;
+    let done = |name: &str, text: anyhow::Result<String>| {
+        let text = text.map_err(|error| format!("{error:#}"))?;
+        let json = serde_json::json!({"user": name, "done": text.trim_end()});
+        Ok(weft_cli::output::Output::new(text, json))
+    };
+    match command {
+        UserCommand::Create {
+            name,
+            password,
+            groups,
+            users_file,
+        } => done(name, create(users_file, name, password, groups.clone())),
+        UserCommand::Password {
+            name,
+            password,
+            users_file,
+        } => done(name, self::password(users_file, name, password)),
+        UserCommand::Groups {
+            name,
+            groups,
+            users_file,
+        } => done(name, self::groups(users_file, name, groups.clone())),
+        UserCommand::Remove { name, users_file } => done(name, remove(users_file, name)),
+        UserCommand::List { users_file } => {
+            let text = list(users_file).map_err(|error| format!("{error:#}"))?;
+            let users = load(users_file).map_err(|error| format!("{error:#}"))?;
+            let json: Vec<serde_json::Value> = users
+                .iter()
+                .map(|user| serde_json::json!({"name": user.name, "groups": user.groups}))
+                .collect();
+            Ok(weft_cli::output::Output::new(
+                text,
+                serde_json::json!({ "users": json }),
+            ))
+        }
+    }
+}
+
 fn group_list(user: &User) -> String {
     if user.groups.is_empty() {
         "no groups".to_owned()
