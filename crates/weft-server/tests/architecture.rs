@@ -211,3 +211,16 @@ fn scripting_does_no_io() {
         );
     }
 }
+
+// Proves `weft cli` knows a server only through its REST API, as any remote tool would: it
+// depends on no other Weft crate (the binary hands it what REST cannot do).
+#[test]
+fn the_cli_talks_rest_only() {
+    let graph = normal_dependencies();
+    for dependency in &graph["weft-cli"] {
+        assert!(
+            !dependency.starts_with("weft-") && !["axum", "mlua"].contains(&dependency.as_str()),
+            "weft-cli depends on {dependency}"
+        );
+    }
+}

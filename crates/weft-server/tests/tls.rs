@@ -8,90 +8,17 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::TestServer;
-use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
-    KeyPair,
-};
+use common::certificates::{Ca, Files};
+use rcgen::{CertificateParams, ExtendedKeyUsagePurpose, KeyPair};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls::{ClientConfig, ClientConnection, RootCertStore, StreamOwned};
 
 const READ_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// A certificate authority that signs server and client certificates.
-struct Ca {
-    issuer: CertifiedIssuer<'static, KeyPair>,
-}
-
-impl Ca {
-    fn new(name: &str) -> Self {
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.distinguished_name.push(DnType::CommonName, name);
-        let issuer = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
-        Self { issuer }
-    }
-
-    fn pem(&self) -> String {
-        self.issuer.pem()
-    }
-
-    /// A certificate for `names` (DNS names or IP addresses), and its key, both PEM.
-    fn sign(&self, names: &[&str], purpose: ExtendedKeyUsagePurpose) -> (String, String) {
-        let mut params =
-            CertificateParams::new(names.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>())
-                .unwrap();
-        params.distinguished_name.push(
-            DnType::CommonName,
-            names.first().copied().unwrap_or("client"),
-        );
-        params.extended_key_usages = vec![purpose];
-        let key = KeyPair::generate().unwrap();
-        let certificate = params.signed_by(&key, &self.issuer).unwrap();
-        (certificate.pem(), key.serialize_pem())
-    }
-}
-
-/// Server files in a directory: `server.pem`, `server.key`, `ca.pem` (the CA clients use).
-struct Files {
-    dir: tempfile::TempDir,
-}
-
-impl Files {
-    fn new(ca: &Ca) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let files = Self { dir };
-        files.write_server(ca);
-        files
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
-    fn write_server(&self, ca: &Ca) {
-        let (certificate, key) = ca.sign(
-            &["localhost", "127.0.0.1"],
-            ExtendedKeyUsagePurpose::ServerAuth,
-        );
-        std::fs::write(self.path("server.pem"), certificate).unwrap();
-        std::fs::write(self.path("server.key"), key).unwrap();
-    }
-
-    /// The `[server.tls]` table naming these files, plus `extra` lines.
-    fn section(&self, extra: &str) -> String {
-        format!(
-            "[server.tls]\ncertificate = \"{}\"\nkey = \"{}\"\n{extra}\n",
-            self.path("server.pem").display(),
-            self.path("server.key").display()
-        )
-    }
-}
 
 fn start(files: &Files, extra: &str) -> TestServer {
     TestServer::start_with("", &files.section(extra))

@@ -5,6 +5,8 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::missing_panics_doc)]
 
 pub mod auth;
+pub mod certificates;
+pub mod cli;
 pub mod cluster;
 pub mod hotrod;
 pub mod linearizability;
