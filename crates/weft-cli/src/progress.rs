@@ -366,7 +366,7 @@ fn follow_with(
                 .collect();
             return Err(CliError::Local(format!(
                 "still rebalancing after {} s: {}",
-                timeout.as_secs(),
+                timeout.as_secs_f64(),
                 still.join("; ")
             )));
         }
