@@ -55,8 +55,9 @@ pub(crate) struct CacheRebalance {
     pub members_total: u64,
     /// Members that confirmed the current phase.
     pub members_confirmed: u64,
-    /// The whole rebalance's progress, from 0 to 1 (1 when stable): each phase a third, the
-    /// first by segments arrived, the others by members confirmed.
+    /// The whole rebalance's progress, from 0 to 1 (1 when stable), counted in units of
+    /// work: each segment copy to move, and each member's confirmation of each of the three
+    /// phases. Copies dominate: the later phases pass in milliseconds.
     pub progress: f64,
     /// Each member's part.
     pub members: Vec<MemberRebalanceView>,
@@ -96,17 +97,16 @@ pub(crate) fn cache_rebalance(node: &str, view: &CacheTopologyView) -> CacheReba
     };
     let members_total = members.len() as u64;
     let members_confirmed = members.iter().filter(|m| m.confirmed).count() as u64;
-    let fraction = |done: u64, total: u64| {
-        if total == 0 {
+    let progress = if phase_number == 0 {
+        1.0
+    } else {
+        let confirmations = u64::from(phase_number - 1) * members_total + members_confirmed;
+        let units = segments_total + PHASES.len() as u64 * members_total;
+        if units == 0 {
             0.0
         } else {
-            done as f64 / total as f64
+            (segments_done + confirmations) as f64 / units as f64
         }
-    };
-    let progress = match phase_number {
-        0 => 1.0,
-        1 if segments_total > 0 => fraction(segments_done, segments_total) / 3.0,
-        number => (f64::from(number - 1) + fraction(members_confirmed, members_total)) / 3.0,
     };
     CacheRebalance {
         cache: view.cache.clone(),
@@ -181,7 +181,8 @@ mod tests {
         assert_eq!(report.phase_number, 1);
         assert_eq!((report.segments_done, report.segments_total), (15, 60));
         assert_eq!((report.members_confirmed, report.members_total), (1, 3));
-        assert!((report.progress - 15.0 / 60.0 / 3.0).abs() < 1e-9);
+        // 15 of 60 copies and 1 of 9 confirmations.
+        assert!((report.progress - 16.0 / 69.0).abs() < 1e-9);
         // A node outside the rebalance knows only the confirmed members' segments.
         assert_eq!(cache_rebalance("d", &view).segments_done, 10);
 
@@ -193,7 +194,7 @@ mod tests {
         ];
         let report = cache_rebalance("b", &view);
         assert_eq!((report.phase_number, report.segments_done), (3, 60));
-        assert!((report.progress - (2.0 + 2.0 / 3.0) / 3.0).abs() < 1e-9);
+        assert!((report.progress - 68.0 / 69.0).abs() < 1e-9);
 
         view.phase = "stable".into();
         let report = cache_rebalance("b", &view);

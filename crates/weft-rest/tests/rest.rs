@@ -2168,7 +2168,8 @@ async fn rebalance_reports_progress_across_the_cluster() {
         moving["members"][1],
         json!({"member": "b", "segments_to_fetch": 60, "confirmed": false})
     );
-    assert!((moving["progress"].as_f64().unwrap() - 0.7 / 3.0).abs() < 1e-9);
+    // 70 of 100 copies and 1 of 6 confirmations.
+    assert!((moving["progress"].as_f64().unwrap() - 71.0 / 106.0).abs() < 1e-9);
     let still = &report["caches"][1];
     assert_eq!(still["phase_number"], 0);
     assert_eq!(still["progress"], 1.0);
