@@ -81,12 +81,12 @@ impl Table {
         let mut out = String::new();
         for row in std::iter::once(&self.header).chain(&self.rows) {
             let mut line = String::new();
-            for column in 0..columns {
+            for (column, width) in widths.iter().enumerate() {
                 let cell = row.get(column).map_or("", String::as_str);
                 if column + 1 == columns {
                     line.push_str(cell);
                 } else {
-                    let _ = write!(line, "{cell:<width$}  ", width = widths[column]);
+                    let _ = write!(line, "{cell:<width$}  ");
                 }
             }
             out.push_str(line.trim_end());

@@ -577,6 +577,9 @@ fn shutdown_stops_the_server() {
     assert!(status.success(), "{status:?}: {}", server.stderr());
 }
 
+/// How long the terminal test waits for the screen to show something.
+const SCREEN_WAIT_MAX: Duration = Duration::from_secs(20);
+
 /// A shell in a terminal of its own (tmux, on a server of its own) for one test.
 struct Terminal {
     socket: String,
@@ -627,14 +630,34 @@ impl Terminal {
         String::from_utf8_lossy(&output.stdout).into_owned()
     }
 
-    /// Waits until the screen shows `text` (10 s at most).
+    /// Waits until the screen shows `text` (`SCREEN_WAIT_MAX` at most).
     #[track_caller]
     fn shows(&self, text: &str) {
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + SCREEN_WAIT_MAX;
         while !self.screen().contains(text) {
             assert!(
                 Instant::now() < deadline,
                 "{text:?} never shown:\n{}",
+                self.screen()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Waits until `count` lines start with `prompt` (`SCREEN_WAIT_MAX` at most).
+    #[track_caller]
+    fn prompts(&self, prompt: &str, count: usize) {
+        let deadline = Instant::now() + SCREEN_WAIT_MAX;
+        while self
+            .screen()
+            .lines()
+            .filter(|line| line.starts_with(prompt))
+            .count()
+            < count
+        {
+            assert!(
+                Instant::now() < deadline,
+                "no prompt #{count}:\n{}",
                 self.screen()
             );
             std::thread::sleep(Duration::from_millis(50));
@@ -679,11 +702,14 @@ fn terminal_shell_completes_and_keeps_history() {
     terminal.keys(&["se", "Tab"]);
     terminal.shows(&format!("{prompt}put sessions"));
     terminal.keys(&["k tabbed", "Enter"]);
+    // Typed only once the shell asks for it: what is typed while a command runs is the
+    // terminal's to echo, and would muddle the screen read below.
+    terminal.prompts(prompt.trim_end(), 2);
     terminal.keys(&["get sessions k", "Enter"]);
     terminal.shows("\ntabbed\n");
     terminal.keys(&["Up"]);
     let recalled = format!("{prompt}get sessions k");
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + SCREEN_WAIT_MAX;
     while terminal
         .screen()
         .lines()
@@ -699,7 +725,7 @@ fn terminal_shell_completes_and_keeps_history() {
         std::thread::sleep(Duration::from_millis(50));
     }
     terminal.keys(&["C-u", "quit", "Enter"]);
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + SCREEN_WAIT_MAX;
     while terminal.running() {
         assert!(
             Instant::now() < deadline,
