@@ -405,12 +405,18 @@ impl Session {
     }
 
     fn keys(&self, listing: &Listing) -> Result<Output, CliError> {
-        let keys = self.listing(
+        let mut keys = self.listing(
             &listing.cache,
             "keys",
             listing.limit,
             listing_key_type(listing.key_encoding),
         )?;
+        if listing.key_encoding == KeyEncoding::Hex {
+            keys.as_array_mut()
+                .into_iter()
+                .flatten()
+                .for_each(strip_hex_prefix);
+        }
         let text: String = keys
             .as_array()
             .into_iter()
@@ -438,15 +444,9 @@ impl Session {
         }
         let mut table = Table::new(&header);
         for entry in listed.as_array_mut().into_iter().flatten() {
-            if let Some(hex) = entry["key"].as_str().and_then(|key| key.strip_prefix("0x")) {
-                // Keys as typed for --key-encoding hex, without the URL's `0x`.
-                entry["key"] = Value::String(hex.to_owned());
-            }
-            if let Some(hex) = entry["value"]
-                .as_str()
-                .and_then(|value| value.strip_prefix("0x"))
-            {
-                entry["value"] = Value::String(hex.to_owned());
+            if entries.encoding == Encoding::Hex {
+                strip_hex_prefix(&mut entry["key"]);
+                strip_hex_prefix(&mut entry["value"]);
             }
             if entries.encoding == Encoding::Json
                 && let Some(parsed) = entry["value"]
@@ -546,6 +546,14 @@ fn not_found(server: &str, cache: &str, key: &str) -> String {
         server.trim().to_owned()
     } else {
         format!("no entry for key `{key}` in cache `{cache}`")
+    }
+}
+
+/// A listing's hex string without the `0x` REST writes before it, as `--encoding hex` shows
+/// bytes everywhere else.
+fn strip_hex_prefix(value: &mut Value) {
+    if let Some(hex) = value.as_str().and_then(|text| text.strip_prefix("0x")) {
+        *value = Value::String(hex.to_owned());
     }
 }
 

@@ -208,6 +208,27 @@ fn entries_round_trip_in_every_encoding() {
             .contains(&json!({"key": "62696e", "value": "00ff61"})),
         "{hex}"
     );
+    let hex_keys = json_of(&commands(&url, &["keys default --key-encoding hex --json"]));
+    assert!(
+        hex_keys.as_array().unwrap().contains(&json!("62696e")),
+        "{hex_keys}"
+    );
+    // A text key that happens to start with `0x` is shown as it is.
+    let literal = json_of(&commands(
+        &url,
+        &[
+            "put default 0xkey literal",
+            "entries default --json",
+            "remove default 0xkey",
+        ],
+    ));
+    assert!(
+        literal
+            .as_array()
+            .unwrap()
+            .contains(&json!({"key": "0xkey", "value": "literal"})),
+        "{literal}"
+    );
 
     failed_with(
         &commands(&url, &["put default greeting other --if-absent"]),
