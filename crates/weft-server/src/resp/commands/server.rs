@@ -79,7 +79,8 @@ pub fn info(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
             std::env::consts::OS,
             std::env::consts::ARCH,
             std::process::id(),
-            u128::from(std::process::id()) << 64 | context.started.elapsed().as_nanos() % (1 << 64),
+            // Stable for the process' life, different between runs and servers.
+            (u128::from(std::process::id()) << 64) | u128::from(context.local_addr.port()),
             context.local_addr.port(),
             SystemTime::now()
                 .duration_since(UNIX_EPOCH)
