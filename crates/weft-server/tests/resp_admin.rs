@@ -322,3 +322,37 @@ fn keyspace_notifications() {
         Frame::Error(_)
     ));
 }
+
+// Proves MONITOR shows other clients' commands as Redis does: quoted arguments after the
+// database and address, a script's own calls as `lua` after the script, a transaction's
+// commands between `multi` and `exec`, and no administrative command.
+#[test]
+fn monitor_shows_commands() {
+    use std::time::Duration;
+    let server = TestServer::start();
+    let mut c = server.client();
+    let mut monitor = server.client();
+    assert_eq!(monitor.cmd("MONITOR"), Frame::ok());
+    let mut next = || match monitor.read_frame_within(Duration::from_secs(3)) {
+        Some(Frame::Simple(line)) => line,
+        other => panic!("a monitor line expected, got {other:?}"),
+    };
+    assert_eq!(c.cmd("SET foo bar"), Frame::ok());
+    let line = next();
+    assert!(
+        line.contains("[0 127.0.0.1:") && line.ends_with("\"SET\" \"foo\" \"bar\""),
+        "{line}"
+    );
+    assert_eq!(c.cmd("CONFIG GET maxmemory").items().len(), 2);
+    c.call(&["EVAL", "return redis.call('get', KEYS[1])", "1", "foo"]);
+    assert!(next().contains("\"EVAL\""));
+    let inner = next();
+    assert!(inner.contains("[0 lua] \"get\" \"foo\""), "{inner}");
+    assert_eq!(c.cmd("MULTI"), Frame::ok());
+    c.call(&["SET", "a\"b", "1\n"]);
+    c.cmd("EXEC");
+    assert!(next().ends_with("\"MULTI\""));
+    let queued = next();
+    assert!(queued.ends_with("\"SET\" \"a\\\"b\" \"1\\n\""), "{queued}");
+    assert!(next().ends_with("\"EXEC\""));
+}

@@ -11,6 +11,7 @@
 pub(crate) mod clients;
 pub(crate) mod commands;
 pub(crate) mod databases;
+pub(crate) mod monitor;
 pub(crate) mod push;
 mod reply;
 pub(crate) mod session;

@@ -243,6 +243,8 @@ pub struct PushHub {
     pub pubsub: PubSub,
     /// CLIENT TRACKING: tracked keys, prefixes and the caches' listeners.
     pub tracking: Arc<Tracking>,
+    /// Connections in MONITOR mode.
+    pub monitors: super::monitor::Monitors,
 }
 
 impl Default for PushHub {
@@ -252,6 +254,7 @@ impl Default for PushHub {
             tracking: Arc::new(Tracking::new(Arc::clone(&clients))),
             clients,
             pubsub: PubSub::default(),
+            monitors: super::monitor::Monitors::default(),
         }
     }
 }

@@ -658,6 +658,9 @@ impl Session {
                 return;
             }
         } else {
+            if super::monitor::is_script(spec) {
+                self.feed_monitors(args);
+            }
             let watched = super::commands::notify::before(self, spec, args);
             (spec.handler)(self, args, reply);
             if let Some(watched) = watched {
@@ -665,6 +668,9 @@ impl Session {
             }
         }
         let took = started.elapsed();
+        if super::monitor::shown_after(spec) {
+            self.feed_monitors(args);
+        }
         let context = Arc::clone(&self.context);
         context
             .telemetry
@@ -744,12 +750,23 @@ impl Session {
 
     /// A command refused before it runs (Redis' `rejectCommand`): a transaction being queued
     /// will abort, and a refused EXEC discards it at once, saying why.
+    /// Shows the command to the connections in MONITOR mode, if any.
+    fn feed_monitors(&self, args: &[Bytes]) {
+        let monitors = &self.context.push.monitors;
+        if monitors.any() {
+            let origin = (!self.in_script).then_some(self.peer);
+            monitors.feed(self.database, origin, args);
+        }
+    }
+
     fn refuse(&mut self, spec: &table::CommandSpec, error: &str, reply: &mut Reply<'_>) {
         let code = error.split(' ').next().unwrap_or("ERR");
         self.context.command_stats.rejected(spec, code);
         if spec.name == "exec" && !self.executing {
             self.multi = None;
             self.watched.clear();
+            // MONITOR shows the EXEC that ended the transaction.
+            self.feed_monitors(&[Bytes::from_static(b"exec")]);
             let reason = error.strip_prefix("ERR ").unwrap_or(error);
             reply.error(&format!(
                 "EXECABORT Transaction discarded because of: {reason}"
@@ -776,6 +793,7 @@ impl Drop for Session {
         pubsub::unsubscribe_all(self);
         tracking::disable(self);
         self.context.push.clients.unregister(self.client_id);
+        self.context.push.monitors.remove(self.client_id);
     }
 }
 

@@ -407,6 +407,13 @@ pub static COMMANDS: &[CommandSpec] = &[
         ("IDLETIME", 3),
         ("REFCOUNT", 3),
     ]),
+    spec(
+        "monitor",
+        1,
+        &["admin", "noscript", "loading", "stale"],
+        NO_KEYS,
+        server::monitor,
+    ),
     spec("memory", -2, &["readonly"], (2, 2, 1), server::memory).with_subcommands(&[
         ("DOCTOR", 2),
         ("HELP", 2),

@@ -652,3 +652,13 @@ fn memory_stats(session: &Session, reply: &mut Reply<'_>) {
         reply.integer(0);
     }
 }
+
+/// `MONITOR`: from now on the connection is shown every command the server runs (see
+/// [`crate::resp::monitor`]).
+pub fn monitor(session: &mut Session, _args: &[Bytes], reply: &mut Reply<'_>) {
+    if session.in_transaction() {
+        return reply.error("ERR Command not allowed inside a transaction");
+    }
+    session.context.push.monitors.add(&session.mailbox);
+    reply.ok();
+}
