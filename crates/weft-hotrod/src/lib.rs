@@ -1,8 +1,9 @@
 //! `weft-hotrod` is a sans-IO codec for Infinispan's Hot Rod protocol, versions 2.0 to 4.1:
 //! it turns bytes into request [`Frame`]s ([`Decoder`]) and writes response frames
 //! ([`response`]); for the client side it writes requests ([`encode`]) and reads response
-//! headers and the primitives of their bodies ([`ResponseReader`]). It does no I/O and knows
-//! nothing of caches, so the server and a future Rust client share it.
+//! headers and the primitives of their bodies ([`ResponseReader`]) or whole responses and
+//! events ([`ReplyDecoder`]). It does no I/O and knows nothing of caches, so the server and
+//! the Rust client (`weft-client`) share it.
 //!
 //! It owns the wire format: primitive encodings ([`wire`]), the header and body layout of
 //! each version, media types, status codes, the metadata block, topology updates and
@@ -31,6 +32,9 @@ pub use request::{
     DecodeError, Decoder, EncodeError, Expiration, Factory, Frame, Header, Lifetime, Limits,
     Request, RequestHeader, VERSION_MAX, VERSION_MIN, encode, flags,
 };
-pub use response::{EventKind, Metadata, ResponseError, ResponseHeader, ResponseReader, Topology};
+pub use response::{
+    Body, Event, EventKind, Metadata, PingInfo, Reply, ReplyDecoder, ResponseError, ResponseHeader,
+    ResponseReader, Topology,
+};
 pub use status::Status;
 pub use wire::Span;

@@ -10,6 +10,10 @@ use crate::request::Limits;
 use crate::status::Status;
 use crate::wire::{ReadError, Reader, put_array, put_string, put_vint, put_vlong};
 
+mod decoder;
+
+pub use decoder::{Body, Event, PingInfo, Reply, ReplyDecoder};
+
 /// The magic byte that starts every response.
 pub const RESPONSE_MAGIC: u8 = 0xA1;
 /// The consistent-hash function clients must use (Infinispan's MurmurHash3 variant).
@@ -277,6 +281,15 @@ impl<'a> ResponseReader<'a> {
         let limits = Limits::default();
         Self {
             reader: Reader::new(buf, limits.array_bytes_max, limits.string_bytes_max),
+        }
+    }
+
+    /// A reader at the start of `buf` that holds arrays, strings and the whole frame to
+    /// `limits`.
+    pub(crate) fn limited(buf: &'a [u8], limits: &Limits) -> Self {
+        Self {
+            reader: Reader::new(buf, limits.array_bytes_max, limits.string_bytes_max)
+                .with_frame_max(limits.frame_bytes_max),
         }
     }
 

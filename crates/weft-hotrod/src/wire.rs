@@ -77,7 +77,7 @@ impl<'a> Reader<'a> {
         let end = self.pos.saturating_add(n);
         if end > self.frame_max {
             return Err(ReadError::Invalid(format!(
-                "request of at least {end} bytes is longer than the limit of {}",
+                "frame of at least {end} bytes is longer than the limit of {}",
                 self.frame_max
             )));
         }
