@@ -378,8 +378,8 @@ mod tests {
         );
         assert_eq!(
             near.stats().invalidations,
-            0,
-            "nothing held when invalidated"
+            1,
+            "the pending fetch's slot counts"
         );
     }
 
