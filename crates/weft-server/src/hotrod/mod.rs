@@ -8,7 +8,9 @@
 //!   connection). At most four run at once per connection, responses included until
 //!   written. Writes are served in order, so their effects follow the order sent.
 //! * Client-listener events are encoded on the writer's thread and queued on the
-//!   registering connection, interleaved with responses. A client that stops reading until
+//!   registering connection, interleaved with responses; events queued before a request is
+//!   read are written ahead of its answer, so an answered PING confirms every earlier event
+//!   (what a near cache's staleness bound rests on). A client that stops reading until
 //!   its queue overflows is disconnected (its near cache is then invalid and the client
 //!   clears it on reconnect) rather than buffered without bound.
 //! * A malformed frame gets an error response and closes the connection: Hot Rod frames
@@ -146,6 +148,13 @@ pub async fn serve(
     let reason = loop {
         let mut failed = false;
         let mut completed = false;
+        // Whatever was queued before the requests just read (listener events, offloaded
+        // answers) goes out ahead of their answers: an answered PING then proves to a near
+        // cache that every event raised before the PING was sent has reached it (the bounded
+        // staleness of `weft-client`'s near cache rests on this). The queue is bounded.
+        while let Ok(message) = inbound.try_recv() {
+            output.extend_from_slice(&message.bytes);
+        }
         loop {
             let decoded = decoder.decode(&mut input);
             completed |= matches!(decoded, Ok(Some(_)));
