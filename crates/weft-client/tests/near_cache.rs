@@ -44,7 +44,12 @@ async fn near_client(server: std::net::SocketAddr, bound: Duration) -> RemoteCac
             staleness_bound: bound,
             heartbeat_interval: bound / 4,
         });
-    Client::connect(config).await.unwrap().cache("default").await.unwrap()
+    Client::connect(config)
+        .await
+        .unwrap()
+        .cache("default")
+        .await
+        .unwrap()
 }
 
 // Proves repeated reads are served from the near cache, and a write by another client is
@@ -216,7 +221,10 @@ async fn never_older_than_the_bound_while_invalidations_lag_or_break() {
         }
     }
     assert!(violations.is_empty(), "{violations:#?}");
-    assert!(before_faults.hits > 10, "no hits before the faults: {before_faults:?}");
+    assert!(
+        before_faults.hits > 10,
+        "no hits before the faults: {before_faults:?}"
+    );
     assert!(
         at_end.hits > at_heal.hits + 10,
         "no hits after the stream came back: {at_heal:?} then {at_end:?}"
@@ -225,5 +233,8 @@ async fn never_older_than_the_bound_while_invalidations_lag_or_break() {
     // extending them. (Without them, the cold entry, written every 1.5 s, would go stale
     // about every 0.4 s: four or five times.)
     let stale = before_faults.stale;
-    assert!(stale <= 1, "{stale} entries went stale while the stream was healthy");
+    assert!(
+        stale <= 1,
+        "{stale} entries went stale while the stream was healthy"
+    );
 }
