@@ -224,3 +224,31 @@ fn the_cli_talks_rest_only() {
         );
     }
 }
+
+// Proves the Rust client is a client: it speaks Hot Rod through the shared codec and hashes
+// keys with the engine's function, and links no server, grid, cluster, store or other
+// protocol, so an application using it does not carry a server.
+#[test]
+fn the_client_carries_no_server() {
+    let graph = normal_dependencies();
+    for forbidden in [
+        "weft-server",
+        "weft-grid",
+        "weft-cluster",
+        "weft-store",
+        "weft-store-pg",
+        "weft-resp",
+        "weft-rest",
+        "weft-memcached",
+        "weft-lua",
+        "weft-security",
+        "hyper",
+        "axum",
+    ] {
+        assert!(
+            !graph["weft-client"].iter().any(|d| d == forbidden),
+            "weft-client depends on {forbidden}"
+        );
+    }
+    assert!(graph["weft-client"].iter().any(|d| d == "weft-hotrod"));
+}
