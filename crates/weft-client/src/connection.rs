@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -62,6 +62,8 @@ struct Shared {
     version: AtomicU8,
     /// `Some(reason)` once the connection broke.
     closed: watch::Sender<Option<String>>,
+    /// Whether it broke because the server sent something unreadable.
+    malformed: AtomicBool,
     on_event: Option<EventHandler>,
 }
 
@@ -145,6 +147,7 @@ impl Connection {
             pending: Mutex::new(HashMap::new()),
             version: AtomicU8::new(settings.version),
             closed: watch::Sender::new(None),
+            malformed: AtomicBool::new(false),
             on_event,
         });
         let decoder = ReplyDecoder::new(settings.version, settings.intelligence);
@@ -223,9 +226,13 @@ impl Connection {
         let address = self.shared.address;
         let timeout = self.settings.request_timeout;
         let deadline = tokio::time::Instant::now() + timeout;
-        let lost = |shared: &Shared| Error::ConnectionLost {
-            address,
-            reason: shared.close_reason(),
+        let lost = |shared: &Shared| {
+            let reason = shared.close_reason();
+            if shared.malformed.load(Ordering::Acquire) {
+                Error::Protocol { address, reason }
+            } else {
+                Error::ConnectionLost { address, reason }
+            }
         };
         if self.is_closed() {
             return Err(lost(&self.shared));
@@ -296,6 +303,7 @@ async fn read_loop(
                 Ok(None) => break,
                 Err(error) => {
                     tracing::debug!(address = %shared.address, %error, "malformed Hot Rod response; closing");
+                    shared.malformed.store(true, Ordering::Release);
                     break 'read format!("malformed response: {error}");
                 }
             }

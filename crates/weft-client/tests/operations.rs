@@ -307,3 +307,81 @@ async fn listener_reregisters_after_its_connection_breaks() {
     }
     panic!("the listener never came back (said it missed events: {said_missed})");
 }
+
+// Proves a server that answers with bytes that break the protocol makes the request fail with
+// a protocol error (not a hang or a panic), and the client opens a fresh connection after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_answers_are_protocol_errors() {
+    use bytes::BytesMut;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use weft_hotrod::response::{put_ping_body, write_header};
+    use weft_hotrod::{Decoder, MediaType, Request, Status, opcode};
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    // A server that answers PINGs properly and anything else with an unknown status byte.
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut stream, _)) = listener.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let mut decoder = Decoder::default();
+                let mut input = BytesMut::new();
+                loop {
+                    while let Ok(Some(frame)) = decoder.decode(&mut input) {
+                        let id = frame.header.message_id;
+                        let mut out = BytesMut::new();
+                        if frame.request == Request::Ping {
+                            write_header(
+                                &mut out,
+                                id,
+                                opcode::response_of(opcode::PING),
+                                Status::Success,
+                                None,
+                            );
+                            put_ping_body(
+                                &mut out,
+                                40,
+                                &MediaType::Unspecified,
+                                &MediaType::Unspecified,
+                                40,
+                                &[],
+                            );
+                        } else {
+                            write_header(
+                                &mut out,
+                                id,
+                                opcode::response_of(frame.header.opcode),
+                                Status::Success,
+                                None,
+                            );
+                            out[3] = 0x77;
+                        }
+                        if stream.write_all(&out).await.is_err() {
+                            return;
+                        }
+                    }
+                    match stream.read_buf(&mut input).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(_) => {}
+                    }
+                }
+            });
+        }
+    });
+    let cache =
+        Client::connect(ClientConfig::new([addr]).with_retries(0, Duration::from_millis(1)))
+            .await
+            .unwrap()
+            .cache("")
+            .await
+            .unwrap();
+    for _ in 0..2 {
+        match cache.get("k").await {
+            Err(Error::Protocol { address, .. }) => assert_eq!(address, addr),
+            other => panic!("expected a protocol error, got {other:?}"),
+        }
+    }
+    cache.ping().await.unwrap();
+}
