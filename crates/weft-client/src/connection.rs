@@ -254,10 +254,11 @@ impl Connection {
             self.shared.pending.lock().remove(&id);
             return Err(lost(&self.shared));
         }
-        let written = {
+        let written = tokio::time::timeout_at(deadline, async {
             let mut writer = self.writer.lock().await;
-            tokio::time::timeout_at(deadline, writer.write_all(&frame)).await
-        };
+            writer.write_all(&frame).await
+        })
+        .await;
         match written {
             Ok(Ok(())) => {}
             Ok(Err(error)) => {
@@ -265,7 +266,9 @@ impl Connection {
                 return Err(lost(&self.shared));
             }
             Err(_) => {
-                // Part of the frame may be on the wire: the stream cannot be used again.
+                // Part of the frame may be on the wire (or another request's, stuck ahead of
+                // it): the stream cannot be trusted again.
+                self.shared.pending.lock().remove(&id);
                 self.shared.close("a request could not be written in time");
                 return Err(Error::Timeout { address, timeout });
             }
