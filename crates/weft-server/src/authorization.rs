@@ -204,7 +204,8 @@ pub fn resp(spec: &CommandSpec, args: &[bytes::Bytes]) -> Need {
         | "multi" | "exec" | "discard" | "unwatch" | "cluster" | "client" | "unsubscribe"
         | "punsubscribe" | "sunsubscribe" => Nothing,
         "acl" if sub("whoami") => Nothing,
-        "acl" | "config" | "slowlog" => Server(Permissions::ADMIN),
+        // MONITOR shows every client's commands and arguments: administrators only.
+        "acl" | "config" | "slowlog" | "monitor" => Server(Permissions::ADMIN),
         // A script is run on the database (each command it calls is checked as well);
         // the script cache is the server's.
         "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" => {
@@ -459,7 +460,7 @@ mod tests {
             let need = resp(spec, &[bytes::Bytes::from_static(spec.name.as_bytes())]);
             if !matches!(
                 spec.name,
-                "acl" | "config" | "slowlog" | "function" | "script"
+                "acl" | "config" | "slowlog" | "monitor" | "function" | "script"
             ) {
                 assert_ne!(
                     need,
