@@ -47,5 +47,6 @@ pub use error::ProtocolError;
 pub mod rdb;
 pub use long_double::{LONG_DOUBLE_TEXT_BYTES_MAX, LongDouble};
 pub use number::{
-    format_double, format_double_g17, format_double_reply, parse_f64_redis, parse_i64_strict,
+    format_double, format_double_g17, format_double_reply, parse_f64_redis, parse_f64_strtod,
+    parse_i64_strict, strtod,
 };

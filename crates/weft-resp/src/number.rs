@@ -118,6 +118,170 @@ pub fn parse_f64_redis(text: &[u8]) -> Option<f64> {
     Some(value)
 }
 
+/// What C's `strtod` reads from the start of `text`: the value, how many bytes it consumed
+/// (0 when it found no number, as `strtod` then leaves its end pointer at the start), and
+/// whether it would set `errno` to `ERANGE` (a finite literal out of `f64` range, or a
+/// non-zero one that comes out zero or subnormal, as glibc reports underflow).
+///
+/// The grammar is C99's: leading C-locale whitespace, an optional sign, then `inf`,
+/// `infinity` or `nan` (optionally `nan(chars)`) in any case, a hexadecimal float
+/// (`0x1.8p3`), or a decimal one (`1`, `.5`, `5.`, `1e-3`); an exponent marker without
+/// digits after it is not consumed.
+#[must_use]
+pub fn strtod(text: &[u8]) -> (f64, usize, bool) {
+    let mut at = 0;
+    while text.get(at).copied().is_some_and(is_c_space) {
+        at += 1;
+    }
+    let number_start = at;
+    let negative = match text.get(at) {
+        Some(b'-') => {
+            at += 1;
+            true
+        }
+        Some(b'+') => {
+            at += 1;
+            false
+        }
+        _ => false,
+    };
+    let rest = &text[at..];
+    let starts_with =
+        |word: &[u8]| rest.len() >= word.len() && rest[..word.len()].eq_ignore_ascii_case(word);
+    if starts_with(b"infinity") || starts_with(b"inf") {
+        let used = if starts_with(b"infinity") { 8 } else { 3 };
+        let value = if negative {
+            f64::NEG_INFINITY
+        } else {
+            f64::INFINITY
+        };
+        return (value, at + used, false);
+    }
+    if starts_with(b"nan") {
+        let mut end = at + 3;
+        if text.get(end) == Some(&b'(') {
+            let inner = text[end + 1..]
+                .iter()
+                .take_while(|b| b.is_ascii_alphanumeric() || **b == b'_')
+                .count();
+            if text.get(end + 1 + inner) == Some(&b')') {
+                end += inner + 2;
+            }
+        }
+        return (f64::NAN, end, false);
+    }
+    let digits_from = |from: usize, hex: bool| {
+        text[from..]
+            .iter()
+            .take_while(|b| {
+                if hex {
+                    b.is_ascii_hexdigit()
+                } else {
+                    b.is_ascii_digit()
+                }
+            })
+            .count()
+    };
+    let is_hex = rest.len() >= 2 && rest[0] == b'0' && matches!(rest[1], b'x' | b'X') && {
+        let after = &rest[2..];
+        after.first().is_some_and(u8::is_ascii_hexdigit)
+            || (after.first() == Some(&b'.') && after.get(1).is_some_and(u8::is_ascii_hexdigit))
+    };
+    let radix_start = if is_hex { at + 2 } else { at };
+    let mut end = radix_start;
+    let integer_digits = digits_from(end, is_hex);
+    end += integer_digits;
+    let mut fraction_digits = 0;
+    if text.get(end) == Some(&b'.') {
+        fraction_digits = digits_from(end + 1, is_hex);
+        if integer_digits + fraction_digits > 0 {
+            end += 1 + fraction_digits;
+        }
+    }
+    if integer_digits + fraction_digits == 0 {
+        return (0.0, 0, false);
+    }
+    let exponent_marker: &[u8] = if is_hex { b"pP" } else { b"eE" };
+    if text.get(end).is_some_and(|b| exponent_marker.contains(b)) {
+        let mut exponent_at = end + 1;
+        if matches!(text.get(exponent_at), Some(b'+' | b'-')) {
+            exponent_at += 1;
+        }
+        let exponent_digits = digits_from(exponent_at, false);
+        if exponent_digits > 0 {
+            end = exponent_at + exponent_digits;
+        }
+    }
+    let literal = &text[number_start..end];
+    let value = if is_hex {
+        let magnitude = parse_hex_float(&text[radix_start..end]).unwrap_or(0.0);
+        if negative { -magnitude } else { magnitude }
+    } else {
+        // The literal is ASCII digits, signs, a point and an exponent: Rust reads exactly
+        // what strtod reads, correctly rounded.
+        std::str::from_utf8(literal)
+            .ok()
+            .and_then(|text| text.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    let unsigned = &text[at..end];
+    // glibc reports underflow for a result that is zero or subnormal and inexact: a
+    // decimal literal there is (practically) never exact, a hexadecimal one may be.
+    let subnormal = value != 0.0 && value.abs() < f64::MIN_POSITIVE;
+    let underflow = (value == 0.0 && mantissa_has_nonzero_digit(unsigned))
+        || (subnormal && !(is_hex && hex_fits_subnormal(&text[radix_start..end])));
+    (value, end, value.is_infinite() || underflow)
+}
+
+/// Whether a hexadecimal float's digits (after `0x`) have no set bit below 2^-1074, the
+/// least subnormal: a literal whose value lies in the subnormal range is then exact.
+fn hex_fits_subnormal(digits: &[u8]) -> bool {
+    const LEAST_SUBNORMAL_EXPONENT: i64 = -1074;
+    let (mantissa, exponent) = match digits.iter().position(|b| matches!(b, b'p' | b'P')) {
+        Some(at) => (&digits[..at], &digits[at + 1..]),
+        None => (digits, &b""[..]),
+    };
+    let exponent = std::str::from_utf8(exponent)
+        .ok()
+        .and_then(|text| text.parse::<i64>().ok())
+        .unwrap_or(0);
+    let point = mantissa
+        .iter()
+        .position(|b| *b == b'.')
+        .unwrap_or(mantissa.len());
+    let mut lowest: Option<i64> = None;
+    for (index, byte) in mantissa.iter().enumerate() {
+        let Some(digit) = hex_value(*byte) else {
+            continue;
+        };
+        if digit == 0 {
+            continue;
+        }
+        // The weight of this digit's lowest bit: 16^(position) scaled to bits.
+        let position = if index < point {
+            (point - index - 1) as i64
+        } else {
+            -((index - point) as i64)
+        };
+        lowest = Some(4 * position + i64::from(digit.trailing_zeros()) + exponent);
+    }
+    lowest.is_none_or(|lowest| lowest >= LEAST_SUBNORMAL_EXPONENT)
+}
+
+/// Parses the whole of `text` (up to its first NUL byte, as C sees a string) with C's
+/// `strtod`, as Redis' SORT reads a weight: `None` when bytes are left over, the value is
+/// NaN, or `strtod` would report `ERANGE`. An empty string reads as 0 and leading
+/// whitespace is skipped, as `strtod` does.
+#[must_use]
+pub fn parse_f64_strtod(text: &[u8]) -> Option<f64> {
+    let text = &text[..memchr::memchr(0, text).unwrap_or(text.len())];
+    if text.is_empty() {
+        return Some(0.0);
+    }
+    let (value, used, range_error) = strtod(text);
+    (used == text.len() && !range_error && !value.is_nan()).then_some(value)
+}
+
 /// `isspace` in the C locale.
 pub(crate) fn is_c_space(byte: u8) -> bool {
     matches!(byte, b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r')

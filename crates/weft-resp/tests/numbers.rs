@@ -204,3 +204,61 @@ fn reply_doubles_print_like_printf_g17() {
         assert_eq!(format_double_g17(value), expected, "{value:e}");
     }
 }
+
+// Proves `strtod` consumes what C's strtod consumes and reports ERANGE as glibc does, and
+// that SORT's whole-string reading accepts leading blanks and the empty string, and refuses
+// trailing bytes, NaN and out-of-range values.
+#[test]
+fn strtod_as_c_reads() {
+    use weft_resp::{parse_f64_strtod, strtod};
+    let cases: &[(&str, f64, usize, bool)] = &[
+        ("1.5", 1.5, 3, false),
+        ("  -2e3x", -2000.0, 6, false),
+        (".5", 0.5, 2, false),
+        ("5.", 5.0, 2, false),
+        (".", 0.0, 0, false),
+        ("abc", 0.0, 0, false),
+        ("  ", 0.0, 0, false),
+        ("1e", 1.0, 1, false),
+        ("1e+", 1.0, 1, false),
+        ("0x", 0.0, 1, false),
+        ("0x10", 16.0, 4, false),
+        ("0x1p-2", 0.25, 6, false),
+        ("-inf", f64::NEG_INFINITY, 4, false),
+        ("Infinity!", f64::INFINITY, 8, false),
+        ("1e400", f64::INFINITY, 5, true),
+        ("1e-400", 0.0, 6, true),
+        ("1e-310", 1e-310, 6, true),
+        ("0e-400", 0.0, 6, false),
+        ("4.9406564584124654e-324", 5e-324, 23, true),
+        ("0x1p-1074", 5e-324, 9, false),
+        ("0x1.8p-1070", f64::from_bits(24), 11, false),
+        ("0x1.1p-1074", 5e-324, 11, true),
+    ];
+    for (text, value, used, range) in cases {
+        let (got, got_used, got_range) = strtod(text.as_bytes());
+        assert_eq!(
+            (got, got_used, got_range),
+            (*value, *used, *range),
+            "{text}"
+        );
+    }
+    let (nan, used, _) = strtod(b"nan(12)x");
+    assert!(nan.is_nan());
+    assert_eq!(used, 7);
+
+    assert_eq!(parse_f64_strtod(b""), Some(0.0));
+    assert_eq!(parse_f64_strtod(b" 10"), Some(10.0));
+    assert_eq!(parse_f64_strtod(b"12\0abc"), Some(12.0));
+    assert_eq!(parse_f64_strtod(b"inf"), Some(f64::INFINITY));
+    for refused in [
+        &b"10 "[..],
+        b"nan",
+        b"1e400",
+        b"1e-400",
+        b"not-a-double",
+        b" ",
+    ] {
+        assert_eq!(parse_f64_strtod(refused), None, "{refused:?}");
+    }
+}

@@ -1,9 +1,22 @@
-//! Pieces of Redis' RDB format that travel over RESP: DUMP payloads and FUNCTION DUMP's.
+//! Redis' RDB format as it travels over RESP: DUMP/RESTORE payloads and FUNCTION DUMP's.
 //!
 //! A payload is a body, then the RDB version (two bytes, little-endian) and a CRC-64 of
 //! everything before it (Redis' Jones polynomial, reflected, little-endian). Inside, lengths
-//! use RDB's variable encoding and strings may be stored as integers or LZF-compressed.
-//! Payloads come from clients: every read is bounds-checked.
+//! use RDB's variable encoding and strings may be stored as integers or LZF-compressed
+//! ([`lzf`]). A value is a type byte and its encoding ([`value`]): strings, lists as
+//! quicklists of [`listpack`]s, sets as [`intset`]s or plain, sorted sets and hashes as
+//! listpacks or plain, streams as listpacks of entries with their consumer groups
+//! ([`stream`]) — the encodings redis-server 7.0 writes, and the older ones it still reads.
+//!
+//! Payloads come from clients: every read is bounds-checked, every count is checked
+//! against the bytes left before anything is allocated for it, and nothing panics.
+
+pub mod intset;
+pub mod listpack;
+pub mod lzf;
+pub mod stream;
+pub mod value;
+pub mod ziplist;
 
 /// The RDB version Redis 7.0 writes.
 pub const RDB_VERSION: u16 = 10;
@@ -100,6 +113,60 @@ pub fn write_string(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(bytes);
 }
 
+/// Appends a string as Redis' `rdbSaveRawString` does for DUMP: up to 11 bytes that are an
+/// integer's canonical text within 32 bits as that integer, more than 20 bytes
+/// LZF-compressed when that saves at least 4 bytes, otherwise raw. (Integer-encoded string
+/// objects, which `rdbSaveStringObject` writes through `rdbSaveLongLongAsStringObject`,
+/// come out the same.)
+pub fn write_blob(out: &mut Vec<u8>, bytes: &[u8]) {
+    /// Redis' `rdbSaveRawString`: longer strings are not tried as integers.
+    const INTEGER_TEXT_BYTES_MAX: usize = 11;
+    /// Redis' `rdbSaveRawString`: shorter strings are not worth compressing.
+    const COMPRESS_BYTES_MIN: usize = 21;
+    /// Redis' `rdbSaveLzfStringObject`: compression must save this many bytes.
+    const COMPRESS_SAVING_MIN: usize = 4;
+    if bytes.len() <= INTEGER_TEXT_BYTES_MAX
+        && let Some(value) = crate::parse_i64_strict(bytes)
+        && write_small_integer(out, value)
+    {
+        return;
+    }
+    if bytes.len() >= COMPRESS_BYTES_MIN
+        && let Some(compressed) = lzf::compress(bytes, bytes.len() - COMPRESS_SAVING_MIN)
+    {
+        out.push(0xc0 | ENCODING_LZF);
+        write_len(out, compressed.len() as u64);
+        write_len(out, bytes.len() as u64);
+        out.extend_from_slice(&compressed);
+        return;
+    }
+    write_string(out, bytes);
+}
+
+/// Appends `value` in RDB's 8, 16 or 32-bit integer string encoding (`rdbEncodeInteger`);
+/// false, writing nothing, when it needs more than 32 bits.
+fn write_small_integer(out: &mut Vec<u8>, value: i64) -> bool {
+    if let Ok(value) = i8::try_from(value) {
+        out.push(0xc0 | ENCODING_INT8);
+        out.extend_from_slice(&value.to_le_bytes());
+    } else if let Ok(value) = i16::try_from(value) {
+        out.push(0xc0 | ENCODING_INT16);
+        out.extend_from_slice(&value.to_le_bytes());
+    } else if let Ok(value) = i32::try_from(value) {
+        out.push(0xc0 | ENCODING_INT32);
+        out.extend_from_slice(&value.to_le_bytes());
+    } else {
+        return false;
+    }
+    true
+}
+
+/// String encodings after the `11` length marker.
+const ENCODING_INT8: u8 = 0;
+const ENCODING_INT16: u8 = 1;
+const ENCODING_INT32: u8 = 2;
+const ENCODING_LZF: u8 = 3;
+
 /// The longest string this reader will make (Redis' `proto-max-bulk-len`).
 const STRING_BYTES_MAX: u64 = 512 * 1024 * 1024;
 
@@ -139,7 +206,30 @@ impl<'a> Reader<'a> {
         Ok(byte)
     }
 
-    fn take(&mut self, len: usize) -> Result<&'a [u8], RdbError> {
+    /// Bytes not read yet: a bound on how many elements a count may announce.
+    #[must_use]
+    pub fn remaining(&self) -> usize {
+        self.bytes.len().saturating_sub(self.at)
+    }
+
+    /// A count of elements that each take at least one byte: refused when more than the
+    /// bytes left, so that nothing is allocated for a count the payload cannot hold.
+    ///
+    /// # Errors
+    /// [`RdbError::Format`] for a truncated length or one above the bytes left.
+    pub fn count(&mut self) -> Result<usize, RdbError> {
+        let count = self.len()?;
+        usize::try_from(count)
+            .ok()
+            .filter(|count| *count <= self.remaining())
+            .ok_or(RdbError::Format)
+    }
+
+    /// `len` raw bytes.
+    ///
+    /// # Errors
+    /// [`RdbError::Format`] when fewer are left.
+    pub fn take(&mut self, len: usize) -> Result<&'a [u8], RdbError> {
         let end = self.at.checked_add(len).ok_or(RdbError::Format)?;
         let taken = self.bytes.get(self.at..end).ok_or(RdbError::Format)?;
         self.at = end;
@@ -168,15 +258,34 @@ impl<'a> Reader<'a> {
         })
     }
 
-    /// A plain length.
+    /// A length, as Redis' `rdbLoadLen` reads one: a string-encoding marker where a length
+    /// is expected reads as its low six bits, as in Redis.
     ///
     /// # Errors
-    /// [`RdbError::Format`] for a string encoding or a truncated length.
+    /// [`RdbError::Format`] for a truncated length or an unknown length encoding.
     pub fn len(&mut self) -> Result<u64, RdbError> {
         match self.length()? {
             Length::Plain(len) => Ok(len),
-            Length::Encoded(_) => Err(RdbError::Format),
+            Length::Encoded(bits) => Ok(u64::from(bits)),
         }
+    }
+
+    /// A little-endian `u64` (RDB's millisecond times).
+    ///
+    /// # Errors
+    /// [`RdbError::Format`] when fewer than 8 bytes are left.
+    pub fn u64_le(&mut self) -> Result<u64, RdbError> {
+        let mut le = [0u8; 8];
+        le.copy_from_slice(self.take(8)?);
+        Ok(u64::from_le_bytes(le))
+    }
+
+    /// A little-endian binary double (`rdbLoadBinaryDoubleValue`).
+    ///
+    /// # Errors
+    /// [`RdbError::Format`] when fewer than 8 bytes are left.
+    pub fn f64_le(&mut self) -> Result<f64, RdbError> {
+        self.u64_le().map(f64::from_bits)
     }
 
     /// A string in any of RDB's encodings: raw, an 8/16/32-bit integer, or LZF.
@@ -192,18 +301,18 @@ impl<'a> Reader<'a> {
                 let len = usize::try_from(len).map_err(|_| RdbError::Format)?;
                 Ok(self.take(len)?.to_vec())
             }
-            Length::Encoded(0) => Ok((self.byte()? as i8).to_string().into_bytes()),
-            Length::Encoded(1) => {
+            Length::Encoded(ENCODING_INT8) => Ok((self.byte()? as i8).to_string().into_bytes()),
+            Length::Encoded(ENCODING_INT16) => {
                 let mut le = [0u8; 2];
                 le.copy_from_slice(self.take(2)?);
                 Ok(i16::from_le_bytes(le).to_string().into_bytes())
             }
-            Length::Encoded(2) => {
+            Length::Encoded(ENCODING_INT32) => {
                 let mut le = [0u8; 4];
                 le.copy_from_slice(self.take(4)?);
                 Ok(i32::from_le_bytes(le).to_string().into_bytes())
             }
-            Length::Encoded(3) => {
+            Length::Encoded(ENCODING_LZF) => {
                 let compressed = self.len()?;
                 let len = self.len()?;
                 if len > STRING_BYTES_MAX {
@@ -212,52 +321,11 @@ impl<'a> Reader<'a> {
                 let compressed = usize::try_from(compressed).map_err(|_| RdbError::Format)?;
                 let len = usize::try_from(len).map_err(|_| RdbError::Format)?;
                 let input = self.take(compressed)?;
-                lzf_decompress(input, len)
+                lzf::decompress(input, len)
             }
             Length::Encoded(_) => Err(RdbError::Format),
         }
     }
-}
-
-/// LZF decompression into exactly `len` bytes.
-fn lzf_decompress(input: &[u8], len: usize) -> Result<Vec<u8>, RdbError> {
-    let mut out: Vec<u8> = Vec::with_capacity(len.min(input.len().saturating_mul(64)));
-    let mut i = 0;
-    while i < input.len() {
-        let ctrl = usize::from(input[i]);
-        i += 1;
-        if ctrl < 32 {
-            let run = ctrl + 1;
-            let literal = input.get(i..i + run).ok_or(RdbError::Format)?;
-            if out.len() + run > len {
-                return Err(RdbError::Format);
-            }
-            out.extend_from_slice(literal);
-            i += run;
-        } else {
-            let mut run = ctrl >> 5;
-            if run == 7 {
-                run += usize::from(*input.get(i).ok_or(RdbError::Format)?);
-                i += 1;
-            }
-            run += 2;
-            let low = usize::from(*input.get(i).ok_or(RdbError::Format)?);
-            i += 1;
-            let back = ((ctrl & 0x1f) << 8) + low + 1;
-            let from = out.len().checked_sub(back).ok_or(RdbError::Format)?;
-            if out.len() + run > len {
-                return Err(RdbError::Format);
-            }
-            for k in 0..run {
-                let byte = out[from + k];
-                out.push(byte);
-            }
-        }
-    }
-    if out.len() != len {
-        return Err(RdbError::Format);
-    }
-    Ok(out)
 }
 
 #[cfg(test)]
@@ -288,18 +356,13 @@ mod tests {
         assert_eq!(open(&payload[..5]), Err(RdbError::Footer));
     }
 
-    // Proves lengths round-trip at each width, and LZF back-references decode.
+    // Proves lengths round-trip at each width.
     #[test]
-    fn lengths_and_lzf() {
+    fn lengths() {
         for len in [0u64, 63, 64, 16383, 16384, u64::from(u32::MAX) + 1] {
             let mut out = Vec::new();
             write_len(&mut out, len);
             assert_eq!(Reader::new(&out).len(), Ok(len));
         }
-        // "aaaaaaaaaa": one literal 'a', then a back-reference of 9 at distance 1.
-        let compressed = [0x00, b'a', 0xe0, 0x00, 0x00];
-        assert_eq!(lzf_decompress(&compressed, 10).expect("lzf"), b"aaaaaaaaaa");
-        assert!(lzf_decompress(&[0x20, 0x05], 3).is_err());
-        assert!(lzf_decompress(&[0x05, b'a'], 6).is_err());
     }
 }
