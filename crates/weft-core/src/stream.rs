@@ -179,6 +179,56 @@ struct Node {
     last_id: StreamId,
 }
 
+/// A whole stream as plain parts, to and from another server's format (DUMP, RESTORE):
+/// see [`StreamValue::image`] and [`StreamValue::from_image`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StreamImage {
+    /// The last ID ever generated.
+    pub last_id: StreamId,
+    /// The first entry's ID as Redis records it.
+    pub first_id: StreamId,
+    /// The largest ID ever deleted.
+    pub max_deleted_id: StreamId,
+    /// Entries ever added.
+    pub entries_added: u64,
+    /// The listpack nodes Redis would hold, in ID order.
+    pub nodes: Vec<NodeImage>,
+    /// The consumer groups, by name.
+    pub groups: Vec<GroupImage>,
+}
+
+/// One of Redis' listpack nodes of a stream.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeImage {
+    /// Its master entry's ID.
+    pub master: StreamId,
+    /// Entries deleted but still in its listpack.
+    pub deleted: u64,
+    /// Its listpack's size as Redis counts it.
+    pub listpack_bytes: usize,
+    /// The master entry's field names.
+    pub master_fields: Vec<Bytes>,
+    /// The ID of the last entry appended to it, deleted or not.
+    pub last_id: StreamId,
+    /// Its live entries (field, value, …), in order.
+    pub entries: Vec<(StreamId, Vec<Bytes>)>,
+}
+
+/// A consumer group.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GroupImage {
+    /// Its name.
+    pub name: Bytes,
+    /// The last ID delivered.
+    pub last_id: StreamId,
+    /// The read counter, `None` when unknown.
+    pub entries_read: Option<u64>,
+    /// Its consumers and their seen times (Unix milliseconds).
+    pub consumers: Vec<(Bytes, u64)>,
+    /// Its pending entries, each naming its consumer.
+    pub pending: Vec<(StreamId, PendingEntry)>,
+}
+
 /// One entry in a group's pending entries list.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PendingEntry {
@@ -1244,6 +1294,162 @@ impl StreamValue {
     }
 
     // Encoding for stores.
+
+    /// The whole stream as plain parts (DUMP): every node with its live entries, the
+    /// counters, the groups.
+    #[must_use]
+    pub fn image(&self) -> StreamImage {
+        let nodes = self
+            .nodes
+            .iter()
+            .map(|(master, node)| NodeImage {
+                master: *master,
+                deleted: node.deleted,
+                listpack_bytes: node.listpack_bytes,
+                master_fields: Packed::new(&node.master_fields)
+                    .map(Bytes::copy_from_slice)
+                    .collect(),
+                last_id: node.last_id,
+                entries: self
+                    .entries
+                    .range(*master..=node.last_id)
+                    .map(|(id, packed)| {
+                        (
+                            *id,
+                            Packed::new(packed).map(Bytes::copy_from_slice).collect(),
+                        )
+                    })
+                    .collect(),
+            })
+            .collect();
+        let groups = self
+            .groups
+            .iter()
+            .map(|(name, group)| GroupImage {
+                name: name.clone(),
+                last_id: group.last_id,
+                entries_read: group.entries_read,
+                consumers: group
+                    .consumers
+                    .iter()
+                    .map(|(name, consumer)| (name.clone(), consumer.seen_time_ms))
+                    .collect(),
+                pending: group
+                    .pel
+                    .iter()
+                    .map(|(id, entry)| (*id, entry.clone()))
+                    .collect(),
+            })
+            .collect();
+        StreamImage {
+            last_id: self.last_id,
+            first_id: self.first_id,
+            max_deleted_id: self.max_deleted_id,
+            entries_added: self.entries_added,
+            nodes,
+            groups,
+        }
+    }
+
+    /// A stream from plain parts (RESTORE), checked as [`crate::Structure::decode`] checks a
+    /// stored one: nodes in order without overlap, each entry inside its node and not above
+    /// the last ID, entries in strictly increasing order with an even, non-zero number of
+    /// fields and values, unique groups and consumers, pending entries owned by a consumer
+    /// of their group.
+    ///
+    /// # Errors
+    /// [`DecodeError`] naming the first thing that does not hold.
+    pub fn from_image(image: StreamImage) -> Result<Self, DecodeError> {
+        let mut stream = Self {
+            last_id: image.last_id,
+            first_id: image.first_id,
+            max_deleted_id: image.max_deleted_id,
+            entries_added: image.entries_added,
+            ..Self::default()
+        };
+        let mut previous_entry: Option<StreamId> = None;
+        for node in image.nodes {
+            if node.last_id < node.master
+                || node.listpack_bytes > 2 * ENTRY_BYTES_MAX
+                || stream
+                    .nodes
+                    .last_key_value()
+                    .is_some_and(|(_, previous)| previous.last_id >= node.master)
+            {
+                return Err(DecodeError("stream nodes out of order"));
+            }
+            if node.master_fields.is_empty() {
+                return Err(DecodeError("stream node without fields"));
+            }
+            for (id, items) in &node.entries {
+                if *id < node.master
+                    || *id > node.last_id
+                    || *id > stream.last_id
+                    || previous_entry.is_some_and(|previous| previous >= *id)
+                {
+                    return Err(DecodeError("stream entries out of order"));
+                }
+                if items.is_empty() || items.len() % 2 != 0 {
+                    return Err(DecodeError("stream entry field count"));
+                }
+                previous_entry = Some(*id);
+            }
+            let master_fields = pack(&node.master_fields);
+            stream.bytes += master_fields.len() + NODE_OVERHEAD_BYTES;
+            stream.nodes.insert(
+                node.master,
+                Node {
+                    live: node.entries.len() as u64,
+                    deleted: node.deleted,
+                    listpack_bytes: node.listpack_bytes,
+                    master_fields,
+                    last_id: node.last_id,
+                },
+            );
+            for (id, items) in node.entries {
+                let packed = pack(&items);
+                stream.bytes += packed.len() + ENTRY_OVERHEAD_BYTES;
+                stream.entries.insert(id, packed);
+            }
+        }
+        for image in image.groups {
+            let mut group = ConsumerGroup {
+                last_id: image.last_id,
+                entries_read: image.entries_read,
+                ..ConsumerGroup::default()
+            };
+            for (name, seen_time_ms) in image.consumers {
+                group.consumer_name_bytes += name.len();
+                let consumer = Consumer {
+                    seen_time_ms,
+                    pel: BTreeSet::new(),
+                };
+                if group.consumers.insert(name, consumer).is_some() {
+                    return Err(DecodeError("duplicate consumer"));
+                }
+            }
+            for (id, entry) in image.pending {
+                let Some(owner) = group.consumer_key(&entry.consumer) else {
+                    return Err(DecodeError("pending entry of an unknown consumer"));
+                };
+                if let Some(consumer) = group.consumers.get_mut(&owner) {
+                    consumer.pel.insert(id);
+                }
+                let entry = PendingEntry {
+                    consumer: owner,
+                    ..entry
+                };
+                if group.pel.insert(id, entry).is_some() {
+                    return Err(DecodeError("duplicate pending entry"));
+                }
+            }
+            stream.bytes += image.name.len() + group.heap_bytes();
+            if stream.groups.insert(image.name, group).is_some() {
+                return Err(DecodeError("duplicate consumer group"));
+            }
+        }
+        Ok(stream)
+    }
 
     /// Appends the stream's encoding (after the kind and entry count
     /// [`crate::Structure::encode`] wrote).

@@ -435,6 +435,76 @@ impl Items<'_, '_> {
     }
 }
 
+impl Node {
+    /// Appends `count` tombstones with ID `id` after the entries, for a node whose deleted
+    /// entries are known only by their number, its last ID and its listpack's size: their
+    /// values are padded so that the listpack comes to `target_bytes` when it can (it stays
+    /// smaller when it cannot be made exactly that large, larger when even empty values
+    /// exceed it). Redis then decides as it would have about the node — whether it is full,
+    /// where an exact MINID trim stops, what its last ID is — while reads skip tombstones.
+    pub fn add_tombstones(&mut self, count: usize, id: StreamId, target_bytes: usize) {
+        if count == 0 {
+            return;
+        }
+        let values: Vec<(Vec<u8>, Vec<u8>)> = self
+            .master_fields
+            .iter()
+            .map(|field| (field.clone(), Vec::new()))
+            .collect();
+        let first = self.entries.len();
+        for _ in 0..count {
+            self.entries.push(Entry {
+                id,
+                deleted: true,
+                fields: values.clone(),
+            });
+        }
+        let mut excess = target_bytes.saturating_sub(write_node(self).len());
+        'fill: for entry in &mut self.entries[first..] {
+            for (_, value) in &mut entry.fields {
+                if excess == 0 {
+                    break 'fill;
+                }
+                let len = padding_len(excess);
+                *value = vec![b'x'; len];
+                excess -= string_growth(len);
+            }
+        }
+    }
+}
+
+/// Bytes a listpack string element of `len` bytes takes beyond an empty one (which takes 2).
+fn string_growth(len: usize) -> usize {
+    let encoded = match len {
+        0..=63 => 1 + len,
+        64..=4095 => 2 + len,
+        _ => 5 + len,
+    };
+    let backlen = match encoded {
+        0..=127 => 1,
+        128..=16_382 => 2,
+        16_383..=2_097_150 => 3,
+        2_097_151..=268_435_454 => 4,
+        _ => 5,
+    };
+    encoded + backlen - 2
+}
+
+/// The longest string whose growth is at most `excess` bytes.
+fn padding_len(excess: usize) -> usize {
+    // Growth never falls as the length rises, and is at least the length.
+    let (mut low, mut high) = (0usize, excess);
+    while low < high {
+        let middle = low + (high - low).div_ceil(2);
+        if string_growth(middle) <= excess {
+            low = middle;
+        } else {
+            high = middle - 1;
+        }
+    }
+    low
+}
+
 /// The listpack of a node, as Redis' `streamAppendItem` builds one: the master entry from
 /// the node's master fields and entry counts, then each entry, its values only when its
 /// fields are the master's.
@@ -451,7 +521,8 @@ pub fn write_node(node: &Node) -> Vec<u8> {
     }
     writer.push_int(0);
     for entry in &node.entries {
-        let same_fields = entry.fields.len() == node.master_fields.len()
+        let same_fields = !entry.fields.is_empty()
+            && entry.fields.len() == node.master_fields.len()
             && entry
                 .fields
                 .iter()

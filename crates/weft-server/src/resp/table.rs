@@ -6,9 +6,9 @@ use std::sync::LazyLock;
 use bytes::Bytes;
 
 use super::commands::{
-    bits, cluster, config, connection, counters, expire, geo, hashes, hyperloglog, keys, lists,
-    pubsub, scripting, server, sets, slowlog, stream_groups, streams, strings, transactions, zsets,
-    zsets_algebra,
+    bits, cluster, config, connection, counters, dump, expire, geo, hashes, hyperloglog, keys, lcs,
+    lists, pubsub, scripting, server, sets, slowlog, sort, stream_groups, streams, strings,
+    transactions, zsets, zsets_algebra,
 };
 use super::{Reply, Session};
 
@@ -327,6 +327,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("getrange", 4, &["readonly"], ONE_KEY, strings::getrange),
     spec("substr", 4, &["readonly"], ONE_KEY, strings::getrange),
     spec("setrange", 4, WRITE, ONE_KEY, strings::setrange),
+    spec("lcs", -3, &["readonly"], TWO_KEYS, lcs::lcs),
     // bitmaps and bit fields
     spec("setbit", 4, WRITE, ONE_KEY, bits::setbit),
     spec("getbit", 3, READ, ONE_KEY, bits::getbit),
@@ -431,6 +432,22 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("copy", -3, WRITE, TWO_KEYS, keys::copy),
     spec("move", 3, &["write", "fast"], ONE_KEY, keys::move_),
     spec("swapdb", 3, &["write", "fast"], NO_KEYS, keys::swapdb),
+    spec("dump", 2, &["readonly"], ONE_KEY, dump::dump),
+    spec("restore", -4, WRITE, ONE_KEY, dump::restore),
+    spec(
+        "sort",
+        -2,
+        &["write", "denyoom", "movablekeys"],
+        ONE_KEY,
+        sort::sort,
+    ),
+    spec(
+        "sort_ro",
+        -2,
+        &["readonly", "movablekeys"],
+        ONE_KEY,
+        sort::sort_ro,
+    ),
     // lists
     spec("lpush", -3, WRITE_FAST, ONE_KEY, lists::lpush),
     spec("rpush", -3, WRITE_FAST, ONE_KEY, lists::rpush),
