@@ -1287,6 +1287,12 @@ impl SortedSetValue {
         }
     }
 
+    /// Redis' `zsetConvert(…, OBJ_ENCODING_SKIPLIST)`: the large encoding from now on,
+    /// whatever the size — what SORT does to a sorted set it reads.
+    pub fn make_large(&mut self) {
+        self.large = true;
+    }
+
     /// Redis' `zsetConvertToListpackIfNeeded`: back to the compact encoding when the set
     /// fits its limits (scores of -0 become 0 then).
     pub fn compact_if_small(&mut self) {

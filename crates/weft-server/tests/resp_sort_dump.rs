@@ -208,6 +208,8 @@ fn sort_answers_as_redis() {
                     Frame::bulk(b"a"),
                 ]),
             ),
+            // SORT leaves a sorted set in the skiplist encoding.
+            ("OBJECT ENCODING z", Frame::bulk(b"skiplist")),
             // weights from keys and hash fields, GET, #
             ("MSET w_a 3 w_b 1 w_c 2", Frame::Simple("OK".into())),
             ("HSET o_a weight 30 name A", Frame::Integer(2)),
@@ -426,6 +428,48 @@ fn sort_answers_as_redis() {
                     Frame::bulk(b"a\x00a"),
                     Frame::bulk(b"a\x00b"),
                 ]),
+            ),
+            // A subnormal score read from a listpack as SORT converts the sorted set leaves
+            // errno at ERANGE, which fails the weights SORT then reads as text (not the
+            // integers). ZADD of a valid score clears errno, as Redis' getDoubleFromObject does.
+            ("ZADD zsub 5e-324 1 2 2", Frame::Integer(2)),
+            ("ZADD reset 1 x", Frame::Integer(1)),
+            (
+                "SORT zsub",
+                Frame::error("ERR One or more scores can't be converted into double"),
+            ),
+            ("ZADD reset 1 x", Frame::Integer(0)),
+            ("OBJECT ENCODING zsub", Frame::bulk(b"skiplist")),
+            (
+                "SORT zsub",
+                Frame::Array(vec![Frame::bulk(b"1"), Frame::bulk(b"2")]),
+            ),
+            ("ZADD zsub2 5e-324 1 2 2", Frame::Integer(2)),
+            (
+                "MSET w_1 10 w_2 5.5 v_1 10 v_2 7",
+                Frame::Simple("OK".into()),
+            ),
+            ("ZADD reset 1 x", Frame::Integer(0)),
+            (
+                "SORT zsub2 BY v_*",
+                Frame::Array(vec![Frame::bulk(b"2"), Frame::bulk(b"1")]),
+            ),
+            ("ZADD zsub3 5e-324 1 2 2", Frame::Integer(2)),
+            ("ZADD reset 1 x", Frame::Integer(0)),
+            (
+                "SORT zsub3 BY w_*",
+                Frame::error("ERR One or more scores can't be converted into double"),
+            ),
+            ("ZADD zsub4 5e-324 1 2 2", Frame::Integer(2)),
+            ("ZADD reset 1 x", Frame::Integer(0)),
+            (
+                "SORT zsub4 BY nosort",
+                Frame::Array(vec![Frame::bulk(b"1"), Frame::bulk(b"2")]),
+            ),
+            ("ZADD reset 1 x", Frame::Integer(0)),
+            (
+                "SORT zsub4 ALPHA",
+                Frame::Array(vec![Frame::bulk(b"1"), Frame::bulk(b"2")]),
             ),
             // last: an out-of-range weight (Redis then keeps errno at ERANGE, see the docs)
             ("RPUSH floats 1e400 2", Frame::Integer(2)),

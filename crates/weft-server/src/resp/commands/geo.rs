@@ -464,10 +464,16 @@ fn median_of_three<T>(
 }
 
 /// Redis' `pqsort`: a Bentley–McIlroy three-way quicksort that skips the parts lying
-/// wholly after position `last`, reproduced step for step so that the first COUNT results
-/// — ties included — come out in redis-server's order. (The parts are disjoint, so sorting
-/// them from a stack rather than by recursion changes nothing.)
-fn partial_quicksort<T>(items: &mut [T], compare: &impl Fn(&T, &T) -> i32, last: usize) {
+/// wholly outside positions `first..=last`, reproduced step for step so that the results
+/// there — ties included — come out in redis-server's order (GEO* COUNT, SORT BY … LIMIT).
+/// (The parts are disjoint, so sorting them from a stack rather than by recursion changes
+/// nothing.)
+pub(crate) fn partial_quicksort<T>(
+    items: &mut [T],
+    compare: &impl Fn(&T, &T) -> i32,
+    first: usize,
+    last: usize,
+) {
     let mut pending = vec![(0usize, items.len())];
     while let Some((mut start, mut len)) = pending.pop() {
         loop {
@@ -537,13 +543,13 @@ fn partial_quicksort<T>(items: &mut [T], compare: &impl Fn(&T, &T) -> i32, last:
             for offset in 0..moved {
                 items.swap(below + offset, end - moved + offset);
             }
-            // A part starting after `last` holds nothing COUNT keeps: Redis leaves it.
+            // A part wholly outside `first..=last` holds nothing asked for: Redis leaves it.
             let smaller = below - equal_low;
-            if smaller > 1 && start <= last {
+            if smaller > 1 && start <= last && start + smaller > first {
                 pending.push((start, smaller));
             }
             let larger = equal_high - above;
-            if larger > 1 && end - larger <= last {
+            if larger > 1 && end - larger <= last && end > first {
                 start = end - larger;
                 len = larger;
                 continue;
@@ -599,7 +605,7 @@ fn search_generic(session: &Session, args: &[Bytes], reply: &mut Reply<'_>, vari
                 if returned == found.len() {
                     merge_sort(&mut found, &compare);
                 } else {
-                    partial_quicksort(&mut found, &compare, returned - 1);
+                    partial_quicksort(&mut found, &compare, 0, returned - 1);
                 }
             }
             found.truncate(returned);
@@ -731,7 +737,7 @@ mod tests {
                 let mut sorted = values.clone();
                 sorted.sort_by(f64::total_cmp);
                 let last = last.min(len.saturating_sub(1));
-                partial_quicksort(&mut values, &ascending, last);
+                partial_quicksort(&mut values, &ascending, 0, last);
                 if len > 0 {
                     assert_eq!(values[..=last], sorted[..=last], "len {len} last {last}");
                 }

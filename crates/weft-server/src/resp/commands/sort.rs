@@ -136,7 +136,21 @@ fn sort_generic(session: &Session, args: &[Bytes], reply: &mut Reply<'_>, readon
         },
     };
     // One look at the structure, under its lock: its type, its length, the elements.
-    let guard = cell.map(|cell| cell.lock());
+    let mut guard = cell.map(|cell| cell.lock());
+    // Redis converts a sorted set it sorts to its skiplist encoding for good ("destructively",
+    // as sort.c says), which OBJECT ENCODING and DUMP then show. Only the encoding changes,
+    // so the value is not written again. Converting reads each listpack score stored as
+    // text with strtod, and a subnormal one leaves errno at ERANGE — which SORT then finds
+    // when it checks every weight it parses as text (see `Weight::integer`).
+    let mut errno_range = false;
+    if let Some(Structure::SortedSet(zset)) = guard.as_deref_mut() {
+        errno_range = zset.is_compact()
+            && zset
+                .iter()
+                .any(|(_, score)| score != 0.0 && score.abs() < f64::MIN_POSITIVE);
+        zset.make_large();
+    }
+    let list_elements = matches!(guard.as_deref(), None | Some(Structure::List(_)));
     let kind = match guard.as_deref() {
         None | Some(Structure::List(_)) => Kind::List,
         Some(Structure::Set(_)) => Kind::Set,
@@ -191,14 +205,19 @@ fn sort_generic(session: &Session, args: &[Bytes], reply: &mut Reply<'_>, readon
                     Some(weight) => weight,
                     None => continue,
                 },
-                None => item.element.clone(),
+                // A list holds integers as integers; sets and sorted sets hand SORT text.
+                None => Weight {
+                    integer: list_elements && weft_resp::parse_i64_strict(&item.element).is_some(),
+                    value: item.element.clone(),
+                },
             };
             if options.alpha {
                 if options.by.is_some() {
-                    item.weight = Some(weight);
+                    item.weight = Some(weight.value);
                 }
             } else {
-                match weft_resp::parse_f64_strtod(&weight) {
+                match weft_resp::parse_f64_strtod(&weight.value) {
+                    Some(_) if errno_range && !weight.integer => conversion_error = true,
                     Some(score) => item.score = score,
                     None => conversion_error = true,
                 }
@@ -207,10 +226,24 @@ fn sort_generic(session: &Session, args: &[Bytes], reply: &mut Reply<'_>, readon
         let by_pattern = options.by.is_some();
         let store = options.store.is_some();
         let alpha = options.alpha;
-        items.sort_by(|a, b| {
+        let desc = options.desc;
+        let order = |a: &Item, b: &Item| {
             let order = compare(a, b, alpha, by_pattern, store);
-            if options.desc { order.reverse() } else { order }
-        });
+            if desc { order.reverse() } else { order }
+        };
+        let limited = start != 0 || end != len - 1;
+        if by_pattern && limited {
+            // Redis sorts just the part LIMIT asks for with its own quicksort, which orders
+            // ties its own way.
+            if let (Ok(first), Ok(last)) = (usize::try_from(start), usize::try_from(end)) {
+                let as_int = |a: &Item, b: &Item| order(a, b) as i32;
+                super::geo::partial_quicksort(&mut items, &as_int, first, last);
+            }
+        } else {
+            // glibc's qsort is a stable merge sort for arrays like this one: ties keep the
+            // order the elements were loaded in, as here.
+            items.sort_by(order);
+        }
     }
     let span = usize::try_from(end - start + 1).unwrap_or(0);
     let output_len = if options.gets.is_empty() {
@@ -232,7 +265,7 @@ fn sort_generic(session: &Session, args: &[Bytes], reply: &mut Reply<'_>, readon
                 }
                 for pattern in &options.gets {
                     match lookup(session, pattern, &item.element) {
-                        Some(value) => reply.bulk(&value),
+                        Some(weight) => reply.bulk(&weight.value),
                         None => reply.null(),
                     }
                 }
@@ -245,7 +278,10 @@ fn sort_generic(session: &Session, args: &[Bytes], reply: &mut Reply<'_>, readon
                     list.push_back(item.element.clone());
                 }
                 for pattern in &options.gets {
-                    list.push_back(lookup(session, pattern, &item.element).unwrap_or_default());
+                    let value = lookup(session, pattern, &item.element)
+                        .map(|weight| weight.value)
+                        .unwrap_or_default();
+                    list.push_back(value);
                 }
             }
             let stored = !list.is_empty();
@@ -329,14 +365,27 @@ fn compare(a: &Item, b: &Item, alpha: bool, by_pattern: bool, store: bool) -> Or
     }
 }
 
+/// A value a pattern names: a weight, or what GET returns.
+#[derive(Debug)]
+struct Weight {
+    value: Bytes,
+    /// Whether Redis holds it as an integer object (a string key's `int` encoding, a
+    /// listpack hash's or list's integer), which SORT reads without strtod and so without
+    /// looking at errno.
+    integer: bool,
+}
+
 /// Redis' `lookupKeyByPattern`: `#` is the element itself; otherwise the first `*` of the
 /// pattern is replaced by the element to name a key, whose string value is returned — or,
 /// with `->field` after the `*`, that field of the hash there. `None` for a pattern without
 /// `*`, a missing key or field, or a key of another type.
-fn lookup(session: &Session, pattern: &[u8], element: &Bytes) -> Option<Bytes> {
+fn lookup(session: &Session, pattern: &[u8], element: &Bytes) -> Option<Weight> {
     let text = c_string(pattern);
     if text == b"#" {
-        return Some(element.clone());
+        return Some(Weight {
+            value: element.clone(),
+            integer: false,
+        });
     }
     let star = text.iter().position(|byte| *byte == b'*')?;
     let arrow = text[star + 1..]
@@ -353,9 +402,19 @@ fn lookup(session: &Session, pattern: &[u8], element: &Bytes) -> Option<Bytes> {
     key.extend_from_slice(&pattern[star + 1..star + 1 + suffix_len]);
     let entry = session.cache.get_entry(&key).ok()??;
     match (field, entry.structure()) {
-        (None, None) => Some(entry.value_bytes()),
+        (None, None) => {
+            let value = entry.value_bytes();
+            // OBJECT ENCODING's `int` (see `keys::object`).
+            let integer = !entry.is_edited()
+                && value.len() <= 20
+                && weft_resp::parse_i64_strict(&value).is_some();
+            Some(Weight { value, integer })
+        }
         (Some(field), Some(cell)) => match &*cell.lock() {
-            Structure::Hash(hash) => hash.get(field).cloned(),
+            Structure::Hash(hash) => hash.get(field).map(|value| Weight {
+                integer: hash.is_compact() && weft_resp::parse_i64_strict(value).is_some(),
+                value: value.clone(),
+            }),
             _ => None,
         },
         _ => None,
