@@ -206,3 +206,46 @@ fn malformed_payloads() {
     // Redis reads into the footer: a string whose length reaches into it still loads.
     assert!(value::read(&forged(b"\x00\x03ab")).is_ok());
 }
+
+// Proves tombstones padded for a node whose deleted entries Weft only counts bring its
+// listpack to the size Redis' had, for every size in reach, keep the node's last ID, and
+// read back as deleted entries that count as the node's deleted ones.
+#[test]
+fn tombstones_fill_a_node_to_its_size() {
+    use weft_resp::rdb::stream::{Entry, Node, StreamId, write_node};
+    let master = StreamId { ms: 5, seq: 0 };
+    let live = Node {
+        master,
+        master_fields: vec![b"f".to_vec(), b"g".to_vec()],
+        entries: vec![Entry {
+            id: master,
+            deleted: false,
+            fields: vec![(b"f".to_vec(), b"1".to_vec()), (b"g".to_vec(), b"x".to_vec())],
+        }],
+        listpack_bytes: 0,
+    };
+    let last = StreamId { ms: 9, seq: 3 };
+    for deleted in [1usize, 2, 5] {
+        let mut smallest = live.clone();
+        smallest.add_tombstones(deleted, last, 0);
+        let floor = write_node(&smallest).len();
+        for target in floor..floor + 5000 {
+            let mut node = live.clone();
+            node.add_tombstones(deleted, last, target);
+            let bytes = write_node(&node);
+            assert_eq!(bytes.len(), target, "{deleted} tombstones, {target} bytes");
+            assert_eq!(node.entries.last().map(|entry| entry.id), Some(last));
+            let mut body = vec![0x13, 1];
+            weft_resp::rdb::write_blob(&mut body, &master.to_key());
+            weft_resp::rdb::write_blob(&mut body, &bytes);
+            body.extend_from_slice(&[1, 9, 3, 5, 0, 9, 3, deleted as u8 + 1, 0]);
+            weft_resp::rdb::seal(&mut body);
+            let Ok(Value::Stream(stream)) = value::read(&body) else {
+                panic!("the padded node reads back");
+            };
+            let read = &stream.nodes[0];
+            assert_eq!(read.entries.iter().filter(|e| e.deleted).count(), deleted);
+            assert_eq!(read.listpack_bytes, target);
+        }
+    }
+}
