@@ -220,7 +220,10 @@ fn tombstones_fill_a_node_to_its_size() {
         entries: vec![Entry {
             id: master,
             deleted: false,
-            fields: vec![(b"f".to_vec(), b"1".to_vec()), (b"g".to_vec(), b"x".to_vec())],
+            fields: vec![
+                (b"f".to_vec(), b"1".to_vec()),
+                (b"g".to_vec(), b"x".to_vec()),
+            ],
         }],
         listpack_bytes: 0,
     };
