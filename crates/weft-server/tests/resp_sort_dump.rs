@@ -756,7 +756,7 @@ fn restore(client: &mut Client, key: &str, payload: &[u8], options: &[&str]) -> 
 }
 
 fn strings(items: &[&str]) -> Frame {
-    Frame::Array(items.iter().map(|item| Frame::bulk(item)).collect())
+    Frame::Array(items.iter().map(Frame::bulk).collect())
 }
 
 // Proves RESTORE loads what redis-server DUMPed — an LZF string, a list, an intset, a
