@@ -13,6 +13,9 @@
 //!   [`LongDouble`], Redis' x87 `long double` arithmetic for `INCRBYFLOAT`.
 //! - **Protocol sniffing** ([`looks_like_http`], [`looks_like_resp`]) for the
 //!   server's single-port detector.
+//! - **Redis' RDB value format** ([`rdb`]): DUMP/RESTORE and FUNCTION DUMP/RESTORE
+//!   payloads, read with every check Redis' deep sanitization makes and written as
+//!   redis-server 7.0 writes them.
 //!
 //! What it must not do: perform I/O, spawn tasks, depend on an async runtime,
 //! know about commands or the cache, or keep any state beyond one
