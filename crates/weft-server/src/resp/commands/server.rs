@@ -136,7 +136,7 @@ pub fn info(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
             .sum();
         let _ = write!(
             text,
-            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:0\r\nrejected_connections:0\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\nlatest_fork_usec:0\r\ntotal_forks:0\r\ntotal_error_replies:{errors}\r\ntotal_blocking_keys:0\r\n\r\n",
+            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:0\r\nrejected_connections:0\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\nlatest_fork_usec:0\r\ntotal_forks:0\r\nmigrate_cached_sockets:0\r\ntotal_error_replies:{errors}\r\ntotal_blocking_keys:0\r\n\r\n",
             context.total_connections.load(Ordering::Relaxed),
             context.total_commands.load(Ordering::Relaxed),
             stats.expirations,
