@@ -293,6 +293,11 @@ struct ProcessFigures {
     max_fds: Option<u64>,
 }
 
+/// Bytes the process has resident, 0 where unknown (INFO, MEMORY STATS).
+pub(crate) fn resident_bytes() -> u64 {
+    read_process().resident_bytes.unwrap_or(0)
+}
+
 /// Reads the process' figures; a file that cannot be read (not Linux, `/proc` hidden)
 /// leaves its figures out rather than failing the scrape.
 fn read_process() -> ProcessFigures {

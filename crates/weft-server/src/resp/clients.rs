@@ -100,10 +100,7 @@ impl ClientShared {
 
     /// Records the command the connection runs now.
     pub fn ran(&self, spec: &'static CommandSpec) {
-        let base = COMMANDS.as_ptr() as usize;
-        let at = (std::ptr::from_ref(spec) as usize).wrapping_sub(base)
-            / std::mem::size_of::<CommandSpec>();
-        if at < COMMANDS.len() {
+        if let Some(at) = super::table::index_of(spec) {
             self.last_command.store(at + 1, Ordering::Relaxed);
         }
     }

@@ -831,6 +831,15 @@ fn sanitize(bytes: &[u8], limit: usize) -> String {
     text.replace(['\r', '\n'], " ")
 }
 
+/// Where `spec` is in [`COMMANDS`] (`None` for a spec that is not one of its entries):
+/// per-command counters and records index by it.
+#[must_use]
+pub fn index_of(spec: &CommandSpec) -> Option<usize> {
+    let at = (std::ptr::from_ref(spec) as usize).wrapping_sub(COMMANDS.as_ptr() as usize)
+        / std::mem::size_of::<CommandSpec>();
+    (at < COMMANDS.len()).then_some(at)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

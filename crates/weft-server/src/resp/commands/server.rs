@@ -101,7 +101,7 @@ pub fn info(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
     if want("memory") {
         let (lua, scripts, scripts_bytes) = context.scripting.memory();
         let used = stats.memory_bytes + lua as u64;
-        let resident = resident_bytes();
+        let resident = crate::telemetry::resident_bytes();
         let _ = write!(
             text,
             "# Memory\r\nused_memory:{used}\r\nused_memory_human:{1}\r\nused_memory_rss:{resident}\r\nused_memory_rss_human:{2}\r\nused_memory_peak:{used}\r\nused_memory_peak_human:{3}\r\nused_memory_dataset:{0}\r\nused_memory_lua:{lua}\r\nused_memory_vm_eval:{lua}\r\nused_memory_scripts_eval:{scripts_bytes}\r\nnumber_of_cached_scripts:{scripts}\r\nmaxmemory:0\r\nmaxmemory_human:0B\r\nmaxmemory_policy:noeviction\r\nmem_fragmentation_ratio:{4:.2}\r\nmem_allocator:libc\r\nlazyfree_pending_objects:0\r\n\r\n",
@@ -505,16 +505,6 @@ pub fn time(_session: &mut Session, _args: &[Bytes], reply: &mut Reply<'_>) {
     reply.bulk(now.subsec_micros().to_string().as_bytes());
 }
 
-/// Bytes the process has resident (Linux' `/proc/self/statm`), 0 where unknown.
-fn resident_bytes() -> u64 {
-    // statm counts pages; Linux' page size on the platforms Weft runs on is 4 KiB.
-    const PAGE_BYTES: u64 = 4096;
-    std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|text| text.split_whitespace().nth(1)?.parse::<u64>().ok())
-        .map_or(0, |pages| pages * PAGE_BYTES)
-}
-
 /// `MEMORY USAGE key [SAMPLES count] | STATS | DOCTOR | MALLOC-STATS | PURGE | HELP`.
 ///
 /// USAGE is what the key costs Weft: its entry's allocation rounded as the allocator rounds
@@ -585,7 +575,7 @@ fn memory_stats(session: &Session, reply: &mut Reply<'_>) {
     let (lua, _, scripts_bytes) = context.scripting.memory();
     let dataset = stats.memory_bytes;
     let lua = (lua + scripts_bytes) as u64;
-    let resident = resident_bytes();
+    let resident = crate::telemetry::resident_bytes();
     let total = dataset + lua;
     let keys = stats.entries;
     let databases: Vec<(u32, weft_core::Cache)> = context

@@ -65,16 +65,11 @@ fn slot() -> usize {
     SLOT.with(|slot| *slot)
 }
 
-/// Where `spec` is in [`COMMANDS`].
-fn index_of(spec: &CommandSpec) -> Option<usize> {
-    let at = (std::ptr::from_ref(spec) as usize).wrapping_sub(COMMANDS.as_ptr() as usize)
-        / std::mem::size_of::<CommandSpec>();
-    (at < COMMANDS.len()).then_some(at)
-}
-
 impl CommandStats {
     fn counters(&self, spec: &CommandSpec) -> Option<&Counters> {
-        self.slots.get(slot())?.get(index_of(spec)?)
+        self.slots
+            .get(slot())?
+            .get(crate::resp::table::index_of(spec)?)
     }
 
     /// `spec` ran for `micros`, answering an error with code `error` if it did.
