@@ -22,13 +22,28 @@ pub(crate) const CHALLENGE_WITH_BEARER: &str =
 /// The challenge of a `401` to a refused bearer token (RFC 6750).
 pub(crate) const INVALID_BEARER: &str = "Bearer realm=\"weft\", error=\"invalid_token\"";
 
-/// Paths answered without credentials: what a liveness or readiness probe reads.
+/// Paths answered without credentials: what a liveness or readiness probe reads, and the
+/// console's files (they hold no data; the page then logs in to the REST API).
 fn anonymous(request: &Request) -> bool {
-    request.method() == Method::GET
+    let path = request.uri().path();
+    (request.method() == Method::GET
         && matches!(
-            request.uri().path(),
+            path,
             "/rest/v2/container/health/status" | "/rest/v2/cache-managers/default/health/status"
-        )
+        ))
+        || (matches!(*request.method(), Method::GET | Method::HEAD)
+            && crate::console::is_console_path(path))
+}
+
+/// Whether a script sent the request and asks for no browser login prompt
+/// (`X-Requested-With: XMLHttpRequest`, as the console and many frameworks send): its `401`
+/// then carries no `WWW-Authenticate` challenge, which browsers answer with their own
+/// password dialog over the page's login form.
+fn from_script(request: &Request) -> bool {
+    request
+        .headers()
+        .get("x-requested-with")
+        .is_some_and(|value| value.as_bytes().eq_ignore_ascii_case(b"XMLHttpRequest"))
 }
 
 /// An `Authorization` header's scheme and credentials (`Basic dXNlcjpwYXNz`).
@@ -109,6 +124,7 @@ pub(crate) async fn require(
         Ok(action) => action,
         Err(error) => return error.into_response(),
     };
+    let quiet = from_script(&request);
     let verdict = guard(crate::Access {
         client,
         credentials: credentials
@@ -131,7 +147,11 @@ pub(crate) async fn require(
             next.run(request).await
         }
         crate::Verdict::Unauthenticated(reason, challenge) => {
-            RestError::unauthorized(reason, challenge.header()).into_response()
+            let mut response = RestError::unauthorized(reason, challenge.header()).into_response();
+            if quiet {
+                response.headers_mut().remove(header::WWW_AUTHENTICATE);
+            }
+            response
         }
         crate::Verdict::Forbidden(message) => RestError::forbidden(message).into_response(),
     }

@@ -28,6 +28,7 @@
 
 mod auth;
 mod caches;
+mod console;
 mod container;
 mod entries;
 mod error;
@@ -533,6 +534,9 @@ pub fn router(state: RestState) -> Router {
                 .layer(DefaultBodyLimit::max(CONFIG_BODY_BYTES_MAX)),
         )
         .route("/metrics", get(metrics::metrics))
+        .route("/console", get(console::redirect))
+        .route(console::ROOT, get(console::index))
+        .route("/console/{file}", get(console::file))
         .route("/rest/v2/cluster/topology", get(container::topology))
         .route("/rest/v2/cluster/rebalance", get(rebalance::rebalance))
         .fallback(error::no_route)

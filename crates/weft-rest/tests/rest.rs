@@ -2174,3 +2174,85 @@ async fn rebalance_reports_progress_across_the_cluster() {
     assert_eq!(still["phase_number"], 0);
     assert_eq!(still["progress"], 1.0);
 }
+
+#[tokio::test]
+async fn console_files_are_public_and_the_data_is_not() {
+    let fixture = fixture();
+    let redirect = fixture.get("/console", &[]).await;
+    assert_eq!(redirect.status, StatusCode::PERMANENT_REDIRECT);
+    assert_eq!(redirect.header("location"), Some("/console/"));
+
+    let page = fixture.get("/console/", &[]).await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert_eq!(
+        page.header("content-type"),
+        Some("text/html; charset=utf-8")
+    );
+    assert!(page.text().contains("console.js"));
+    assert!(
+        page.header("content-security-policy")
+            .unwrap()
+            .contains("default-src 'none'")
+    );
+    let script = fixture.get("/console/console.js", &[]).await;
+    assert_eq!(script.status, StatusCode::OK);
+    assert_eq!(
+        script.header("content-type"),
+        Some("text/javascript; charset=utf-8")
+    );
+    let etag = script.header("etag").unwrap().to_owned();
+    let again = fixture
+        .get("/console/console.js", &[("if-none-match", &etag)])
+        .await;
+    assert_eq!(again.status, StatusCode::NOT_MODIFIED);
+    assert!(again.body.is_empty());
+    assert_eq!(
+        fixture.get("/console/missing.js", &[]).await.status,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        fixture.get("/console/../metrics", &[]).await.status,
+        StatusCode::NOT_FOUND
+    );
+    let post = fixture
+        .call(Method::POST, "/console/", &[], Body::empty())
+        .await;
+    assert_eq!(post.status, StatusCode::METHOD_NOT_ALLOWED);
+
+    // With a guard that lets no one in: the files are still served, the data is not, and a
+    // script (the console) gets its 401 without a challenge its browser would prompt for.
+    let guarded = router(
+        RestState::new(fixture.manager.clone()).with_guard(Arc::new(|_access| {
+            weft_rest::Verdict::Unauthenticated("no credentials", weft_rest::Challenge::Basic)
+        })),
+    );
+    let send = |uri: &str, xhr: bool| {
+        let mut builder = Request::builder().uri(uri);
+        if xhr {
+            builder = builder.header("x-requested-with", "XMLHttpRequest");
+        }
+        guarded
+            .clone()
+            .oneshot(builder.body(Body::empty()).unwrap())
+    };
+    let page = send("/console/", false).await.unwrap();
+    assert_eq!(page.status(), StatusCode::OK);
+    let head = guarded
+        .clone()
+        .oneshot(
+            Request::builder()
+                .method(Method::HEAD)
+                .uri("/console/console.css")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(head.status(), StatusCode::OK);
+    let browser = send("/rest/v2/caches", false).await.unwrap();
+    assert_eq!(browser.status(), StatusCode::UNAUTHORIZED);
+    assert!(browser.headers().contains_key("www-authenticate"));
+    let script = send("/rest/v2/caches", true).await.unwrap();
+    assert_eq!(script.status(), StatusCode::UNAUTHORIZED);
+    assert!(!script.headers().contains_key("www-authenticate"));
+}
