@@ -205,6 +205,6 @@ impl PyGrid {
     }
 
     fn __repr__(&self) -> String {
-        format!("<weft.Grid {:?} at {}>", self.name, self.address)
+        format!("<weft.Grid '{}' at {}>", self.name, self.address)
     }
 }
