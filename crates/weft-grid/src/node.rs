@@ -115,6 +115,11 @@ pub struct Node {
     /// Segments this node fetched in a rebalance and has been a write owner of ever since
     /// (it received every write to them): a restarted rebalance does not fetch them again.
     fetched: Mutex<HashMap<String, HashSet<u32>>>,
+    /// Clustered caches this node removed as the cluster agreed (until one by the same name
+    /// is created again). A change or operation for a cache this node lacks is dropped or
+    /// refused only when the cache is here: for any other, this node has not applied the
+    /// cache's definition yet, and the sender is asked to send it again.
+    removed: Mutex<HashSet<String>>,
     /// The functions operations may invoke on a key (see [`Operation::Invoke`]).
     functions: Arc<Functions>,
     /// Cluster-wide events: who wants which cache's, and the relays sending them.
@@ -177,6 +182,7 @@ impl Node {
             chunk_entries: transfer.0.max(1),
             fetch_rate: transfer.1,
             fetched: Mutex::new(HashMap::new()),
+            removed: Mutex::new(HashSet::new()),
             functions,
             events: crate::events::Events::default(),
             started: Instant::now(),
@@ -1051,7 +1057,10 @@ impl Node {
                                 .map_err(|e| e.to_string())
                         });
                     match created {
-                        Ok(_) => tracing::info!(cache = %cache, "created clustered cache"),
+                        Ok(_) => {
+                            self.removed.lock().remove(&cache);
+                            tracing::info!(cache = %cache, "created clustered cache");
+                        }
                         Err(error) => {
                             tracing::warn!(cache = %cache, %error, "cannot create clustered cache");
                             self.engine.lock().not_created(&cache);
@@ -1118,6 +1127,7 @@ impl Node {
                     self.routing.set_degraded(&cache, None);
                     self.fetched.lock().remove(&cache);
                     self.progress.lock().remove(&cache);
+                    self.removed.lock().insert(cache.clone());
                     if self.manager.remove_cache(&cache) {
                         tracing::info!(cache = %cache, "removed clustered cache");
                     }
@@ -1503,6 +1513,17 @@ impl Node {
 
     // ---- answering ----------------------------------------------------------------------
 
+    /// The answer to an operation on a cache this node does not have: refused for good if
+    /// the cluster removed it, else `NotOwner`, which the sender retries — the cache was
+    /// created where the request came from, and this node has yet to apply its definition.
+    fn no_cache(&self, cache: &str) -> Response {
+        if self.removed.lock().contains(cache) {
+            Response::Error(format!("no cache `{cache}`"))
+        } else {
+            Response::NotOwner { owner: None }
+        }
+    }
+
     fn answer_fetch(&self, cache: &str, segment: u32, from: u32, limit: u32) -> Response {
         let Some(local) = self.manager.cache(cache) else {
             return Response::Error(format!("no cache `{cache}`"));
@@ -1643,7 +1664,7 @@ impl Node {
     ) -> BoxFuture<Response> {
         let ready = |response| -> BoxFuture<Response> { Box::pin(std::future::ready(response)) };
         let Some(local) = self.manager.cache(cache) else {
-            return ready(Response::Error(format!("no cache `{cache}`")));
+            return ready(self.no_cache(cache));
         };
         if !operation.is_write() {
             let segment = local.segment_of(operation.key());
@@ -1880,11 +1901,11 @@ impl Handler for NodeHandler {
                         };
                         node.answer_put_entries(&local, entries, options).await
                     }
-                    None => Response::Error(format!("no cache `{cache}`")),
+                    None => node.no_cache(&cache),
                 },
                 Request::GetEntries { cache, keys } => match node.manager.cache(&cache) {
                     Some(local) => node.answer_get_entries(&local, keys).await,
-                    None => Response::Error(format!("no cache `{cache}`")),
+                    None => node.no_cache(&cache),
                 },
                 Request::Interest { caches } => {
                     node.events
@@ -2039,8 +2060,15 @@ fn apply_in_order(
             continue;
         };
         let Some(cache) = cache else {
-            state.last_applied = sequence;
-            continue;
+            if node.removed.lock().contains(&*replica.cache) {
+                // Removed here as the cluster agreed: its changes have nowhere to go.
+                state.last_applied = sequence;
+                continue;
+            }
+            // Defined, and written at its primary, before this node applied the definition:
+            // the primary sends the change again once this node has the cache. Dropped, it
+            // would leave this backup without a write the primary acknowledged.
+            return refuse(state, Response::NotOwner { owner: None });
         };
         let Some(route) = route else {
             return refuse(state, Response::NotOwner { owner: None });

@@ -315,3 +315,61 @@ async fn named_filters_run_where_writes_are_applied() {
     assert_eq!(got, wanted, "exactly the passing writes, each once");
     assert_eq!(relayed(&[&b, &c]) - before, relayed_wanted);
 }
+
+// Proves a cache defined through one member takes writes at once, whichever member owns
+// each key, and every owner holds every acknowledged write: a member that applies the
+// definition a moment after the one asked is sent the operations and the backup copies
+// again once it has the cache (it used to refuse the first and drop the second, leaving
+// an acknowledged write with one copy). Caches are defined through each member in turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn writes_right_after_a_definition_reach_every_owner() {
+    let (a, b, c) = three_members().await;
+    let members = [&a, &b, &c];
+    for round in 0..6 {
+        let name = format!("fresh-{round}");
+        let through = members[round % 3];
+        let config = CacheConfig {
+            mode: CacheMode::Distributed,
+            owners: 2,
+            ..CacheConfig::default()
+        };
+        let cache = through.define_cache(&name, config).await.unwrap();
+        for i in 0..60 {
+            let key = format!("k{i}");
+            cache
+                .put(key.as_bytes(), b"v", &WriteOptions::default())
+                .await
+                .unwrap_or_else(|error| panic!("{name}/{key}: {error}"));
+        }
+        for i in 0..60 {
+            let key = format!("k{i}");
+            let segment = through
+                .manager()
+                .cache(&name)
+                .unwrap()
+                .segment_of(key.as_bytes());
+            let owners = through.node().routing().cache(&name).unwrap().segments[segment as usize]
+                .write
+                .clone();
+            assert_eq!(owners.len(), 2);
+            for owner in owners {
+                let member = members.iter().find(|m| m.name() == owner.0).unwrap();
+                let copy = member
+                    .manager()
+                    .cache(&name)
+                    .unwrap()
+                    .get(key.as_bytes())
+                    .unwrap();
+                assert_eq!(
+                    copy.as_deref(),
+                    Some(&b"v"[..]),
+                    "{name}/{key} at {}",
+                    owner.0
+                );
+            }
+        }
+    }
+    for grid in [c, b, a] {
+        grid.leave().await;
+    }
+}

@@ -171,11 +171,11 @@ fn phase_name(phase: weft_cluster::topology::Phase) -> &'static str {
 /// A grid failure as the protocols that speak in cache errors report it: what the owner's
 /// cache refused as it would have here; an owner that cannot be reached, or ownership that
 /// did not settle, as the owner being unavailable (a client retries).
-pub fn cache_error_of(error: weft_grid::GridError) -> weft_core::CacheError {
+pub fn cache_error_of(cache: &str, error: weft_grid::GridError) -> weft_core::CacheError {
     match error {
         weft_grid::GridError::Cache(error) => error,
         other => weft_core::PersistenceError::Unavailable {
-            cache: String::new(),
+            cache: cache.to_owned(),
             reason: other.to_string(),
         }
         .into(),
@@ -203,11 +203,16 @@ impl weft_rest::Forwarder for RestForwarder {
         cache: weft_core::Cache,
         operation: Operation,
     ) -> BoxFuture<Result<Applied, weft_core::CacheError>> {
+        let name = cache.name().to_owned();
         let grid = GridCache::new(Arc::clone(&self.node), cache);
         if grid.route(&operation) != weft_grid::routing::Route::Local {
             self.routed.count(Origin::Rest);
         }
-        Box::pin(async move { grid.apply(operation).await.map_err(cache_error_of) })
+        Box::pin(async move {
+            grid.apply(operation)
+                .await
+                .map_err(|error| cache_error_of(&name, error))
+        })
     }
 
     fn size(&self, cache: weft_core::Cache) -> BoxFuture<Result<u64, String>> {

@@ -607,12 +607,15 @@ async fn run_at_owners(
         let answer = grid
             .invoke(ops::FUNCTION, call.key(), argument, call.writes())
             .await
-            .map_err(crate::cluster::cache_error_of)
+            .map_err(|error| crate::cluster::cache_error_of(grid.name(), error))
             .and_then(|bytes| {
                 ops::decode_answer(&bytes).ok_or_else(|| {
-                    crate::cluster::cache_error_of(weft_grid::GridError::Cluster(
-                        "a malformed answer from the key's owner".to_owned(),
-                    ))
+                    crate::cluster::cache_error_of(
+                        grid.name(),
+                        weft_grid::GridError::Cluster(
+                            "a malformed answer from the key's owner".to_owned(),
+                        ),
+                    )
                 })
             });
         answers.push_back(answer);
