@@ -170,7 +170,12 @@ def test_metrics_page_draws_live_charts(weft_port, page):
         time.sleep(0.2)
     assert drawn("requests") and drawn("operations")
     # A few more samples, so that the screenshot shows lines.
-    page.wait_for_function("samples.length >= 5", timeout=20_000)
+    # (Polled from here: the page's Content-Security-Policy forbids the string evaluation
+    # that wait_for_function uses.)
+    deadline = time.monotonic() + 20
+    while page.evaluate("() => samples.length") < 5 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert page.evaluate("() => samples.length") >= 5
     expect(page.locator("#chart-memory .legend")).to_contain_text("process (RSS)")
     # Something was drawn: the canvas is not blank.
     blank = page.evaluate("""() => {
