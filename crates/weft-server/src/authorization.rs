@@ -205,7 +205,10 @@ pub fn resp(spec: &CommandSpec, args: &[bytes::Bytes]) -> Need {
         | "punsubscribe" | "sunsubscribe" => Nothing,
         "acl" if sub("whoami") => Nothing,
         // MONITOR shows every client's commands and arguments: administrators only.
-        "acl" | "config" | "slowlog" | "monitor" => Server(Permissions::ADMIN),
+        "acl" | "config" | "slowlog" | "latency" | "monitor" => Server(Permissions::ADMIN),
+        "shutdown" => Server(Permissions::LIFECYCLE),
+        // How many members hold the client's own writes: a question about the connection.
+        "wait" => Nothing,
         // A script is run on the database (each command it calls is checked as well);
         // the script cache is the server's.
         "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" => {
@@ -460,7 +463,7 @@ mod tests {
             let need = resp(spec, &[bytes::Bytes::from_static(spec.name.as_bytes())]);
             if !matches!(
                 spec.name,
-                "acl" | "config" | "slowlog" | "monitor" | "function" | "script"
+                "acl" | "config" | "slowlog" | "latency" | "monitor" | "function" | "script"
             ) {
                 assert_ne!(
                     need,

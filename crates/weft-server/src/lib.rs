@@ -88,6 +88,8 @@ pub struct ServerContext {
     pub(crate) redis_config: resp::commands::config::RedisConfig,
     /// RESP commands slower than `slowlog-log-slower-than`.
     pub(crate) slowlog: resp::commands::slowlog::SlowLog,
+    /// RESP commands slower than `latency-monitor-threshold` (LATENCY).
+    pub(crate) latency: resp::commands::latency::LatencyMonitor,
     /// The Lua interpreter EVAL and FCALL run scripts in, and the running script's state.
     pub(crate) scripting: resp::commands::scripting::Scripting,
     /// How clients authenticate.
@@ -399,6 +401,7 @@ impl Server {
             manager,
             redis_config,
             slowlog: resp::commands::slowlog::SlowLog::default(),
+            latency: resp::commands::latency::LatencyMonitor::default(),
             scripting: resp::commands::scripting::Scripting::default(),
             settings: config.server,
             started: Instant::now(),

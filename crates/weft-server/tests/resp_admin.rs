@@ -356,3 +356,161 @@ fn monitor_shows_commands() {
     assert!(queued.ends_with("\"SET\" \"a\\\"b\" \"1\\n\""), "{queued}");
     assert!(next().ends_with("\"EXEC\""));
 }
+
+// Proves LATENCY records commands at or over `latency-monitor-threshold` as Redis does
+// (LATEST, HISTORY, RESET, GRAPH, DOCTOR), nothing while the threshold is 0, and that
+// LATENCY HISTOGRAM shows each command's calls and cumulative latency distribution.
+#[test]
+fn latency_monitor_and_histograms() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    // A script that runs for 30 ms.
+    let slow = [
+        "EVAL",
+        "local t = redis.call('TIME') local s = t[1] * 1000000 + t[2] \
+         repeat t = redis.call('TIME') until t[1] * 1000000 + t[2] - s > 30000 return 1",
+        "0",
+    ];
+    assert_eq!(c.call(&slow).int(), 1);
+    assert_eq!(c.cmd("LATENCY LATEST"), Frame::Array(vec![]));
+    assert!(c.cmd("LATENCY DOCTOR").text().contains("disabled"));
+
+    assert_eq!(
+        c.cmd("CONFIG SET latency-monitor-threshold 20"),
+        Frame::ok()
+    );
+    assert_eq!(c.call(&slow).int(), 1);
+    c.cmd("GET fast");
+    let latest = c.cmd("LATENCY LATEST").items();
+    assert_eq!(latest.len(), 1, "{latest:?}");
+    let event = latest[0].items();
+    assert_eq!(event[0], Frame::bulk("command"));
+    assert!(
+        event[2].int() >= 30 && event[3].int() >= event[2].int(),
+        "{event:?}"
+    );
+    let history = c.cmd("LATENCY HISTORY command").items();
+    assert_eq!(history.len(), 1);
+    assert_eq!(history[0].items()[1], event[2]);
+    assert_eq!(c.cmd("LATENCY HISTORY nothing"), Frame::Array(vec![]));
+    assert!(
+        c.cmd("LATENCY GRAPH command")
+            .text()
+            .contains("command - high")
+    );
+    assert_eq!(
+        c.cmd("LATENCY GRAPH nothing"),
+        Frame::error("ERR No samples available for event 'nothing'")
+    );
+    assert!(
+        c.cmd("LATENCY DOCTOR")
+            .text()
+            .contains("1. command: 1 latency spikes")
+    );
+    assert_eq!(c.cmd("LATENCY RESET nothing").int(), 0);
+    assert_eq!(c.cmd("LATENCY RESET").int(), 1);
+    assert_eq!(c.cmd("LATENCY LATEST"), Frame::Array(vec![]));
+
+    // Histograms: calls, and counts that only grow, ending at the calls.
+    for _ in 0..10 {
+        c.cmd("SET k v");
+    }
+    let histogram = c.cmd("LATENCY HISTOGRAM set nosuchcommand").items();
+    assert_eq!(histogram.len(), 2, "{histogram:?}");
+    assert_eq!(histogram[0], Frame::bulk("set"));
+    let figures = histogram[1].items();
+    assert_eq!(figures[0], Frame::bulk("calls"));
+    assert_eq!(figures[1].int(), 10);
+    assert_eq!(figures[2], Frame::bulk("histogram_usec"));
+    let points: Vec<i64> = figures[3].items().iter().map(Frame::int).collect();
+    let counts: Vec<i64> = points.iter().skip(1).step_by(2).copied().collect();
+    assert!(counts.windows(2).all(|w| w[0] < w[1]), "{points:?}");
+    assert_eq!(counts.last(), Some(&10));
+    assert_eq!(
+        c.cmd("LATENCY NOPE"),
+        Frame::error("ERR unknown subcommand 'NOPE'. Try LATENCY HELP.")
+    );
+}
+
+// Proves WAIT answers at once when no more replicas are asked for than a local cache has
+// (none), waits out its timeout otherwise and then answers 0, answers at once inside MULTI,
+// and refuses malformed arguments with Redis' errors.
+#[test]
+fn wait_on_a_local_cache() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    c.cmd("SET k v");
+    assert_eq!(c.cmd("WAIT 0 0").int(), 0);
+    let started = std::time::Instant::now();
+    assert_eq!(c.cmd("WAIT 1 200").int(), 0);
+    assert!(started.elapsed() >= std::time::Duration::from_millis(190));
+    assert_eq!(c.cmd("MULTI"), Frame::ok());
+    assert_eq!(c.cmd("WAIT 1 0"), Frame::Simple("QUEUED".into()));
+    assert_eq!(c.cmd("EXEC"), Frame::Array(vec![Frame::Integer(0)]));
+    assert_eq!(
+        c.cmd("WAIT x 0"),
+        Frame::error("ERR value is not an integer or out of range")
+    );
+    assert_eq!(c.cmd("WAIT 1 -1"), Frame::error("ERR timeout is negative"));
+    assert_eq!(
+        c.cmd("WAIT 1 x"),
+        Frame::error("ERR timeout is not an integer or out of range")
+    );
+    // A client blocked in WAIT is answered as timed out by CLIENT UNBLOCK.
+    let id = c.cmd("CLIENT ID").int();
+    let mut other = server.client();
+    c.send_raw(&common::encode(&["WAIT", "1", "0"]));
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    assert_eq!(other.cmd(&format!("CLIENT UNBLOCK {id}")).int(), 1);
+    assert_eq!(c.read_frame(), Frame::Integer(0));
+}
+
+// Proves SHUTDOWN stops a server process gracefully (exit status 0) and closes the asking
+// connection without a reply, while its malformed forms, ABORT with no shutdown under way
+// and SHUTDOWN inside MULTI are refused and change nothing.
+#[test]
+fn shutdown_stops_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = common::cluster::free_tcp_port();
+    let address = format!("127.0.0.1:{port}");
+    let mut server = common::process::Weft::spawn(
+        dir.path(),
+        &["server", "--bind", &address],
+        dir.path(),
+        "server",
+    );
+    common::process::wait_listening(address.parse().unwrap(), std::time::Duration::from_secs(30));
+    let mut c = common::Client::connect(address.parse().unwrap());
+    assert_eq!(
+        c.cmd("SHUTDOWN NOSAVE SAVE"),
+        Frame::error("ERR syntax error")
+    );
+    assert_eq!(c.cmd("SHUTDOWN LATER"), Frame::error("ERR syntax error"));
+    assert_eq!(
+        c.cmd("SHUTDOWN ABORT NOW"),
+        Frame::error("ERR syntax error")
+    );
+    assert_eq!(
+        c.cmd("SHUTDOWN ABORT"),
+        Frame::error("ERR No shutdown in progress.")
+    );
+    assert_eq!(c.cmd("MULTI"), Frame::ok());
+    assert_eq!(
+        c.cmd("SHUTDOWN"),
+        Frame::error("ERR Command not allowed inside a transaction")
+    );
+    assert_eq!(
+        c.cmd("EXEC"),
+        Frame::error("EXECABORT Transaction discarded because of previous errors.")
+    );
+    assert_eq!(c.cmd("SET k v"), Frame::ok());
+    c.send_raw(&common::encode(&["SHUTDOWN", "NOW"]));
+    assert!(
+        c.closed_by_server(),
+        "the connection closes without a reply"
+    );
+    let status = server
+        .exit_within(std::time::Duration::from_secs(30))
+        .expect("the server stops");
+    assert!(status.success(), "{status:?}: {}", server.stderr());
+}

@@ -610,10 +610,15 @@ struct Blocked<'a> {
 }
 
 /// The reply of a blocked command CLIENT UNBLOCK ended: its timeout's, or Redis' error.
-fn unblocked_reply(output: &mut BytesMut, protocol: weft_resp::Protocol, how: clients::Unblock) {
+fn unblocked_reply(
+    output: &mut BytesMut,
+    protocol: weft_resp::Protocol,
+    how: clients::Unblock,
+    on_timeout: commands::lists::TimeoutReply,
+) {
     let mut reply = Reply::new(output, protocol);
     match how {
-        clients::Unblock::Timeout => reply.null_array(),
+        clients::Unblock::Timeout => on_timeout.write(&mut reply),
         clients::Unblock::Error => reply.error("UNBLOCKED client unblocked via CLIENT UNBLOCK"),
     }
 }
@@ -651,6 +656,7 @@ impl Blocked<'_> {
             }
         });
         let deadline = block.deadline.map(tokio::time::Instant::from_std);
+        let on_timeout = block.on_timeout;
         let limit = context.settings.client_input_bytes_max;
         let mailbox = Arc::clone(&session.mailbox);
         mailbox.client.set_blocked(true);
@@ -668,11 +674,11 @@ impl Blocked<'_> {
                 _ = registration.notified() => {}
                 () = tokio::time::sleep(BLOCKED_ELSEWHERE_RETRY) => {}
                 () = timeout => {
-                    Reply::new(self.output, session.protocol).null_array();
+                    on_timeout.write(&mut Reply::new(self.output, session.protocol));
                     break true;
                 }
                 how = mailbox.client.unblocked() => {
-                    unblocked_reply(self.output, session.protocol, how);
+                    unblocked_reply(self.output, session.protocol, how, on_timeout);
                     break true;
                 }
                 read = self.stream.read_buf(self.input) => match read {
@@ -720,6 +726,7 @@ impl Blocked<'_> {
             ready: None,
         });
         let deadline = block.deadline.map(tokio::time::Instant::from_std);
+        let on_timeout = block.on_timeout;
         let limit = context.settings.client_input_bytes_max;
         // Pushes wait in the mailbox until the command answers; if they overflow it, the
         // connection closes from here so that the registration above is undone.
@@ -766,11 +773,11 @@ impl Blocked<'_> {
                     }
                 }
                 () = timeout => {
-                    Reply::new(self.output, session.protocol).null_array();
+                    on_timeout.write(&mut Reply::new(self.output, session.protocol));
                     break true;
                 }
                 how = mailbox.client.unblocked() => {
-                    unblocked_reply(self.output, session.protocol, how);
+                    unblocked_reply(self.output, session.protocol, how, on_timeout);
                     break true;
                 }
                 read = self.stream.read_buf(self.input) => match read {

@@ -579,6 +579,10 @@ impl Session {
             self.refuse(spec, &error, reply);
             return;
         }
+        if self.multi.is_some() && !self.executing && spec.flags.contains(&"no_multi") {
+            self.refuse(spec, "ERR Command not allowed inside a transaction", reply);
+            return;
+        }
         if self.multi.is_some() && !self.executing && !spec.runs_inside_multi() {
             if let Some(multi) = &mut self.multi {
                 multi.queued.push(args.to_vec());
@@ -675,11 +679,10 @@ impl Session {
         context
             .telemetry
             .observe(crate::telemetry::Protocol::Resp, spec.name, took);
-        context.command_stats.ran(
-            spec,
-            u64::try_from(took.as_micros()).unwrap_or(u64::MAX),
-            reply.error_code_at(reply_start),
-        );
+        context
+            .command_stats
+            .ran(spec, took, reply.error_code_at(reply_start));
+        context.latency.command(spec, took);
         // Credentials never reach the log; EXEC's commands are timed themselves.
         if context.slowlog.enabled()
             && !spec.flags.contains(&"skip-slowlog")

@@ -6,9 +6,9 @@ use std::sync::LazyLock;
 use bytes::Bytes;
 
 use super::commands::{
-    bits, cluster, config, connection, counters, dump, expire, geo, hashes, hyperloglog, keys, lcs,
-    lists, pubsub, scripting, server, sets, slowlog, sort, stream_groups, streams, strings,
-    transactions, zsets, zsets_algebra,
+    admin, bits, cluster, config, connection, counters, dump, expire, geo, hashes, hyperloglog,
+    keys, latency, lcs, lists, pubsub, scripting, server, sets, slowlog, sort, stream_groups,
+    streams, strings, transactions, zsets, zsets_algebra,
 };
 use super::{Reply, Session};
 
@@ -265,6 +265,37 @@ pub static COMMANDS: &[CommandSpec] = &[
         slowlog::slowlog,
     )
     .with_subcommands(&[("GET", -2), ("HELP", 2), ("LEN", 2), ("RESET", 2)]),
+    spec(
+        "latency",
+        -2,
+        &["admin", "noscript", "loading", "stale"],
+        NO_KEYS,
+        latency::latency,
+    )
+    .with_subcommands(&[
+        ("DOCTOR", 2),
+        ("GRAPH", 3),
+        ("HELP", 2),
+        ("HISTOGRAM", -2),
+        ("HISTORY", 3),
+        ("LATEST", 2),
+        ("RESET", -2),
+    ]),
+    spec(
+        "shutdown",
+        -1,
+        &[
+            "admin",
+            "noscript",
+            "loading",
+            "stale",
+            "no_multi",
+            "allow_busy",
+        ],
+        NO_KEYS,
+        admin::shutdown,
+    ),
+    spec("wait", 3, &["noscript"], NO_KEYS, admin::wait),
     spec(
         "config",
         -2,

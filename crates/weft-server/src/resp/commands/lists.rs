@@ -20,7 +20,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use weft_core::structure::ListValue;
 
-pub use waiters::{Block, Retry, Waiters};
+pub use waiters::{Block, Retry, TimeoutReply, Waiters};
 
 use super::collections::{self, Failure};
 use super::{arg_i64, errors, is};

@@ -2,6 +2,7 @@
 //! arguments, calls the `Cache` API, and writes its reply; errors are replies in Redis'
 //! own words.
 
+pub mod admin;
 pub mod bits;
 pub mod cluster;
 pub mod collections;
@@ -17,6 +18,7 @@ pub mod hashes;
 pub mod hll;
 pub mod hyperloglog;
 pub mod keys;
+pub mod latency;
 pub mod lcs;
 pub mod lists;
 pub mod notify;

@@ -15,6 +15,9 @@ use crate::resp::table::{COMMANDS, CommandSpec};
 
 /// Thread slots of counters.
 const SLOTS: usize = 8;
+/// Buckets of a command's latency histogram: bucket `k` counts calls that took at most
+/// 1024 ns · 2^k (the last, anything longer: about 8.6 s and up).
+pub const BUCKETS: usize = 24;
 
 #[derive(Debug, Default)]
 struct Counters {
@@ -22,6 +25,15 @@ struct Counters {
     micros: AtomicU64,
     rejected: AtomicU64,
     failed: AtomicU64,
+    buckets: [AtomicU64; BUCKETS],
+}
+
+/// The histogram bucket of a call that took `nanos`.
+fn bucket(nanos: u64) -> usize {
+    // ceil(log2(nanos / 1024)), from 0.
+    let units = nanos.saturating_sub(1) >> 10;
+    let k = (u64::BITS - units.leading_zeros()) as usize;
+    k.min(BUCKETS - 1)
 }
 
 /// One command's figures (INFO commandstats).
@@ -72,11 +84,13 @@ impl CommandStats {
             .get(crate::resp::table::index_of(spec)?)
     }
 
-    /// `spec` ran for `micros`, answering an error with code `error` if it did.
-    pub fn ran(&self, spec: &CommandSpec, micros: u64, error: Option<&str>) {
+    /// `spec` ran for `took`, answering an error with code `error` if it did.
+    pub fn ran(&self, spec: &CommandSpec, took: std::time::Duration, error: Option<&str>) {
         if let Some(counters) = self.counters(spec) {
+            let nanos = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
             counters.calls.fetch_add(1, Ordering::Relaxed);
-            counters.micros.fetch_add(micros, Ordering::Relaxed);
+            counters.micros.fetch_add(nanos / 1000, Ordering::Relaxed);
+            counters.buckets[bucket(nanos)].fetch_add(1, Ordering::Relaxed);
             if error.is_some() {
                 counters.failed.fetch_add(1, Ordering::Relaxed);
             }
@@ -125,6 +139,23 @@ impl CommandStats {
             .collect()
     }
 
+    /// The command at `at` in [`COMMANDS`]: its calls and its latency histogram's buckets.
+    #[must_use]
+    pub fn histogram(&self, at: usize) -> (u64, [u64; BUCKETS]) {
+        let mut calls = 0;
+        let mut buckets = [0; BUCKETS];
+        for slot in &self.slots {
+            let Some(counters) = slot.get(at) else {
+                continue;
+            };
+            calls += counters.calls.load(Ordering::Relaxed);
+            for (sum, count) in buckets.iter_mut().zip(&counters.buckets) {
+                *sum += count.load(Ordering::Relaxed);
+            }
+        }
+        (calls, buckets)
+    }
+
     /// Each error code answered since the last reset, with how often.
     #[must_use]
     pub fn errors(&self) -> Vec<(String, u64)> {
@@ -143,8 +174,27 @@ impl CommandStats {
                 counters.micros.store(0, Ordering::Relaxed);
                 counters.rejected.store(0, Ordering::Relaxed);
                 counters.failed.store(0, Ordering::Relaxed);
+                for count in &counters.buckets {
+                    count.store(0, Ordering::Relaxed);
+                }
             }
         }
         self.errors.lock().clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bucket;
+
+    #[test]
+    fn buckets_double_from_1024_nanoseconds() {
+        assert_eq!(bucket(0), 0);
+        assert_eq!(bucket(1024), 0);
+        assert_eq!(bucket(1025), 1);
+        assert_eq!(bucket(2048), 1);
+        assert_eq!(bucket(2049), 2);
+        assert_eq!(bucket(65_536), 6);
+        assert_eq!(bucket(u64::MAX), super::BUCKETS - 1);
     }
 }

@@ -44,6 +44,28 @@ pub struct Block {
     /// Run the command again this often even without a push (XREADGROUP: its stream may be
     /// deleted or retyped, which pushes do not signal, and it must then fail).
     pub recheck: Option<std::time::Duration>,
+    /// What the client is answered when the deadline passes (or CLIENT UNBLOCK TIMEOUT).
+    pub on_timeout: TimeoutReply,
+}
+
+/// The answer of a blocked command whose time ran out.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum TimeoutReply {
+    /// A null array: the blocking pops and reads.
+    #[default]
+    NullArray,
+    /// An integer: WAIT's count of replicas.
+    Integer(i64),
+}
+
+impl TimeoutReply {
+    /// Writes the answer.
+    pub fn write(self, reply: &mut crate::resp::Reply<'_>) {
+        match self {
+            Self::NullArray => reply.null_array(),
+            Self::Integer(value) => reply.integer(value),
+        }
+    }
 }
 
 impl Block {
@@ -55,6 +77,7 @@ impl Block {
             deadline,
             retry_args: None,
             recheck: None,
+            on_timeout: TimeoutReply::NullArray,
         }
     }
 }
