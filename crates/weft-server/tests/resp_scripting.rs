@@ -292,3 +292,34 @@ fn looping_scripts_do_not_starve_a_single_worker() {
         assert_eq!(admin.cmd("PING"), Frame::Simple("PONG".into()));
     }
 }
+
+// Proves a read-only script (EVAL_RO, or a `no-writes` shebang) may not call a command that
+// may replicate (PUBLISH, PFCOUNT), as Redis refuses it (CLIENT PAUSE WRITE counts on it),
+// while a script that may write calls PUBLISH.
+#[test]
+fn read_only_scripts_refuse_commands_that_may_replicate() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    for script in [
+        "return redis.call('publish','ch','msg')",
+        "return redis.call('pfcount','hll')",
+    ] {
+        let refused = c.call(&["EVAL_RO", script, "0"]);
+        assert!(
+            matches!(&refused, Frame::Error(text)
+                if text.starts_with("ERR Write commands are not allowed from read-only scripts. script:")),
+            "{refused:?}"
+        );
+    }
+    let shebang = "#!lua flags=no-writes\nreturn redis.call('publish','ch','msg')";
+    let refused = c.call(&["EVAL", shebang, "0"]);
+    assert!(
+        matches!(&refused, Frame::Error(text)
+            if text.starts_with("ERR Write commands are not allowed from read-only scripts.")),
+        "{refused:?}"
+    );
+    assert_eq!(
+        c.call(&["EVAL", "return redis.call('publish','ch','msg')", "0"]),
+        Frame::Integer(0)
+    );
+}

@@ -148,7 +148,7 @@ const BLOCKING_DENYOOM: &[&str] = &["write", "denyoom", "noscript", "blocking"];
 const CONNECTION: &[&str] = &["noscript", "loading", "stale", "fast", "no_auth"];
 const ADMIN: &[&str] = &["loading", "stale"];
 const SUBSCRIBE: &[&str] = &["pubsub", "noscript", "loading", "stale"];
-const PUBLISH: &[&str] = &["pubsub", "loading", "stale", "fast"];
+const PUBLISH: &[&str] = &["pubsub", "loading", "stale", "fast", "may_replicate"];
 const SCRIPT_RUN: &[&str] = &[
     "noscript",
     "stale",
@@ -369,7 +369,13 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("bitfield_ro", -2, READ, ONE_KEY, bits::bitfield_ro),
     // HyperLogLog
     spec("pfadd", -2, WRITE_FAST, ONE_KEY, hyperloglog::pfadd),
-    spec("pfcount", -2, &["readonly"], ALL_KEYS, hyperloglog::pfcount),
+    spec(
+        "pfcount",
+        -2,
+        &["readonly", "may_replicate"],
+        ALL_KEYS,
+        hyperloglog::pfcount,
+    ),
     spec("pfmerge", -2, WRITE, ALL_KEYS, hyperloglog::pfmerge),
     // geo (sorted sets of geohash scores)
     spec("geoadd", -5, WRITE, ONE_KEY, geo::geoadd),

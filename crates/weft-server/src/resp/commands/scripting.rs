@@ -157,7 +157,8 @@ impl Host for ScriptHost<'_> {
             );
         }
         let write = spec.flags.contains(&"write");
-        if read_only && write {
+        // As Redis: a command that may replicate (PUBLISH, PFCOUNT) is refused here too.
+        if read_only && (write || spec.flags.contains(&"may_replicate")) {
             return CallOutcome::Refused(
                 "Write commands are not allowed from read-only scripts.".to_owned(),
             );
