@@ -88,7 +88,8 @@ fn cluster() -> Vec<TestServer> {
     cluster_and_seeds().0
 }
 
-/// Three nodes with a stable default cache, and their cluster addresses as a `join` list.
+/// Three nodes with their three clustered caches stable, and their cluster addresses as a
+/// `join` list.
 fn cluster_and_seeds() -> (Vec<TestServer>, Vec<String>) {
     let ports: Vec<u16> = (0..3)
         .map(|_| common::cluster::free_udp_and_tcp_port())
@@ -111,12 +112,14 @@ fn cluster_and_seeds() -> (Vec<TestServer>, Vec<String>) {
         let ready = servers.iter().all(|server| {
             let body = http_get(server.addr, "/rest/v2/cluster/topology");
             let report: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+            // Every clustered cache of CACHES, not only `default`: a test of another cache
+            // must not start while this node has yet to install that cache's topology.
             report["caches"].as_array().is_some_and(|caches| {
-                caches.iter().any(|cache| {
-                    cache["cache"] == "default"
-                        && cache["phase"] == "stable"
-                        && cache["members"].as_array().is_some_and(|m| m.len() == 3)
-                })
+                caches.len() == 3
+                    && caches.iter().all(|cache| {
+                        cache["phase"] == "stable"
+                            && cache["members"].as_array().is_some_and(|m| m.len() == 3)
+                    })
             })
         });
         if ready {
