@@ -197,6 +197,15 @@ fn client_reply_modes() {
     c.send_raw(&common::encode(&["CLIENT", "REPLY", "SKIP"]));
     c.send_raw(&common::encode(&["PING", "skipped"]));
     assert_eq!(c.cmd("PING after"), Frame::bulk("after"));
+    // CLIENT REPLY ON right after SKIP clears the skip and answers, as Redis does.
+    c.send_raw(&common::encode(&["CLIENT", "REPLY", "SKIP"]));
+    assert_eq!(c.cmd("CLIENT REPLY ON"), Frame::ok());
+    assert_eq!(c.cmd("PING"), Frame::Simple("PONG".into()));
+    // CLIENT REPLY SKIP twice: the second's own reply is skipped, and the next command's.
+    c.send_raw(&common::encode(&["CLIENT", "REPLY", "SKIP"]));
+    c.send_raw(&common::encode(&["CLIENT", "REPLY", "SKIP"]));
+    c.send_raw(&common::encode(&["PING", "skipped"]));
+    assert_eq!(c.cmd("PING last"), Frame::bulk("last"));
 }
 
 // Proves CLIENT PAUSE WRITE holds back writes (and counts them as blocked) while reads

@@ -429,9 +429,11 @@ impl Session {
     }
 
     /// CLIENT REPLY after a command: drops its reply when replies are off or skipped (in
-    /// RESP3 keeping pushes, which Redis sends whatever the mode), and moves SKIP on.
+    /// RESP3 keeping pushes, which Redis sends whatever the mode), and moves SKIP on. A
+    /// skipped command that turned replies ON (CLIENT REPLY ON) is answered: Redis clears
+    /// the skip before that command replies.
     fn apply_reply_mode(&mut self, before: ReplyMode, output: &mut BytesMut, start: usize) {
-        let suppress = before == ReplyMode::Skip
+        let suppress = (before == ReplyMode::Skip && self.reply_mode != ReplyMode::On)
             || matches!(self.reply_mode, ReplyMode::Off | ReplyMode::SkipNext);
         match self.reply_mode {
             ReplyMode::Skip if before == ReplyMode::Skip => self.reply_mode = ReplyMode::On,
