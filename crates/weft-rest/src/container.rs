@@ -170,10 +170,7 @@ impl Caller {
     /// without a client address (one an embedding program built) does not count.
     fn is_loopback(&self) -> bool {
         self.client
-            .is_some_and(|ClientAddress(peer)| match peer.ip().to_canonical() {
-                std::net::IpAddr::V4(ip) => ip == std::net::Ipv4Addr::LOCALHOST,
-                std::net::IpAddr::V6(ip) => ip == std::net::Ipv6Addr::LOCALHOST,
-            })
+            .is_some_and(|ClientAddress(peer)| crate::is_local_client(peer))
     }
 
     /// The password the request presents: `Authorization: Bearer <password>`, or HTTP Basic

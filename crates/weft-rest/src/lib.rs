@@ -458,6 +458,17 @@ impl RestState {
     }
 }
 
+/// Whether `peer` is a client on this machine for the lifecycle actions' rule: `127.0.0.1`
+/// or `::1` only (other `127.x.y.z` addresses do not count). RESP's SHUTDOWN follows the
+/// same rule.
+#[must_use]
+pub fn is_local_client(peer: std::net::SocketAddr) -> bool {
+    match peer.ip().to_canonical() {
+        std::net::IpAddr::V4(ip) => ip == std::net::Ipv4Addr::LOCALHOST,
+        std::net::IpAddr::V6(ip) => ip == std::net::Ipv6Addr::LOCALHOST,
+    }
+}
+
 /// The state every handler receives.
 pub(crate) type Shared = Arc<RestState>;
 

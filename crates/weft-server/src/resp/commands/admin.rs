@@ -34,7 +34,7 @@ pub fn shutdown(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
     if session.in_script || session.in_transaction() {
         return reply.error("ERR SHUTDOWN is not allowed in scripts or transactions");
     }
-    if !session.context.security.has_users() && !is_local(session.peer) {
+    if !session.context.security.has_users() && !weft_rest::is_local_client(session.peer) {
         return reply.error(
             "ERR SHUTDOWN is accepted from 127.0.0.1 or ::1 only, on a server without users",
         );
@@ -43,14 +43,6 @@ pub fn shutdown(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
     session.context.request_shutdown();
     // No reply: the connection closes as the server stops.
     session.quit = true;
-}
-
-/// Whether `peer` is `127.0.0.1` or `::1` (other loopback addresses do not count).
-fn is_local(peer: std::net::SocketAddr) -> bool {
-    match peer.ip().to_canonical() {
-        std::net::IpAddr::V4(ip) => ip == std::net::Ipv4Addr::LOCALHOST,
-        std::net::IpAddr::V6(ip) => ip == std::net::Ipv6Addr::LOCALHOST,
-    }
 }
 
 /// `WAIT numreplicas timeout`: the number of other members holding every write this client
