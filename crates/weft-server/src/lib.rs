@@ -94,6 +94,8 @@ pub struct ServerContext {
     pub(crate) scripting: resp::commands::scripting::Scripting,
     /// How clients authenticate.
     pub security: Arc<security::Security>,
+    /// Redis ACL users (RESP's `default` and those ACL SETUSER made) and the ACL log.
+    pub(crate) acl: resp::acl::Acl,
     /// Where the RESP databases SWAPDB exchanged are kept (servers with a file store).
     pub(crate) resp_swaps_file: Option<std::path::PathBuf>,
     /// CLIENT PAUSE.
@@ -397,9 +399,11 @@ impl Server {
         }
         let rest_router = weft_rest::router(rest_state);
         let redis_config = resp::commands::config::RedisConfig::new(&config.server, local_addr);
+        let acl = resp::acl::Acl::new(config.server.password.as_deref(), security.has_users());
         let context = Arc::new(ServerContext {
             manager,
             redis_config,
+            acl,
             slowlog: resp::commands::slowlog::SlowLog::default(),
             latency: resp::commands::latency::LatencyMonitor::default(),
             scripting: resp::commands::scripting::Scripting::default(),

@@ -268,6 +268,34 @@ impl Security {
         }
     }
 
+    /// A Redis ACL user (RESP's `crate::resp::acl`): its ACL rules restrict it, so its
+    /// roles do not — it has the administrator's, as `default` has.
+    #[must_use]
+    pub fn acl_subject(&self, name: &[u8]) -> Subject {
+        self.policy
+            .with_roles(&String::from_utf8_lossy(name), ["admin".to_owned()])
+    }
+
+    /// Authenticates by `check` (a credential this module does not keep, as a Redis ACL
+    /// user's password), with the same throttle and audit log as a password: `user` is who
+    /// the client claims to be.
+    pub fn authenticate_with(
+        &self,
+        peer: IpAddr,
+        protocol: &'static str,
+        user: &[u8],
+        check: impl FnOnce() -> Option<Subject>,
+    ) -> Option<Subject> {
+        let name = String::from_utf8_lossy(user);
+        if !self.throttle.allows(peer) {
+            tracing::info!(target: AUDIT, %peer, protocol, user = %name, "authentication refused: too many failures from this address");
+            return None;
+        }
+        let subject = check();
+        self.record(peer, protocol, &name, subject.as_ref());
+        subject
+    }
+
     /// Who a client of a protocol that authenticates only users-file users (Hot Rod,
     /// memcached, REST; the shared `password` is RESP's alone) is before it authenticates:
     /// `default` with every role without a users file, nobody with one.

@@ -8,9 +8,12 @@
 //! connection goes on; a protocol error (malformed frame) gets Redis' `-ERR Protocol error`
 //! reply and closes the connection, as Redis does; I/O errors just close it.
 
+pub(crate) mod acl;
 pub(crate) mod clients;
 pub(crate) mod commands;
 pub(crate) mod databases;
+pub(crate) mod meta;
+mod meta_table;
 pub(crate) mod monitor;
 pub(crate) mod push;
 mod reply;

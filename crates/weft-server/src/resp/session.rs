@@ -53,6 +53,9 @@ pub struct Session {
     /// Who the client is: the user it authenticated as, or `default` when no
     /// authentication is required.
     pub subject: Option<weft_security::Subject>,
+    /// The Redis ACL user the client is, whose rules restrict it; `None` for users of a
+    /// users file (authorized by their roles alone).
+    pub(crate) acl_user: Option<Arc<super::acl::User>>,
     /// Set by QUIT: close after flushing replies.
     pub quit: bool,
     /// The client's address.
@@ -169,7 +172,7 @@ impl Session {
             .cache_for_resp_database(0)
             .or_else(|| super::commands::connection::database_cache_of(&context, 0))?;
         let client_id = context.next_client_id();
-        let subject = context.security.anonymous();
+        let (acl_user, subject) = Self::identity_on_connect(&context);
         let authenticated = subject.is_some();
         let mailbox = Arc::new(Mailbox::for_connection(
             client_id,
@@ -187,6 +190,7 @@ impl Session {
             client_name: None,
             authenticated,
             subject,
+            acl_user,
             quit: false,
             peer,
             connected_at: Instant::now(),
@@ -216,6 +220,8 @@ impl Session {
         let peer = context.local_addr;
         let mut session = Self::new(context, peer)?;
         session.mailbox.client.set_internal();
+        // The client's ACL rules were checked where it is connected.
+        session.acl_user = None;
         session.database = cache.config().resp_database.unwrap_or(0);
         session.cache = cache;
         session.protocol = if resp3 {
@@ -698,10 +704,75 @@ impl Session {
         }
     }
 
+    /// Who a connection is before AUTH: Redis' `default` user when it is an ACL user
+    /// (authenticated when it is on and needs no password), else the server's anonymous
+    /// subject.
+    pub(crate) fn identity_on_connect(
+        context: &ServerContext,
+    ) -> (
+        Option<Arc<super::acl::User>>,
+        Option<weft_security::Subject>,
+    ) {
+        match context.acl.on_connect() {
+            Some((user, open)) => {
+                let subject = open.then(|| context.security.acl_subject(user.name()));
+                (Some(user), subject)
+            }
+            None => (None, context.security.anonymous()),
+        }
+    }
+
+    /// Whether the client's ACL rules let it run the call (always for users of a users
+    /// file); why not otherwise.
+    pub(crate) fn acl_check(
+        &self,
+        spec: &table::CommandSpec,
+        args: &[Bytes],
+    ) -> Result<(), super::acl::Denial> {
+        match &self.acl_user {
+            Some(user) => user.check(spec, args),
+            None => Ok(()),
+        }
+    }
+
+    /// Records a refusal in the ACL log.
+    pub(crate) fn acl_log(&self, reason: super::acl::Reason, object: &[u8], user: &[u8]) {
+        use super::acl::Context;
+        let context = if self.in_script {
+            Context::Lua
+        } else if self.multi.is_some() {
+            Context::Multi
+        } else {
+            Context::Toplevel
+        };
+        let info = super::commands::connection::client_info_line(self, self.last_command, &[]);
+        self.context.acl.log(reason, context, object, user, info);
+    }
+
     /// Whether the client's user may run the command (`crate::authorization`'s table), on
     /// the selected database's cache or, for FLUSHALL, on every database's; Redis' NOPERM
     /// otherwise.
     pub(crate) fn authorize(
+        &self,
+        spec: &table::CommandSpec,
+        args: &[Bytes],
+    ) -> Result<(), String> {
+        self.authorize_roles(spec, args)?;
+        if let Err(denial) = self.acl_check(spec, args) {
+            let (reason, object) = super::acl::logged(denial, spec, args);
+            let user = self.acl_user.as_ref().map_or(&b"default"[..], |u| u.name());
+            self.acl_log(reason, &object, user);
+            return Err(if self.in_script {
+                format!("ERR {}", super::acl::script_refusal(denial))
+            } else {
+                super::acl::refusal(denial, spec, args)
+            });
+        }
+        Ok(())
+    }
+
+    /// The role check alone (`crate::authorization`); Redis' NOPERM otherwise.
+    pub(crate) fn authorize_roles(
         &self,
         spec: &table::CommandSpec,
         args: &[Bytes],

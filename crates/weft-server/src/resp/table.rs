@@ -6,9 +6,9 @@ use std::sync::LazyLock;
 use bytes::Bytes;
 
 use super::commands::{
-    admin, bits, cluster, config, connection, counters, dump, expire, geo, hashes, hyperloglog,
-    keys, latency, lcs, lists, pubsub, scripting, server, sets, slowlog, sort, stream_groups,
-    streams, strings, transactions, zsets, zsets_algebra,
+    acl, admin, bits, cluster, config, connection, counters, dump, expire, geo, hashes,
+    hyperloglog, keys, latency, lcs, lists, pubsub, scripting, server, sets, slowlog, sort,
+    stream_groups, streams, strings, transactions, zsets, zsets_algebra,
 };
 use super::{Reply, Session};
 
@@ -174,8 +174,18 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("hello", -1, CONNECTION, NO_KEYS, connection::hello),
     spec("auth", -2, CONNECTION, NO_KEYS, connection::auth),
     spec("quit", -1, CONNECTION, NO_KEYS, connection::quit),
-    spec("acl", -2, &["loading", "stale"], NO_KEYS, connection::acl).with_subcommands(&[
+    spec("acl", -2, &["loading", "stale"], NO_KEYS, acl::acl).with_subcommands(&[
+        ("CAT", -2),
+        ("DELUSER", -3),
+        ("DRYRUN", -4),
+        ("GENPASS", -2),
+        ("GETUSER", 3),
+        ("HELP", 2),
         ("LIST", 2),
+        ("LOAD", 2),
+        ("LOG", -2),
+        ("SAVE", 2),
+        ("SETUSER", -3),
         ("USERS", 2),
         ("WHOAMI", 2),
     ]),

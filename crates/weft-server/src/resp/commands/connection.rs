@@ -29,23 +29,39 @@ pub fn echo(_session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
     reply.bulk(&args[1]);
 }
 
-/// Checks credentials with the server's security (a users file, or the shared password of
-/// the user `default`); authenticates the session on success.
+/// Checks credentials: a Redis ACL user's (`crate::resp::acl`), else the server's security
+/// (a users file, or the shared password of the user `default`); authenticates the session
+/// on success, and logs a failure in the ACL log.
 fn check_credentials(session: &mut Session, user: &[u8], password: &[u8]) -> bool {
-    if !session.context.security.required() {
-        // No password anywhere: the default user takes any, as with Redis' nopass.
-        return user == crate::security::DEFAULT_USER.as_bytes();
+    let security = std::sync::Arc::clone(&session.context.security);
+    if let Some(acl_user) = session.context.acl.get(user) {
+        let subject = security.authenticate_with(session.peer.ip(), "RESP", user, || {
+            acl_user
+                .accepts(password)
+                .then(|| security.acl_subject(user))
+        });
+        return match subject {
+            Some(subject) => {
+                session.subject = Some(subject);
+                session.acl_user = Some(acl_user);
+                true
+            }
+            None => {
+                session.acl_log(crate::resp::acl::Reason::Auth, b"AUTH", user);
+                false
+            }
+        };
     }
-    match session
-        .context
-        .security
-        .authenticate_password(session.peer.ip(), "RESP", user, password)
-    {
+    match security.authenticate_password(session.peer.ip(), "RESP", user, password) {
         Some(subject) => {
             session.subject = Some(subject);
+            session.acl_user = None;
             true
         }
-        None => false,
+        None => {
+            session.acl_log(crate::resp::acl::Reason::Auth, b"AUTH", user);
+            false
+        }
     }
 }
 
@@ -53,7 +69,12 @@ fn check_credentials(session: &mut Session, user: &[u8], password: &[u8]) -> boo
 pub fn auth(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
     let (user, password): (&[u8], &[u8]) = match args {
         [_, password] => {
-            if !session.context.security.required() {
+            let nopass = session
+                .context
+                .acl
+                .default_nopass()
+                .unwrap_or(!session.context.security.required());
+            if nopass {
                 reply.error("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?");
                 return;
             }
@@ -155,39 +176,6 @@ pub fn hello(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
     reply.bulk(env!("CARGO_PKG_VERSION").as_bytes());
 }
 
-/// `ACL WHOAMI|USERS|LIST`: who this connection is, and the users it may authenticate as.
-/// With a users file, `LIST` shows each user's groups (Weft's permissions come from roles,
-/// not from Redis ACL rules, so no rule is listed as Redis would).
-pub fn acl(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
-    let sub = String::from_utf8_lossy(&args[1]).to_ascii_uppercase();
-    let security = &session.context.security;
-    match sub.as_str() {
-        "WHOAMI" => {
-            let name = session
-                .subject
-                .as_ref()
-                .map_or(crate::security::DEFAULT_USER, |s| &*s.name);
-            reply.bulk(name.as_bytes());
-        }
-        "USERS" | "LIST" => {
-            let users = security.user_names();
-            reply.array(users.len());
-            for (name, groups) in users {
-                if sub == "USERS" {
-                    reply.bulk(name.as_bytes());
-                } else {
-                    let groups = groups.join(",");
-                    reply.bulk(format!("user {name} on groups:{groups}").as_bytes());
-                }
-            }
-        }
-        _ => reply.error(&format!(
-            "ERR unknown subcommand '{}'. Try ACL HELP.",
-            String::from_utf8_lossy(&args[1])
-        )),
-    }
-}
-
 /// `QUIT`
 pub fn quit(session: &mut Session, _args: &[Bytes], reply: &mut Reply<'_>) {
     session.quit = true;
@@ -205,7 +193,7 @@ pub fn reset(session: &mut Session, _args: &[Bytes], reply: &mut Reply<'_>) {
     }
     session.protocol = Protocol::Resp2;
     reply.set_protocol(Protocol::Resp2);
-    session.subject = session.context.security.anonymous();
+    (session.acl_user, session.subject) = Session::identity_on_connect(&session.context);
     session.authenticated = session.subject.is_some();
     session.multi = None;
     session.watched.clear();
@@ -295,7 +283,7 @@ fn valid_client_name(name: &[u8]) -> bool {
 
 /// The CLIENT INFO/LIST line of this connection; `command` is the command running now
 /// (`client|info`, `client|list`), which is the connection's last command.
-fn client_info_line(session: &Session, command: &str, request: &[Bytes]) -> String {
+pub(crate) fn client_info_line(session: &Session, command: &str, request: &[Bytes]) -> String {
     // The query buffer holds the request being run, as a multi-bulk (Redis' `qbuf`).
     let qbuf: usize = request
         .iter()
@@ -527,7 +515,8 @@ fn client_kill(session: &Session, args: &[Bytes], reply: &mut Reply<'_>) {
             }
         } else if is(name, "USER") {
             let name = String::from_utf8_lossy(value).into_owned();
-            let known = name == "default"
+            let known = session.context.acl.get(name.as_bytes()).is_some()
+                || name == "default"
                 || session
                     .context
                     .security

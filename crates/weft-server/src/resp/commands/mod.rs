@@ -2,6 +2,7 @@
 //! arguments, calls the `Cache` API, and writes its reply; errors are replies in Redis'
 //! own words.
 
+pub mod acl;
 pub mod admin;
 pub mod bits;
 pub mod cluster;

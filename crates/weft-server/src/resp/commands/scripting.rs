@@ -151,7 +151,9 @@ impl Host for ScriptHost<'_> {
                 "Wrong number of args calling Redis command from script".to_owned(),
             );
         }
-        if spec.flags.contains(&"noscript") {
+        if spec.flags.contains(&"noscript")
+            || crate::resp::meta::of_call(spec, args).is_some_and(|meta| meta.noscript)
+        {
             return CallOutcome::Refused(
                 "This Redis command is not allowed from script".to_owned(),
             );
@@ -191,7 +193,11 @@ impl Host for ScriptHost<'_> {
 
     fn acl_check(&mut self, args: &[Bytes]) -> Option<bool> {
         let spec = args.first().and_then(|name| table::lookup(name))?;
-        Some(self.session.authorize(spec, args).is_ok())
+        // Asked, not refused: nothing reaches the ACL log.
+        Some(
+            self.session.authorize_roles(spec, args).is_ok()
+                && self.session.acl_check(spec, args).is_ok(),
+        )
     }
 }
 

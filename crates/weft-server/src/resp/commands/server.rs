@@ -249,7 +249,17 @@ fn write_command_info(spec: &CommandSpec, reply: &mut Reply<'_>) {
     reply.integer(i64::from(spec.last_key));
     reply.integer(i64::from(spec.step));
     // Redis 7 sends all four as sets (RESP3 `~`), even when empty.
-    reply.set(0); // ACL categories
+    let categories = crate::resp::meta::categories_of(spec, &[]);
+    let names: Vec<&str> = crate::resp::meta::CATEGORIES
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| categories & (1 << i) != 0)
+        .map(|(_, name)| *name)
+        .collect();
+    reply.set(names.len());
+    for name in names {
+        reply.simple(&format!("@{name}"));
+    }
     reply.set(0); // tips
     reply.set(0); // key specs
     reply.set(0); // subcommands
@@ -314,21 +324,21 @@ fn getkeys(command: &[Bytes], with_flags: bool, reply: &mut Reply<'_>) {
     if !spec.arity_ok(command.len()) {
         return reply.error("ERR Invalid number of arguments specified for command");
     }
-    match key_positions(spec, command) {
-        Some(positions) => {
-            reply.array(positions.len());
-            for at in positions {
+    match crate::resp::meta::keys_with_flags(spec, command) {
+        Some(keys) => {
+            reply.array(keys.len());
+            for (at, flags) in keys {
                 if with_flags {
                     reply.array(2);
                     reply.bulk(&command[at]);
-                    let flags: &[&str] = if spec.flags.contains(&"write") {
-                        &["RW", "update"]
-                    } else {
-                        &["RO", "access"]
-                    };
-                    reply.set(flags.len());
-                    for flag in flags {
-                        reply.simple(flag);
+                    let names: Vec<&str> = crate::resp::meta::key::NAMES
+                        .iter()
+                        .filter(|(bit, _)| flags & bit != 0)
+                        .map(|(_, name)| *name)
+                        .collect();
+                    reply.set(names.len());
+                    for name in names {
+                        reply.simple(name);
                     }
                 } else {
                     reply.bulk(&command[at]);
@@ -409,17 +419,24 @@ pub fn key_positions(
 }
 
 /// `COMMAND LIST [FILTERBY MODULE name | ACLCAT category | PATTERN pattern]`, with Redis 7's
-/// rules: the pattern is a case-insensitive glob; no command belongs to a module, and ACL
-/// categories are not reported, so those two filters select nothing.
+/// rules: commands and their subcommands (`client|list`); the pattern is a case-insensitive
+/// glob; no command belongs to a module.
 fn command_list(options: &[Bytes], reply: &mut Reply<'_>) {
-    let pattern = match options {
-        [] => None,
+    enum Filter {
+        All,
+        Pattern(Vec<u8>),
+        Category(Option<u32>),
+        Module,
+    }
+    let filter = match options {
+        [] => Filter::All,
         [filterby, kind, argument] if is(filterby, "FILTERBY") => {
             if is(kind, "PATTERN") {
-                Some(argument.to_ascii_lowercase())
-            } else if is(kind, "MODULE") || is(kind, "ACLCAT") {
-                reply.array(0);
-                return;
+                Filter::Pattern(argument.to_ascii_lowercase())
+            } else if is(kind, "ACLCAT") {
+                Filter::Category(crate::resp::meta::category(argument))
+            } else if is(kind, "MODULE") {
+                Filter::Module
             } else {
                 reply.error(errors::SYNTAX);
                 return;
@@ -430,17 +447,44 @@ fn command_list(options: &[Bytes], reply: &mut Reply<'_>) {
             return;
         }
     };
-    let names: Vec<&str> = COMMANDS
-        .iter()
-        .map(|spec| spec.name)
-        .filter(|name| {
-            pattern
-                .as_deref()
-                .is_none_or(|pattern| glob::matches(pattern, name.as_bytes()))
-        })
-        .collect();
+    let mut names: Vec<(String, u32)> = Vec::new();
+    for spec in COMMANDS {
+        names.push((
+            spec.name.to_owned(),
+            crate::resp::meta::categories_of(spec, &[]),
+        ));
+        // Its subcommands: those it checks, and those Redis describes of it (the containers
+        // that check their own, as CLIENT, answer them or say why not).
+        let mut subs: Vec<String> = spec
+            .subcommands
+            .iter()
+            .map(|(sub, _)| format!("{}|{}", spec.name, sub.to_ascii_lowercase()))
+            .collect();
+        if spec.subcommands.is_empty() {
+            let prefix = format!("{}|", spec.name);
+            subs.extend(
+                crate::resp::meta::all()
+                    .iter()
+                    .filter(|meta| meta.name.starts_with(&prefix))
+                    .map(|meta| meta.name.to_owned()),
+            );
+        }
+        for full in subs {
+            let categories = crate::resp::meta::lookup(&full).map_or_else(
+                || crate::resp::meta::categories_of(spec, &[]),
+                |m| m.categories,
+            );
+            names.push((full, categories));
+        }
+    }
+    names.retain(|(name, categories)| match &filter {
+        Filter::All => true,
+        Filter::Pattern(pattern) => glob::matches(pattern, name.as_bytes()),
+        Filter::Category(bit) => bit.is_some_and(|bit| categories & bit != 0),
+        Filter::Module => false,
+    });
     reply.array(names.len());
-    for name in names {
+    for (name, _) in names {
         reply.bulk(name.as_bytes());
     }
 }
