@@ -237,7 +237,10 @@ fn command_introspection() {
     assert!(count >= 50, "{count}");
     // COMMAND LIST names subcommands too (`client|list`), COMMAND COUNT only commands.
     let listed = c.cmd("COMMAND LIST").items();
-    let commands = listed.iter().filter(|name| !name.text().contains('|')).count();
+    let commands = listed
+        .iter()
+        .filter(|name| !name.text().contains('|'))
+        .count();
     assert_eq!(commands, count as usize);
     assert!(listed.len() > commands);
     assert_eq!(c.cmd("COMMAND").items().len(), count as usize);

@@ -393,3 +393,61 @@ fn listeners_exist_only_while_someone_tracks() {
     assert_eq!(a.cmd("RESET"), Frame::Simple("RESET".into()));
     assert!(!cache.has_listener_for(EventKind::Modified));
 }
+
+// Proves a BCAST client hears one message per prefix for all the keys one command (MSET, an
+// EXEC) changed, as Redis gathers them; a script that reads remembers the keys it declared,
+// not those its commands named; and INFO counts what is tracked.
+#[test]
+fn bcast_batches_per_command_and_scripts_track_declared_keys() {
+    let server = TestServer::start();
+    let mut writer = server.client();
+    let mut bcast = resp3(&server);
+    assert_eq!(
+        bcast.cmd("CLIENT TRACKING ON BCAST PREFIX a: PREFIX b:"),
+        Frame::ok()
+    );
+    assert_eq!(writer.cmd("MSET a:1 1 a:2 2 c:1 3"), Frame::ok());
+    assert_eq!(bcast.read_frame(), invalidate(&["a:1", "a:2"]));
+    assert_quiet(&mut bcast);
+    writer.cmd("MULTI");
+    writer.cmd("INCR a:1");
+    writer.cmd("INCR b:1");
+    writer.cmd("INCR a:2");
+    writer.cmd("EXEC");
+    let mut heard = vec![bcast.read_frame(), bcast.read_frame()];
+    heard.sort_by_key(|frame| format!("{frame:?}"));
+    assert_eq!(heard, [invalidate(&["a:1", "a:2"]), invalidate(&["b:1"])]);
+    assert_quiet(&mut bcast);
+
+    let mut reader = resp3(&server);
+    assert_eq!(reader.cmd("CLIENT TRACKING ON"), Frame::ok());
+    // A script that only writes remembers nothing.
+    reader.call(&["EVAL", "redis.call('set', 'k3', 'bar')", "2", "k1", "k2"]);
+    writer.cmd("MSET k1 1 k2 1 k3 1");
+    assert_quiet(&mut reader);
+    // One that reads remembers its declared keys.
+    reader.call(&["EVAL", "redis.call('get', 'k3')", "2", "k1", "k2"]);
+    let info = writer.cmd("INFO stats").text();
+    assert!(info.contains("tracking_total_keys:2"), "{info}");
+    assert!(info.contains("tracking_total_prefixes:2"), "{info}");
+    writer.cmd("MSET k2 2 k1 2 k3 2");
+    assert_eq!(reader.read_frame(), invalidate(&["k2"]));
+    assert_eq!(reader.read_frame(), invalidate(&["k1"]));
+    assert_quiet(&mut reader);
+
+    // Lowering tracking-table-max-keys forgets (and invalidates) keys at once.
+    reader.cmd("MGET x1 x2 x3");
+    assert_eq!(
+        writer.cmd("CONFIG SET tracking-table-max-keys 1"),
+        Frame::ok()
+    );
+    for _ in 0..2 {
+        assert!(matches!(reader.read_frame(), Frame::Push(_)));
+    }
+    assert!(
+        writer
+            .cmd("INFO stats")
+            .text()
+            .contains("tracking_total_keys:1")
+    );
+}

@@ -76,6 +76,9 @@ pub struct Session {
     pub executing: bool,
     /// True while a script runs a command (`redis.call`).
     pub in_script: bool,
+    /// While a script runs: the keys its EVAL or FCALL declared (what CLIENT TRACKING
+    /// remembers once the script reads).
+    pub script_keys: Vec<Bytes>,
     /// WATCHed keys: the cache, the database it served then, the key, and the key's version
     /// then (`None`: absent).
     pub watched: Vec<(Cache, u32, Bytes, Option<u64>)>,
@@ -200,6 +203,7 @@ impl Session {
             multi: None,
             executing: false,
             in_script: false,
+            script_keys: Vec::new(),
             watched: Vec::new(),
             database_epoch,
             transaction_elsewhere: None,

@@ -506,6 +506,7 @@ fn set(session: &Session, pairs: &[Bytes], reply: &mut Reply<'_>) {
         session.context.slowlog.configure(name, &value);
         session.context.latency.configure(name, &value);
         session.context.acl.configure(name, &value);
+        session.context.push.tracking.configure(name, &value);
         session.context.scripting.configure(name, &value);
         super::hyperloglog::configure(name, &value);
         if name == "notify-keyspace-events" {

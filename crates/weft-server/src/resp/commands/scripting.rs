@@ -272,9 +272,12 @@ pub fn run_for(
     let protocol = session.protocol;
     let mut out = BytesMut::new();
     {
-        let mut host = ScriptHost { session };
+        let mut host = ScriptHost {
+            session: &mut *session,
+        };
         run(engine, &mut host, &mut out, protocol);
     }
+    session.script_keys.clear();
     session.cache = cache;
     session.database = database;
     reply.raw(&out);
@@ -305,6 +308,7 @@ fn invoke(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>, sha: boo
         .scripting
         .run
         .set_command(&name, args.to_vec());
+    session.script_keys = keys.to_vec();
     run_for(session, reply, |engine, host, out, protocol| {
         let invocation = Invocation {
             keys,
@@ -450,6 +454,7 @@ fn call_function(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>, r
     }
     let clustered = session.cache.config().mode.is_clustered();
     context.scripting.run.set_command(&name, args.to_vec());
+    session.script_keys = keys.to_vec();
     let (cache, database) = (session.cache.clone(), session.database);
     let protocol = session.protocol;
     let mut out = BytesMut::new();
@@ -467,6 +472,7 @@ fn call_function(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>, r
         // the async worker (see `invoke`).
         crate::off_worker(|| functions.call(&mut host, &name, invocation, &mut out, protocol));
     }
+    session.script_keys.clear();
     session.cache = cache;
     session.database = database;
     reply.raw(&out);

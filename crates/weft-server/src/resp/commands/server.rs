@@ -91,10 +91,11 @@ pub fn info(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
     if want("clients") {
         let _ = write!(
             text,
-            "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nclient_recent_max_input_buffer:0\r\nclient_recent_max_output_buffer:0\r\nblocked_clients:{}\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\n\r\n",
+            "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nclient_recent_max_input_buffer:0\r\nclient_recent_max_output_buffer:0\r\nblocked_clients:{}\r\ntracking_clients:{}\r\nclients_in_timeout_table:0\r\n\r\n",
             context.connected_clients.load(Ordering::Relaxed),
             context.settings.connections_max,
             context.push.clients.blocked() + context.pause.waiting(),
+            context.push.tracking.counts().clients,
         );
     }
     let stats = context.manager.statistics();
@@ -104,7 +105,7 @@ pub fn info(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
         let resident = crate::telemetry::resident_bytes();
         let _ = write!(
             text,
-            "# Memory\r\nused_memory:{used}\r\nused_memory_human:{1}\r\nused_memory_rss:{resident}\r\nused_memory_rss_human:{2}\r\nused_memory_peak:{used}\r\nused_memory_peak_human:{3}\r\nused_memory_dataset:{0}\r\nused_memory_lua:{lua}\r\nused_memory_vm_eval:{lua}\r\nused_memory_scripts_eval:{scripts_bytes}\r\nnumber_of_cached_scripts:{scripts}\r\nmaxmemory:0\r\nmaxmemory_human:0B\r\nmaxmemory_policy:noeviction\r\nmem_fragmentation_ratio:{4:.2}\r\nmem_allocator:libc\r\nlazyfree_pending_objects:0\r\n\r\n",
+            "# Memory\r\nused_memory:{used}\r\nused_memory_human:{1}\r\nused_memory_rss:{resident}\r\nused_memory_rss_human:{2}\r\nused_memory_peak:{used}\r\nused_memory_peak_human:{3}\r\nused_memory_dataset:{0}\r\nused_memory_lua:{lua}\r\nused_memory_vm_eval:{lua}\r\nused_memory_scripts_eval:{scripts_bytes}\r\nnumber_of_cached_scripts:{scripts}\r\nmaxmemory:0\r\nmaxmemory_human:0B\r\nmaxmemory_policy:noeviction\r\nmem_not_counted_for_evict:0\r\nmem_fragmentation_ratio:{4:.2}\r\nmem_allocator:libc\r\nlazyfree_pending_objects:0\r\n\r\n",
             stats.memory_bytes,
             human_bytes(used),
             human_bytes(resident),
@@ -128,6 +129,7 @@ pub fn info(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
     }
     if want("stats") {
         let (pubsub_channels, pubsub_patterns) = context.push.pubsub.counts();
+        let tracking = context.push.tracking.counts();
         let errors: u64 = context
             .command_stats
             .errors()
@@ -136,7 +138,7 @@ pub fn info(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
             .sum();
         let _ = write!(
             text,
-            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:0\r\nrejected_connections:0\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\nlatest_fork_usec:0\r\ntotal_forks:0\r\nmigrate_cached_sockets:0\r\ntotal_error_replies:{errors}\r\ntotal_blocking_keys:0\r\n\r\n",
+            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:0\r\nrejected_connections:0\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\nlatest_fork_usec:0\r\ntotal_forks:0\r\nmigrate_cached_sockets:0\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\ntotal_error_replies:{errors}\r\ntotal_blocking_keys:0\r\n\r\n",
             context.total_connections.load(Ordering::Relaxed),
             context.total_commands.load(Ordering::Relaxed),
             stats.expirations,
@@ -145,6 +147,9 @@ pub fn info(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
             stats.misses,
             pubsub_channels,
             pubsub_patterns,
+            tracking.keys,
+            tracking.items,
+            tracking.prefixes,
         );
     }
     if want("replication") {

@@ -17,11 +17,12 @@
 //! protocol raises no events, so it invalidates nothing.
 //!
 //! Where Weft differs from Redis: default-mode keys are recorded per cache (Redis records
-//! key names across databases, so a write in one database invalidates a read in another);
-//! BCAST messages carry one key each (Redis gathers the keys changed in one event-loop
-//! cycle into one message; clients accept both).
+//! key names across databases, so a write in one database invalidates a read in another).
+//! BCAST messages gather the keys of one prefix that one RESP command changed (an EXEC: all
+//! its commands'), where Redis gathers those of one event-loop cycle; changes made by other
+//! protocols, expiration or another member are sent one key per message.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
@@ -46,14 +47,67 @@ const INVALIDATE_CHANNEL: &[u8] = b"__redis__:invalidate";
 thread_local! {
     /// The RESP client whose command runs on this thread now (0: none), for NOLOOP.
     static WRITER: Cell<u64> = const { Cell::new(0) };
+    /// While a RESP command runs on this thread: the BCAST invalidations it caused, sent
+    /// when it ends, one message per client and prefix.
+    static BATCH: RefCell<Option<Vec<Pending>>> = const { RefCell::new(None) };
 }
 
-/// Runs `run` as client `client_id`'s command: writes it makes are its own for NOLOOP.
+/// BCAST invalidations waiting for their command to end.
+struct Pending {
+    clients: Arc<Clients>,
+    tracker: Arc<Tracker>,
+    prefix: Bytes,
+    keys: Vec<Bytes>,
+}
+
+/// Runs `run` as client `client_id`'s command: writes it makes are its own for NOLOOP, and
+/// the BCAST invalidations they cause go out together when it ends.
 pub fn as_client<R>(client_id: u64, run: impl FnOnce() -> R) -> R {
     let previous = WRITER.replace(client_id);
+    let outer = BATCH.with_borrow_mut(|batch| {
+        let outer = batch.is_none();
+        if outer {
+            *batch = Some(Vec::new());
+        }
+        outer
+    });
     let result = run();
+    if outer && let Some(pending) = BATCH.with_borrow_mut(Option::take) {
+        for entry in pending {
+            deliver(
+                &entry.clients,
+                &entry.tracker,
+                Invalidated::Keys(&entry.keys),
+            );
+        }
+    }
     WRITER.set(previous);
     result
+}
+
+/// Adds a BCAST invalidation to the running command's batch; false when no command runs on
+/// this thread (the caller sends it now).
+fn batch(clients: &Arc<Clients>, tracker: &Arc<Tracker>, prefix: &Bytes, key: &[u8]) -> bool {
+    BATCH.with_borrow_mut(|batch| {
+        let Some(batch) = batch else { return false };
+        match batch
+            .iter_mut()
+            .find(|p| Arc::ptr_eq(&p.tracker, tracker) && p.prefix == *prefix)
+        {
+            Some(pending) => {
+                if !pending.keys.iter().any(|k| k == key) {
+                    pending.keys.push(Bytes::copy_from_slice(key));
+                }
+            }
+            None => batch.push(Pending {
+                clients: Arc::clone(clients),
+                tracker: Arc::clone(tracker),
+                prefix: prefix.clone(),
+                keys: vec![Bytes::copy_from_slice(key)],
+            }),
+        }
+        true
+    })
 }
 
 /// A connection's own view of its tracking mode (the table holds the rest).
@@ -104,14 +158,28 @@ struct Tracker {
 #[derive(Debug, Clone, Copy)]
 enum Invalidated<'a> {
     Key(&'a [u8]),
+    /// Several keys in one message (BCAST, one command's).
+    Keys(&'a [Bytes]),
     /// Every key (after a flush).
     All,
+}
+
+/// INFO's tracking numbers: clients tracking, keys remembered, (key, client) pairs, and
+/// BCAST prefixes.
+#[derive(Debug, Clone, Copy)]
+pub struct TrackingCounts {
+    pub clients: usize,
+    pub keys: usize,
+    pub items: usize,
+    pub prefixes: usize,
 }
 
 /// The server-wide tracking table.
 #[derive(Debug)]
 pub struct Tracking {
     clients: Arc<Clients>,
+    /// `tracking-table-max-keys` (0: no limit).
+    max_keys: std::sync::atomic::AtomicUsize,
     state: RwLock<State>,
 }
 
@@ -133,6 +201,7 @@ impl Tracking {
     pub fn new(clients: Arc<Clients>) -> Self {
         Self {
             clients,
+            max_keys: std::sync::atomic::AtomicUsize::new(TRACKING_TABLE_KEYS_MAX),
             state: RwLock::new(State::default()),
         }
     }
@@ -246,7 +315,7 @@ impl Tracking {
         client_id: u64,
         keys: impl Iterator<Item = &'a [u8]>,
     ) {
-        let mut evicted = Vec::new();
+        let evicted;
         {
             let mut state = self.state.write();
             if !state.trackers.contains_key(&client_id) {
@@ -271,22 +340,62 @@ impl Tracking {
                     }
                 }
             }
-            while state.key_count > TRACKING_TABLE_KEYS_MAX {
-                let Some(victim) = state.keys.values_mut().find_map(|table| {
-                    let key = table.keys().next().cloned()?;
-                    table.remove_entry(&key)
-                }) else {
-                    break;
-                };
-                state.key_count -= 1;
-                let trackers: Vec<Arc<Tracker>> = victim
-                    .1
-                    .iter()
-                    .filter_map(|id| state.trackers.get(id).filter(|t| !t.bcast).cloned())
-                    .collect();
-                evicted.push((victim.0, trackers));
+            evicted = Self::evict_over(state, self.max_keys.load(Ordering::Relaxed));
+        }
+        for (key, trackers) in evicted {
+            for tracker in trackers {
+                self.deliver(&tracker, Invalidated::Key(&key));
             }
         }
+    }
+
+    /// INFO's tracking numbers.
+    pub fn counts(&self) -> TrackingCounts {
+        let state = self.state.read();
+        TrackingCounts {
+            clients: state.trackers.len(),
+            keys: state.key_count,
+            items: state
+                .keys
+                .values()
+                .flat_map(HashMap::values)
+                .map(Vec::len)
+                .sum(),
+            prefixes: state.prefixes.len(),
+        }
+    }
+
+    /// Forgets keys until at most `max` are remembered (0: no limit), oldest tables first;
+    /// the keys forgotten with the clients to tell.
+    fn evict_over(state: &mut State, max: usize) -> Vec<(Bytes, Vec<Arc<Tracker>>)> {
+        let mut evicted = Vec::new();
+        while max > 0 && state.key_count > max {
+            let Some(victim) = state.keys.values_mut().find_map(|table| {
+                let key = table.keys().next().cloned()?;
+                table.remove_entry(&key)
+            }) else {
+                break;
+            };
+            state.key_count -= 1;
+            let trackers: Vec<Arc<Tracker>> = victim
+                .1
+                .iter()
+                .filter_map(|id| state.trackers.get(id).filter(|t| !t.bcast).cloned())
+                .collect();
+            evicted.push((victim.0, trackers));
+        }
+        evicted
+    }
+
+    /// CONFIG SET `tracking-table-max-keys`: the new bound, applied now (the keys forgotten
+    /// are invalidated, as Redis does).
+    pub fn configure(&self, name: &str, value: &str) {
+        if name != "tracking-table-max-keys" {
+            return;
+        }
+        let max = value.parse::<usize>().unwrap_or(TRACKING_TABLE_KEYS_MAX);
+        self.max_keys.store(max, Ordering::Relaxed);
+        let evicted = Self::evict_over(&mut self.state.write(), max);
         for (key, trackers) in evicted {
             for tracker in trackers {
                 self.deliver(&tracker, Invalidated::Key(&key));
@@ -307,6 +416,7 @@ impl Tracking {
                 for id in ids {
                     if let Some(tracker) = state.trackers.get(id)
                         && !(tracker.noloop && *id == writer)
+                        && !batch(&self.clients, tracker, prefix, key)
                     {
                         targets.push(Arc::clone(tracker));
                     }
@@ -363,40 +473,46 @@ impl Tracking {
     /// or a `__redis__:invalidate` message to a RESP2 redirect client in pub/sub mode; a
     /// RESP2 client without redirect gets nothing, as in Redis.
     fn deliver(&self, tracker: &Tracker, what: Invalidated<'_>) {
-        // Redis writes the null of a flush in the tracking client's protocol, even when it
-        // goes to a redirect client.
-        let own_protocol = tracker.mailbox.protocol();
-        let (target, redirected) = if tracker.redirect == 0 {
-            (Arc::clone(&tracker.mailbox), false)
-        } else if let Some(target) = self.clients.get(tracker.redirect) {
-            (target, true)
-        } else {
-            tracker.broken_redirect.store(true, Ordering::Relaxed);
-            let redirect = i64::try_from(tracker.redirect).unwrap_or(i64::MAX);
-            tracker.mailbox.push(|out, protocol| {
-                if protocol == Protocol::Resp3 {
-                    weft_resp::write_push_len(out, 2, protocol);
-                    weft_resp::write_bulk(out, b"tracking-redir-broken");
-                    weft_resp::write_integer(out, redirect);
-                }
-            });
-            return;
-        };
-        let subscribed = target.is_subscribed();
-        target.push(|out, protocol| {
+        deliver(&self.clients, tracker, what);
+    }
+}
+
+/// Sends one invalidation for `tracker` (see [`Tracking::deliver`]), finding its redirect
+/// client in `clients`.
+fn deliver(clients: &Clients, tracker: &Tracker, what: Invalidated<'_>) {
+    // Redis writes the null of a flush in the tracking client's protocol, even when it
+    // goes to a redirect client.
+    let own_protocol = tracker.mailbox.protocol();
+    let (target, redirected) = if tracker.redirect == 0 {
+        (Arc::clone(&tracker.mailbox), false)
+    } else if let Some(target) = clients.get(tracker.redirect) {
+        (target, true)
+    } else {
+        tracker.broken_redirect.store(true, Ordering::Relaxed);
+        let redirect = i64::try_from(tracker.redirect).unwrap_or(i64::MAX);
+        tracker.mailbox.push(|out, protocol| {
             if protocol == Protocol::Resp3 {
                 weft_resp::write_push_len(out, 2, protocol);
-                weft_resp::write_bulk(out, b"invalidate");
-            } else if redirected && subscribed {
-                weft_resp::write_array_len(out, 3);
-                weft_resp::write_bulk(out, b"message");
-                weft_resp::write_bulk(out, INVALIDATE_CHANNEL);
-            } else {
-                return;
+                weft_resp::write_bulk(out, b"tracking-redir-broken");
+                weft_resp::write_integer(out, redirect);
             }
-            write_invalidated(out, what, own_protocol);
         });
-    }
+        return;
+    };
+    let subscribed = target.is_subscribed();
+    target.push(|out, protocol| {
+        if protocol == Protocol::Resp3 {
+            weft_resp::write_push_len(out, 2, protocol);
+            weft_resp::write_bulk(out, b"invalidate");
+        } else if redirected && subscribed {
+            weft_resp::write_array_len(out, 3);
+            weft_resp::write_bulk(out, b"message");
+            weft_resp::write_bulk(out, INVALIDATE_CHANNEL);
+        } else {
+            return;
+        }
+        write_invalidated(out, what, own_protocol);
+    });
 }
 
 fn write_invalidated(out: &mut BytesMut, what: Invalidated<'_>, protocol: Protocol) {
@@ -405,6 +521,12 @@ fn write_invalidated(out: &mut BytesMut, what: Invalidated<'_>, protocol: Protoc
             weft_resp::write_array_len(out, 1);
             weft_resp::write_bulk(out, key);
         }
+        Invalidated::Keys(keys) => {
+            weft_resp::write_array_len(out, keys.len());
+            for key in keys {
+                weft_resp::write_bulk(out, key);
+            }
+        }
         Invalidated::All => weft_resp::write_null(out, protocol),
     }
 }
@@ -412,7 +534,20 @@ fn write_invalidated(out: &mut BytesMut, what: Invalidated<'_>, protocol: Protoc
 /// After a command ran: a tracking client in default mode remembers the keys of read-only
 /// commands (even those that answered an error, as Redis does).
 pub fn after_command(session: &Session, spec: &CommandSpec, args: &[Bytes]) {
-    if !session.tracking.remembers() || spec.first_key <= 0 || !spec.flags.contains(&"readonly") {
+    if !session.tracking.remembers() || !spec.flags.contains(&"readonly") {
+        return;
+    }
+    // A script that reads has read the keys it declared, whichever it read (Redis'
+    // rule): its commands' own keys are not remembered.
+    if session.in_script {
+        session.context.push.tracking.remember(
+            &session.cache,
+            session.client_id,
+            session.script_keys.iter().map(|key| &key[..]),
+        );
+        return;
+    }
+    if spec.first_key <= 0 {
         return;
     }
     let len = i64::try_from(args.len()).unwrap_or(i64::MAX);
