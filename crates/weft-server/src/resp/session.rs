@@ -429,7 +429,20 @@ impl Session {
         }
         let overflowed = reply.overflowed();
         if self.reply_mode != ReplyMode::On || reply_before != ReplyMode::On {
-            self.apply_reply_mode(reply_before, output, start);
+            // (Un)subscribing answers with pushes in RESP2 too (Redis' `CLIENT_PUSHING`).
+            let subscribing = args.first().is_some_and(|name| {
+                [
+                    &b"subscribe"[..],
+                    b"psubscribe",
+                    b"ssubscribe",
+                    b"unsubscribe",
+                    b"punsubscribe",
+                    b"sunsubscribe",
+                ]
+                .iter()
+                .any(|command| name.eq_ignore_ascii_case(command))
+            });
+            self.apply_reply_mode(reply_before, output, start, subscribing);
         }
         if overflowed {
             output.truncate(start);
@@ -438,11 +451,18 @@ impl Session {
         Ok(())
     }
 
-    /// CLIENT REPLY after a command: drops its reply when replies are off or skipped (in
-    /// RESP3 keeping pushes, which Redis sends whatever the mode), and moves SKIP on. A
+    /// CLIENT REPLY after a command: drops its reply when replies are off or skipped (keeping
+    /// pushes — RESP3's, and in RESP2 the (un)subscribe confirmations — which Redis sends
+    /// whatever the mode), and moves SKIP on. A
     /// skipped command that turned replies ON (CLIENT REPLY ON) is answered: Redis clears
     /// the skip before that command replies.
-    fn apply_reply_mode(&mut self, before: ReplyMode, output: &mut BytesMut, start: usize) {
+    fn apply_reply_mode(
+        &mut self,
+        before: ReplyMode,
+        output: &mut BytesMut,
+        start: usize,
+        subscribing: bool,
+    ) {
         let suppress = (before == ReplyMode::Skip && self.reply_mode != ReplyMode::On)
             || matches!(self.reply_mode, ReplyMode::Off | ReplyMode::SkipNext);
         match self.reply_mode {
@@ -450,7 +470,11 @@ impl Session {
             ReplyMode::SkipNext => self.reply_mode = ReplyMode::Skip,
             _ => {}
         }
-        let pushes = self.protocol == Protocol::Resp3 && output.get(start) == Some(&b'>');
+        let pushes = match output.get(start) {
+            Some(b'>') => self.protocol == Protocol::Resp3,
+            Some(b'*') => subscribing,
+            _ => false,
+        };
         if suppress && !pushes {
             output.truncate(start);
         }
@@ -691,9 +715,12 @@ impl Session {
         context
             .telemetry
             .observe(crate::telemetry::Protocol::Resp, spec.name, took);
-        context
-            .command_stats
-            .ran(spec, took, reply.error_code_at(reply_start));
+        // A command that blocked is counted once, when it is answered (as Redis counts it).
+        if self.blocked.is_none() {
+            context
+                .command_stats
+                .ran(spec, took, reply.error_code_at(reply_start));
+        }
         context.latency.command(spec, took);
         // Credentials never reach the log; EXEC's commands are timed themselves.
         if context.slowlog.enabled()

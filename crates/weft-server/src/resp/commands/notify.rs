@@ -10,8 +10,8 @@
 //! protocol or the reaper caused them, come from the database caches' listeners.
 //!
 //! Where Weft differs: a command that changes a key without changing its version publishes
-//! nothing (none known), and stream consumer-group events other than XGROUP's own are not
-//! published (XREADGROUP or XCLAIM creating a consumer does not say `xgroup-createconsumer`).
+//! nothing (none known). XREADGROUP, XCLAIM and XAUTOCLAIM creating a consumer publish
+//! `xgroup-createconsumer` themselves ([`consumer_created`]).
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -187,6 +187,23 @@ fn event_of(spec: &CommandSpec, args: &[Bytes]) -> Option<(&'static str, u32)> {
         "xgroup" if sub("delconsumer") => ("xgroup-delconsumer", STREAM),
         _ => return None,
     })
+}
+
+/// Whether stream events are published now (so a command that may create a consumer looks
+/// whether it did).
+pub fn wants_stream_events(session: &Session) -> bool {
+    session.context.keyspace_events.wants(STREAM)
+}
+
+/// A command created a consumer of stream `key` as it read or claimed for it.
+pub fn consumer_created(session: &Session, key: &[u8]) {
+    publish(
+        &session.context,
+        STREAM,
+        "xgroup-createconsumer",
+        key,
+        session.database,
+    );
 }
 
 /// The keys a write command names and their versions before it runs (`None`: absent),

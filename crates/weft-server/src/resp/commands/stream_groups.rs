@@ -265,6 +265,7 @@ pub fn xreadgroup(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) 
     let mut parts: Vec<(usize, BytesMut)> = Vec::new();
     for (index, (key, from)) in parsed.keys.iter().zip(&from).enumerate() {
         let mut part = BytesMut::new();
+        let had = consumer_watch(session, key, group, consumer);
         let served = collections::write::<StreamValue, _>(session, key, false, |stream| {
             let mut out = Reply::new(&mut part, protocol);
             let delivered: Vec<(StreamId, bool)> = match *from {
@@ -306,6 +307,7 @@ pub fn xreadgroup(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) 
             }
             (true, true)
         });
+        consumer_check(session, key, group, consumer, had);
         match served {
             Ok(Some(true)) => parts.push((index, part)),
             Ok(_) => {}
@@ -571,6 +573,7 @@ pub fn xclaim(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
     };
     let protocol = reply.protocol();
     let mut out = BytesMut::new();
+    let had = consumer_watch(session, key, group, consumer);
     let result = collections::write::<StreamValue, _>(session, key, false, |stream| {
         let Some(claimed) = stream.claim(group, consumer, &ids, options, now) else {
             return (false, false);
@@ -585,10 +588,35 @@ pub fn xclaim(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
         }
         (true, true)
     });
+    consumer_check(session, key, group, consumer, had);
     match result {
         Ok(Some(true)) => reply.raw(&out),
         Ok(_) => reply.error(&no_group(key, group)),
         Err(failure) => failure.reply(reply),
+    }
+}
+
+/// Whether `consumer` of `group` in stream `key` exists, when stream events are published
+/// (`None` otherwise: nobody would hear of its creation).
+fn consumer_watch(session: &Session, key: &[u8], group: &[u8], consumer: &[u8]) -> Option<bool> {
+    if !super::notify::wants_stream_events(session) {
+        return None;
+    }
+    collections::read::<StreamValue, _>(session, key, |stream| {
+        stream.is_some_and(|stream| {
+            stream
+                .group(group)
+                .is_some_and(|group| group.consumers().contains_key(consumer))
+        })
+    })
+    .ok()
+}
+
+/// Publishes `xgroup-createconsumer` if the command created `consumer` (it did not exist
+/// before: `had`, from [`consumer_watch`]).
+fn consumer_check(session: &Session, key: &[u8], group: &[u8], consumer: &[u8], had: Option<bool>) {
+    if had == Some(false) && consumer_watch(session, key, group, consumer) == Some(true) {
+        super::notify::consumer_created(session, key);
     }
 }
 
@@ -631,6 +659,7 @@ pub fn xautoclaim(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) 
     let now = now_ms();
     let protocol = reply.protocol();
     let mut out = BytesMut::new();
+    let had = consumer_watch(session, key, group, consumer);
     let result = collections::write::<StreamValue, _>(session, key, false, |stream| {
         let Some(claim) = stream.auto_claim(group, consumer, start, options, now) else {
             return (false, false);
@@ -652,6 +681,7 @@ pub fn xautoclaim(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) 
         let changed = !claim.claimed.is_empty() || !claim.deleted.is_empty();
         (true, changed)
     });
+    consumer_check(session, key, group, consumer, had);
     match result {
         Ok(Some(true)) => reply.raw(&out),
         Ok(_) => reply.error(&no_group(key, group)),
