@@ -362,3 +362,41 @@ fn slow_subscriber_is_disconnected_and_publisher_goes_on() {
     let read_by_reader = reader_thread.join().unwrap();
     assert!(read_by_reader >= (dropped_at + 100) * MESSAGE_BYTES);
 }
+
+// Proves a RESP2 client with CLIENT REPLY OFF still hears its (un)subscribe confirmations and
+// its messages (Redis sends them whatever the reply mode), and that XREADGROUP and XCLAIM
+// creating a consumer publish `xgroup-createconsumer`.
+#[test]
+fn subscriptions_under_reply_off_and_consumer_creation_events() {
+    let server = TestServer::start();
+    let mut admin = server.client();
+    assert_eq!(
+        admin.cmd("CONFIG SET notify-keyspace-events Kt"),
+        Frame::ok()
+    );
+    let mut sub = server.client();
+    sub.send_raw(b"*3\r\n$6\r\nCLIENT\r\n$5\r\nREPLY\r\n$3\r\nOFF\r\n");
+    assert_eq!(sub.cmd("PSUBSCRIBE *"), sub2("psubscribe", "*", 1));
+    admin.cmd("XGROUP CREATE s g $ MKSTREAM");
+    admin.cmd("XADD s 1 f v");
+    admin.cmd("XREADGROUP GROUP g alice STREAMS s >");
+    admin.cmd("XREADGROUP GROUP g alice STREAMS s >");
+    admin.cmd("XCLAIM s g bob 0 1-0 FORCE");
+    let event = |name: &str| {
+        Frame::Array(vec![
+            bulk("pmessage"),
+            bulk("*"),
+            bulk("__keyspace@0__:s"),
+            bulk(name),
+        ])
+    };
+    for name in [
+        "xgroup-create",
+        "xadd",
+        "xgroup-createconsumer",
+        "xgroup-createconsumer",
+    ] {
+        assert_eq!(sub.read_frame(), event(name));
+    }
+    assert!(sub.read_frame_within(Duration::from_millis(150)).is_none());
+}
