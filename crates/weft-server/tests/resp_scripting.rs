@@ -143,10 +143,29 @@ fn busy_scripts_can_be_killed() {
             _ => std::thread::sleep(Duration::from_millis(20)),
         }
     }
+    // A transaction queued meanwhile is aborted by the BUSY refusals, never half run.
+    let mut queued = server.client();
+    assert_eq!(
+        queued.cmd("MULTI"),
+        Frame::ok(),
+        "MULTI is allowed while busy"
+    );
+    assert!(matches!(queued.cmd("INCR counter"), Frame::Error(text) if text.starts_with("BUSY")));
+    let mut exec_busy = server.client();
+    exec_busy.cmd("MULTI");
+    assert!(matches!(
+        exec_busy.cmd("EXEC"),
+        Frame::Error(text) if text.starts_with("EXECABORT Transaction discarded because of: BUSY")
+    ));
     assert_eq!(admin.cmd("SCRIPT KILL"), Frame::ok());
     let Frame::Error(text) = runner.read_frame() else {
         panic!("the killed script answers an error");
     };
+    assert!(matches!(
+        queued.cmd("EXEC"),
+        Frame::Error(text) if text.starts_with("EXECABORT Transaction discarded because of previous errors")
+    ));
+    assert_eq!(admin.cmd("GET counter"), Frame::NullBulk);
     assert!(
         text.starts_with("ERR Script killed by user with SCRIPT KILL"),
         "{text}"

@@ -539,6 +539,10 @@ impl Session {
             if let Some(error) = busy() {
                 if scripting::allowed_while_busy(args) {
                     self.dispatch(args, reply);
+                } else if let Some(spec) = args.first().and_then(|name| table::lookup(name)) {
+                    // Refused as Redis' `rejectCommand`: a transaction being queued aborts,
+                    // and EXEC discards it.
+                    self.refuse(spec, error, reply);
                 } else {
                     reply.error(error);
                 }
