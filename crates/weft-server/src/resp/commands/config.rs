@@ -27,6 +27,8 @@ enum Kind {
     Int,
     /// A number of bytes, with Redis' unit suffixes (`1gb`, `100mb`, `5k`).
     Memory,
+    /// A number of bytes, or a percentage of `maxmemory` (`10%`).
+    MemoryOrPercent,
     /// One of these words.
     Enum(&'static [&'static str]),
     /// Any text.
@@ -35,9 +37,19 @@ enum Kind {
     Immutable,
 }
 
+/// The parameters redis-server hides from CONFIG GET patterns (its debugging knobs).
+const HIDDEN: &[&str] = &[
+    "key-load-delay",
+    "loading-process-events-interval-bytes",
+    "rdb-key-save-delay",
+];
+
 /// redis-server 7.0.15's parameters: name, default, kind (aliases included, as CONFIG GET
 /// lists them).
 const PARAMETERS: &[(&str, &str, Kind)] = &[
+    ("key-load-delay", "0", Kind::Int),
+    ("loading-process-events-interval-bytes", "2097152", Kind::Int),
+    ("rdb-key-save-delay", "0", Kind::Int),
     ("acl-pubsub-default", "resetchannels", Kind::Text),
     ("aclfile", "", Kind::Immutable),
     ("acllog-max-len", "128", Kind::Int),
@@ -148,7 +160,7 @@ const PARAMETERS: &[(&str, &str, Kind)] = &[
     ("masteruser", "", Kind::Text),
     ("maxclients", "10000", Kind::Int),
     ("maxmemory", "0", Kind::Memory),
-    ("maxmemory-clients", "0", Kind::Memory),
+    ("maxmemory-clients", "0", Kind::MemoryOrPercent),
     ("maxmemory-eviction-tenacity", "10", Kind::Int),
     (
         "maxmemory-policy",
@@ -393,6 +405,16 @@ fn check(name: &str, value: &str) -> Result<String, String> {
         Kind::Memory => memory(value)
             .map(|n| n.to_string())
             .ok_or_else(|| "argument must be a memory value".to_owned()),
+        Kind::MemoryOrPercent => match value.strip_suffix('%') {
+            Some(percent) => match percent.parse::<u64>() {
+                Ok(n) if n <= 100 => Ok(format!("{n}%")),
+                Ok(_) => Err("percentage argument must be less or equal to 100".to_owned()),
+                Err(_) => Err("argument must be a memory or percent value".to_owned()),
+            },
+            None => memory(value)
+                .map(|n| n.to_string())
+                .ok_or_else(|| "argument must be a memory or percent value".to_owned()),
+        },
         Kind::Enum(choices) => {
             let lower = value.to_ascii_lowercase();
             if choices.contains(&lower.as_str()) {
@@ -447,7 +469,9 @@ fn get(session: &Session, patterns: &[Bytes], reply: &mut Reply<'_>) {
     for pattern in patterns {
         let lower = pattern.to_ascii_lowercase();
         for (name, value) in values.iter() {
-            if glob::matches(&lower, name.as_bytes()) {
+            // Redis' hidden (debugging) parameters answer only when named.
+            let shown = !HIDDEN.contains(name) || lower == name.as_bytes();
+            if shown && glob::matches(&lower, name.as_bytes()) {
                 found.insert(name, value);
             }
         }
