@@ -330,6 +330,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         cluster::cluster,
     )
     .with_subcommands(&[
+        ("HELP", 2),
         ("INFO", 2),
         ("KEYSLOT", 3),
         ("MYID", 2),

@@ -48,7 +48,11 @@ const HIDDEN: &[&str] = &[
 /// lists them).
 const PARAMETERS: &[(&str, &str, Kind)] = &[
     ("key-load-delay", "0", Kind::Int),
-    ("loading-process-events-interval-bytes", "2097152", Kind::Int),
+    (
+        "loading-process-events-interval-bytes",
+        "2097152",
+        Kind::Int,
+    ),
     ("rdb-key-save-delay", "0", Kind::Int),
     ("acl-pubsub-default", "resetchannels", Kind::Text),
     ("aclfile", "", Kind::Immutable),
