@@ -264,6 +264,53 @@ pub fn may_run_long(code: &[u8]) -> bool {
     false
 }
 
+/// [`may_run_long`] for a library's code, where `function` is how functions are registered:
+/// it may run long if it has a loop, loads code or sets metatables, or defines any function
+/// other than one passed straight to `redis.register_function` (as its second argument, or
+/// as `callback =`). Such functions are anonymous and their library names no other, so
+/// none can call itself or another: each runs a number of instructions bounded by its
+/// length.
+#[must_use]
+pub fn library_may_run_long(code: &[u8]) -> bool {
+    const WORDS: [&[u8]; 8] = [
+        b"while",
+        b"for",
+        b"repeat",
+        b"goto",
+        b"load",
+        b"loadstring",
+        b"setmetatable",
+        b"debug",
+    ];
+    let is_word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    let mut at = 0;
+    while at < code.len() {
+        if !is_word(code[at]) {
+            at += 1;
+            continue;
+        }
+        let start = at;
+        while at < code.len() && is_word(code[at]) {
+            at += 1;
+        }
+        let word = &code[start..at];
+        if WORDS.contains(&word) {
+            return true;
+        }
+        if word == b"function" {
+            let before = code[..start].trim_ascii_end();
+            let registered = before.ends_with(b",")
+                || before
+                    .strip_suffix(b"=")
+                    .is_some_and(|rest| rest.trim_ascii_end().ends_with(b"callback"));
+            if !registered {
+                return true;
+            }
+        }
+    }
+    false
+}
+
 /// Reads an EVAL script's shebang (`#!lua flags=no-writes,allow-oom`): its flags and how
 /// many bytes it takes (the line feed stays, so line numbers hold).
 ///
@@ -515,6 +562,8 @@ struct Script {
     body: Bytes,
     flags: ScriptFlags,
     function: Function,
+    /// [`may_run_long`] of its body, read once when it was loaded.
+    long: bool,
 }
 
 /// A script's invocation: its keys and arguments and how it was called.
@@ -901,6 +950,7 @@ impl Engine {
                 body: Bytes::copy_from_slice(body),
                 flags,
                 function,
+                long: may_run_long(body),
             },
         );
         Ok(sha)
@@ -910,6 +960,13 @@ impl Engine {
     #[must_use]
     pub fn body(&self, sha: &str) -> Option<&Bytes> {
         self.scripts.get(sha).map(|script| &script.body)
+    }
+
+    /// Whether a cached script may run for long ([`may_run_long`] of its body, read when
+    /// it was loaded); `None` when there is no such script.
+    #[must_use]
+    pub fn runs_long(&self, sha: &str) -> Option<bool> {
+        self.scripts.get(sha).map(|script| script.long)
     }
 
     /// Compiles `code` as a function whose globals are the sandbox's.

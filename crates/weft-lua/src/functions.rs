@@ -41,6 +41,8 @@ pub struct Library {
     pub code: Bytes,
     /// Its functions by name.
     pub functions: BTreeMap<String, FunctionInfo>,
+    /// [`crate::library_may_run_long`] of its code, read when it was loaded.
+    pub long: bool,
 }
 
 /// Functions registered while a library's top level runs.
@@ -255,6 +257,7 @@ impl Functions {
             engine: "LUA".to_owned(),
             code: Bytes::copy_from_slice(code),
             functions,
+            long: crate::library_may_run_long(code),
         })
     }
 
@@ -313,6 +316,16 @@ impl Functions {
     pub fn function(&self, name: &str) -> Option<&FunctionInfo> {
         let (library, name) = self.index.get(&name.to_ascii_lowercase())?;
         self.libraries.get(library)?.functions.get(name)
+    }
+
+    /// Whether function `name`'s library may run for long (see
+    /// [`crate::library_may_run_long`]); true when there is no such function.
+    #[must_use]
+    pub fn runs_long(&self, name: &str) -> bool {
+        self.index
+            .get(&name.to_ascii_lowercase())
+            .and_then(|(library, _)| self.libraries.get(library))
+            .is_none_or(|library| library.long)
     }
 
     /// FCALL / FCALL_RO of a function known to exist (see [`Functions::function`]).

@@ -15,6 +15,6 @@ pub mod libs;
 
 pub use engine::{
     CallOutcome, Engine, Host, Invocation, KillRefused, RunState, Runnable, ScriptFlags,
-    may_run_long, sha1_hex, shebang, split_args,
+    library_may_run_long, may_run_long, sha1_hex, shebang, split_args,
 };
 pub use functions::{Functions, Library, RestorePolicy};

@@ -414,3 +414,30 @@ fn code_that_may_run_long() {
         );
     }
 }
+
+// Proves which code a server may run on its async worker: straight-line scripts, and
+// libraries whose only functions are the anonymous ones they register; anything that
+// loops, defines a function it could call again, or loads code may run long.
+#[test]
+fn what_may_run_long() {
+    assert!(!weft_lua::may_run_long(
+        b"return redis.call('incr', KEYS[1])"
+    ));
+    assert!(weft_lua::may_run_long(b"while true do end"));
+    assert!(weft_lua::may_run_long(
+        b"local function f() return f() end return f()"
+    ));
+    let short = b"#!lua name=lib\nredis.register_function('hit', function(keys, args) \
+        local n = redis.call('incr', keys[1]) return n end)\n\
+        redis.register_function{function_name='two', callback = function(keys) return 2 end}";
+    assert!(!weft_lua::library_may_run_long(short));
+    for long in [
+        &b"#!lua name=l\nredis.register_function('f', function() while true do end end)"[..],
+        b"#!lua name=l\nlocal function g() return g() end\nredis.register_function('f', g)",
+        b"#!lua name=l\nlocal t = {}\nt.g = function() return t.g() end\nredis.register_function('f', function() return t.g() end)",
+        b"#!lua name=l\nredis.register_function('f', function() return loadstring('x')() end)",
+        b"#!lua name=l\nfunction g() return g() end\nredis.register_function('f', function() return g() end)",
+    ] {
+        assert!(weft_lua::library_may_run_long(long), "{}", String::from_utf8_lossy(long));
+    }
+}

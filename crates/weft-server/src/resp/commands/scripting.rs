@@ -319,13 +319,9 @@ fn invoke(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>, sha: boo
         // Code that may run long (loops, functions) runs off the async worker, whose other
         // connections and I/O driver go to another thread meanwhile; straight-line code,
         // the common case, does not pay for the hand-off.
-        let long = if sha {
-            engine
-                .body(&name)
-                .is_none_or(|code| weft_lua::may_run_long(code))
-        } else {
-            weft_lua::may_run_long(&body)
-        };
+        let long = engine
+            .runs_long(&name)
+            .unwrap_or_else(|| !sha && weft_lua::may_run_long(&body));
         let mut run = || {
             if sha {
                 engine.evalsha(host, &body, invocation, out, protocol);
@@ -468,9 +464,13 @@ fn call_function(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>, r
             read_only: ro,
             clustered,
         };
-        // A library's functions are functions: they may loop or recurse, so they run off
-        // the async worker (see `invoke`).
-        crate::off_worker(|| functions.call(&mut host, &name, invocation, &mut out, protocol));
+        // A function that may loop or recurse runs off the async worker (see `invoke`);
+        // one whose library only registers straight-line functions does not pay for it.
+        if functions.runs_long(&name) {
+            crate::off_worker(|| functions.call(&mut host, &name, invocation, &mut out, protocol));
+        } else {
+            functions.call(&mut host, &name, invocation, &mut out, protocol);
+        }
     }
     session.script_keys.clear();
     session.cache = cache;
