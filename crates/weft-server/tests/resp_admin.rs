@@ -364,6 +364,22 @@ fn monitor_shows_commands() {
     let queued = next();
     assert!(queued.ends_with("\"SET\" \"a\\\"b\" \"1\\n\""), "{queued}");
     assert!(next().ends_with("\"EXEC\""));
+    // A blocking command is shown once, as sent, however often it is tried while it waits.
+    let mut waiter = server.client();
+    waiter.send_raw(&common::encode(&["BLPOP", "queue", "5"]));
+    let blpop = next();
+    assert!(blpop.ends_with("\"BLPOP\" \"queue\" \"5\""), "{blpop}");
+    std::thread::sleep(Duration::from_millis(100));
+    c.cmd("RPUSH queue job");
+    assert!(next().ends_with("\"RPUSH\" \"queue\" \"job\""));
+    assert_eq!(waiter.read_frame().items().len(), 2);
+    assert!(monitor_quiet(&mut monitor), "BLPOP shown again");
+}
+
+fn monitor_quiet(monitor: &mut common::Client) -> bool {
+    monitor
+        .read_frame_within(std::time::Duration::from_millis(200))
+        .is_none()
 }
 
 // Proves LATENCY records commands at or over `latency-monitor-threshold` as Redis does

@@ -712,7 +712,9 @@ impl Session {
             }
         }
         let took = started.elapsed();
-        if super::monitor::shown_after(spec) {
+        // A blocked command is shown once, when it first runs, not again each time it is
+        // tried while it waits (as Redis shows it).
+        if super::monitor::shown_after(spec) && self.block_retry.is_none() {
             self.feed_monitors(args);
         }
         let context = Arc::clone(&self.context);
