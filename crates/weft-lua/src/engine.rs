@@ -246,22 +246,26 @@ pub fn may_run_long(code: &[u8]) -> bool {
         b"loadstring",
         b"setmetatable",
     ];
+    words(code).any(|(start, end)| WORDS.contains(&&code[start..end]))
+}
+
+/// Where each word (a run of letters, digits and `_`) of `code` starts and ends.
+fn words(code: &[u8]) -> impl Iterator<Item = (usize, usize)> + '_ {
     let is_word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
     let mut at = 0;
-    while at < code.len() {
-        if !is_word(code[at]) {
+    std::iter::from_fn(move || {
+        while at < code.len() && !is_word(code[at]) {
             at += 1;
-            continue;
+        }
+        if at >= code.len() {
+            return None;
         }
         let start = at;
         while at < code.len() && is_word(code[at]) {
             at += 1;
         }
-        if WORDS.contains(&&code[start..at]) {
-            return true;
-        }
-    }
-    false
+        Some((start, at))
+    })
 }
 
 /// [`may_run_long`] for a library's code, where `function` is how functions are registered:
@@ -282,33 +286,18 @@ pub fn library_may_run_long(code: &[u8]) -> bool {
         b"setmetatable",
         b"debug",
     ];
-    let is_word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
-    let mut at = 0;
-    while at < code.len() {
-        if !is_word(code[at]) {
-            at += 1;
-            continue;
-        }
-        let start = at;
-        while at < code.len() && is_word(code[at]) {
-            at += 1;
-        }
-        let word = &code[start..at];
-        if WORDS.contains(&word) {
-            return true;
-        }
+    words(code).any(|(start, end)| {
+        let word = &code[start..end];
         if word == b"function" {
             let before = code[..start].trim_ascii_end();
             let registered = before.ends_with(b",")
                 || before
                     .strip_suffix(b"=")
                     .is_some_and(|rest| rest.trim_ascii_end().ends_with(b"callback"));
-            if !registered {
-                return true;
-            }
+            return !registered;
         }
-    }
-    false
+        WORDS.contains(&word)
+    })
 }
 
 /// Reads an EVAL script's shebang (`#!lua flags=no-writes,allow-oom`): its flags and how

@@ -119,19 +119,9 @@ pub(crate) fn commands_in(bit: u32) -> Vec<&'static str> {
 
 /// The index of the command a call runs (its subcommand's for a container).
 fn call_index(spec: &CommandSpec, args: &[Bytes]) -> Option<usize> {
-    if !spec.subcommands.is_empty()
-        && let Some(sub) = args.get(1)
-    {
-        let full = format!(
-            "{}|{}",
-            spec.name,
-            String::from_utf8_lossy(sub).to_ascii_lowercase()
-        );
-        if let Some(at) = known_index(&full) {
-            return Some(at);
-        }
-    }
-    known_index(spec.name)
+    meta::subcommand_name(spec, args)
+        .and_then(|full| known_index(&full))
+        .or_else(|| known_index(spec.name))
 }
 
 /// A key pattern with the access it grants.

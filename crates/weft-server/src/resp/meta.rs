@@ -136,23 +136,24 @@ pub fn lookup(name: &str) -> Option<&'static CommandMeta> {
         .map(|i| &META[i])
 }
 
+/// `container|sub` of a call to a container command (one with subcommands), in lower case.
+#[must_use]
+pub fn subcommand_name(spec: &CommandSpec, args: &[Bytes]) -> Option<String> {
+    let sub = args.get(1).filter(|_| !spec.subcommands.is_empty())?;
+    Some(format!(
+        "{}|{}",
+        spec.name,
+        String::from_utf8_lossy(sub).to_ascii_lowercase()
+    ))
+}
+
 /// The description of the command `spec` runs with `args`: its subcommand's for a
 /// container command, else its own.
 #[must_use]
 pub fn of_call(spec: &CommandSpec, args: &[Bytes]) -> Option<&'static CommandMeta> {
-    if !spec.subcommands.is_empty()
-        && let Some(sub) = args.get(1)
-    {
-        let full = format!(
-            "{}|{}",
-            spec.name,
-            String::from_utf8_lossy(sub).to_ascii_lowercase()
-        );
-        if let Some(meta) = lookup(&full) {
-            return Some(meta);
-        }
-    }
-    lookup(spec.name)
+    subcommand_name(spec, args)
+        .and_then(|full| lookup(&full))
+        .or_else(|| lookup(spec.name))
 }
 
 /// The categories of a command Weft serves that Redis does not describe (none of Weft's

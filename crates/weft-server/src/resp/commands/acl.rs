@@ -35,9 +35,10 @@ pub fn acl(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
         "LOAD" | "SAVE" => reply.error(
             "ERR This Redis instance is not configured to use an ACL file. You may want to specify users via the ACL SETUSER command and then issue a CONFIG REWRITE (assuming you have a Redis configuration file set) in order to store users in the Redis configuration.",
         ),
-        "HELP" => {
-            let lines = [
-                "ACL <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "HELP" => super::streams::help_reply(
+            reply,
+            "ACL",
+            &[
                 "CAT [<category>]",
                 "    List all commands that belong to <category>, or all command categories",
                 "    when no category is specified.",
@@ -64,14 +65,8 @@ pub fn acl(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
                 "    List all the registered usernames.",
                 "WHOAMI",
                 "    Return the current connection username.",
-                "HELP",
-                "    Print this help.",
-            ];
-            reply.array(lines.len());
-            for line in lines {
-                reply.simple(line);
-            }
-        }
+            ],
+        ),
         _ => reply.error(&format!(
             "ERR unknown subcommand '{}'. Try ACL HELP.",
             String::from_utf8_lossy(&args[1])

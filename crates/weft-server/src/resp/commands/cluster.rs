@@ -25,29 +25,26 @@ pub fn cluster(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
         .map(|s| s.to_ascii_uppercase())
         .unwrap_or_default();
     if sub.as_slice() == b"HELP" {
-        let lines = [
-            "CLUSTER <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-            "INFO",
-            "    Return information about the cluster.",
-            "KEYSLOT <key>",
-            "    Return the hash slot for <key>.",
-            "MYID",
-            "    Return the node id.",
-            "NODES",
-            "    Return cluster configuration seen by node. Output format:",
-            "    <id> <ip:port@bus-port> <flags> <master> <pings> <pongs> <epoch> <link> <slot> ...",
-            "SHARDS",
-            "    Return information about slot range mappings and the nodes associated with them.",
-            "SLOTS",
-            "    Return information about slots range mappings. Each range is made of:",
-            "    start, end, master and replicas IP addresses, ports and ids",
-            "HELP",
-            "    Print this help.",
-        ];
-        reply.array(lines.len());
-        for line in lines {
-            reply.simple(line);
-        }
+        super::streams::help_reply(
+            reply,
+            "CLUSTER",
+            &[
+                "INFO",
+                "    Return information about the cluster.",
+                "KEYSLOT <key>",
+                "    Return the hash slot for <key>.",
+                "MYID",
+                "    Return the node id.",
+                "NODES",
+                "    Return cluster configuration seen by node. Output format:",
+                "    <id> <ip:port@bus-port> <flags> <master> <pings> <pongs> <epoch> <link> <slot> ...",
+                "SHARDS",
+                "    Return information about slot range mappings and the nodes associated with them.",
+                "SLOTS",
+                "    Return information about slots range mappings. Each range is made of:",
+                "    start, end, master and replicas IP addresses, ports and ids",
+            ],
+        );
         return;
     }
     if sub.as_slice() == b"KEYSLOT" {
