@@ -297,3 +297,29 @@ fn command_reports_categories_and_key_flags() {
     ));
     assert!(has(&c.cmd("COMMAND LIST"), "client|list"));
 }
+
+// Proves ACL SETUSER closes the user's subscribers whose channels or patterns it no longer
+// grants, and spares those it still does.
+#[test]
+fn revoked_channels_close_their_subscribers() {
+    let server = TestServer::start();
+    let mut admin = server.client();
+    assert_eq!(
+        admin.cmd("ACL SETUSER psub on nopass +@all ~* resetchannels &news.* &sport"),
+        Frame::ok()
+    );
+    let mut news = server.client();
+    assert_eq!(news.cmd("AUTH psub x"), Frame::ok());
+    assert_eq!(news.cmd("SUBSCRIBE news.a").items().len(), 3);
+    let mut sport = server.client();
+    assert_eq!(sport.cmd("AUTH psub x"), Frame::ok());
+    assert_eq!(sport.cmd("PSUBSCRIBE sport").items().len(), 3);
+    assert_eq!(
+        admin.cmd("ACL SETUSER psub resetchannels &sport"),
+        Frame::ok()
+    );
+    assert!(news.closed_by_server(), "news.a is no longer granted");
+    assert_eq!(admin.cmd("PUBLISH sport goal"), Frame::Integer(1));
+    let message = sport.read_frame();
+    assert_eq!(message.items().len(), 4, "{message:?}");
+}

@@ -695,6 +695,19 @@ impl User {
         self.rules.read().check(spec, args)
     }
 
+    /// Whether the user may still use every channel in `channels` (matched against its
+    /// channel rules) and pattern in `patterns` (compared literally, as PSUBSCRIBE's are).
+    pub(crate) fn keeps_channels(&self, channels: &[Bytes], patterns: &[Bytes]) -> bool {
+        let rules = self.rules.read();
+        let selectors = || std::iter::once(&rules.root).chain(&rules.selectors);
+        channels
+            .iter()
+            .all(|c| selectors().any(|s| s.channel_allowed(c, false)))
+            && patterns
+                .iter()
+                .all(|p| selectors().any(|s| s.channel_allowed(p, true)))
+    }
+
     /// Whether the user may be authenticated as with `password`.
     pub(crate) fn accepts(&self, password: &[u8]) -> bool {
         let rules = self.rules.read();

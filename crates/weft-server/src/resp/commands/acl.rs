@@ -23,7 +23,10 @@ pub fn acl(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
         }
         "USERS" | "LIST" => list(session, sub == "USERS", reply),
         "SETUSER" => match session.context.acl.set_user(&args[2], &args[3..]) {
-            Ok(_) => reply.ok(),
+            Ok(user) => {
+                close_revoked_subscribers(session, &user);
+                reply.ok();
+            }
             Err(error) => reply.error(&error),
         },
         "GETUSER" => getuser(session, &args[2], reply),
@@ -99,6 +102,25 @@ fn list(session: &Session, names_only: bool, reply: &mut Reply<'_>) {
     reply.array(lines.len());
     for (name, line) in lines {
         reply.bulk(if names_only { &name } else { &line });
+    }
+}
+
+/// Closes the connections of `user` subscribed to a channel or pattern its rules no longer
+/// grant, as Redis does when ACL SETUSER revokes one.
+fn close_revoked_subscribers(session: &Session, user: &acl::User) {
+    let name = String::from_utf8_lossy(user.name());
+    let pubsub = &session.context.push.pubsub;
+    for mailbox in session.context.push.clients.all() {
+        if mailbox.client.is_internal() || !mailbox.is_subscribed() {
+            continue;
+        }
+        if mailbox.client.shown().user != name {
+            continue;
+        }
+        let (channels, patterns) = pubsub.subscriptions_of(mailbox.client_id());
+        if !user.keeps_channels(&channels, &patterns) {
+            mailbox.kill();
+        }
     }
 }
 

@@ -85,6 +85,21 @@ impl PubSub {
         (registry.channels.len(), registry.patterns.len())
     }
 
+    /// The channels (shard channels included) and patterns connection `client_id` is
+    /// subscribed to — for ACL SETUSER, which closes subscribers that lost one.
+    pub fn subscriptions_of(&self, client_id: u64) -> (Vec<Bytes>, Vec<Bytes>) {
+        let registry = self.registry.read();
+        let of = |map: &HashMap<Bytes, Vec<Arc<Mailbox>>>| -> Vec<Bytes> {
+            map.iter()
+                .filter(|(_, subscribers)| subscribers.iter().any(|m| m.client_id() == client_id))
+                .map(|(name, _)| name.clone())
+                .collect()
+        };
+        let mut channels = of(&registry.channels);
+        channels.extend(of(&registry.shard_channels));
+        (channels, of(&registry.patterns))
+    }
+
     fn add(&self, kind: Kind, name: &Bytes, mailbox: &Arc<Mailbox>) {
         self.registry
             .write()
