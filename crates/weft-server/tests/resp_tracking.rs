@@ -429,6 +429,7 @@ fn bcast_batches_per_command_and_scripts_track_declared_keys() {
     reader.call(&["EVAL", "redis.call('get', 'k3')", "2", "k1", "k2"]);
     let info = writer.cmd("INFO stats").text();
     assert!(info.contains("tracking_total_keys:2"), "{info}");
+    assert!(info.contains("tracking_total_items:2"), "{info}");
     assert!(info.contains("tracking_total_prefixes:2"), "{info}");
     writer.cmd("MSET k2 2 k1 2 k3 2");
     assert_eq!(reader.read_frame(), invalidate(&["k2"]));

@@ -17,7 +17,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock};
-use std::time::{Instant, SystemTime};
+use std::time::Instant;
 
 use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
@@ -808,8 +808,6 @@ pub(crate) struct Acl {
     log_max: AtomicUsize,
     /// `acl-pubsub-default allchannels`.
     pubsub_all: AtomicBool,
-    /// When the log's ages are measured from (wall time for nothing else).
-    _created: SystemTime,
 }
 
 impl Acl {
@@ -840,7 +838,6 @@ impl Acl {
             log: Mutex::new(VecDeque::new()),
             log_max: AtomicUsize::new(128),
             pubsub_all: AtomicBool::new(false),
-            _created: SystemTime::now(),
         }
     }
 

@@ -189,6 +189,8 @@ struct State {
     /// Default mode: per cache, key → ids of the clients that read it.
     keys: HashMap<Arc<str>, HashMap<Bytes, Vec<u64>>>,
     key_count: usize,
+    /// (key, client) pairs remembered: INFO's `tracking_total_items`.
+    item_count: usize,
     /// BCAST: prefix → ids of the clients registered for it.
     prefixes: BTreeMap<Bytes, Vec<u64>>,
     /// The listener on each cache, while anyone tracks.
@@ -297,6 +299,7 @@ impl Tracking {
             // until nobody tracks.
             state.keys.clear();
             state.key_count = 0;
+            state.item_count = 0;
             std::mem::take(&mut state.listeners)
         };
         for (_, (cache, id)) in listeners {
@@ -332,11 +335,13 @@ impl Tracking {
                     Some(ids) => {
                         if !ids.contains(&client_id) {
                             ids.push(client_id);
+                            state.item_count += 1;
                         }
                     }
                     None => {
                         table.insert(Bytes::copy_from_slice(key), vec![client_id]);
                         state.key_count += 1;
+                        state.item_count += 1;
                     }
                 }
             }
@@ -355,12 +360,7 @@ impl Tracking {
         TrackingCounts {
             clients: state.trackers.len(),
             keys: state.key_count,
-            items: state
-                .keys
-                .values()
-                .flat_map(HashMap::values)
-                .map(Vec::len)
-                .sum(),
+            items: state.item_count,
             prefixes: state.prefixes.len(),
         }
     }
@@ -377,6 +377,7 @@ impl Tracking {
                 break;
             };
             state.key_count -= 1;
+            state.item_count -= victim.1.len();
             let trackers: Vec<Arc<Tracker>> = victim
                 .1
                 .iter()
@@ -435,6 +436,7 @@ impl Tracking {
                 .and_then(|table| table.remove(key))
             {
                 state.key_count -= 1;
+                state.item_count -= ids.len();
                 for id in ids {
                     if let Some(tracker) = state.trackers.get(&id)
                         && !tracker.bcast
@@ -462,6 +464,7 @@ impl Tracking {
                 table.clear();
             }
             state.key_count = 0;
+            state.item_count = 0;
             state.trackers.values().cloned().collect()
         };
         for tracker in trackers {
