@@ -572,8 +572,6 @@ pub struct Invocation<'a> {
 #[derive(Debug)]
 pub struct Engine {
     lua: Lua,
-    /// The server's hooks, reachable from the sandbox's code.
-    internal: Table,
     /// The real globals (KEYS and ARGV are set there).
     globals: Table,
     /// What scripts see as their globals.
@@ -581,7 +579,8 @@ pub struct Engine {
     handler: Function,
     raw_xpcall: Function,
     fcall_runner: Function,
-    outside: Function,
+    /// The running script's host (none between runs).
+    host: HostSlot,
     scripts: HashMap<String, Script>,
     scripts_bytes: usize,
     run: Arc<RunState>,
@@ -590,6 +589,114 @@ pub struct Engine {
 
 /// Where `redis.call`'s C half finds its Rust half (the Lua registry).
 const REDIS_CALL_KEY: &std::ffi::CStr = c"weft.redis_call";
+
+/// The running script's host, reached by `redis.call`, `redis.pcall` and
+/// `redis.acl_check_cmd` — functions made once with the interpreter rather than for each run
+/// (making and unmaking them per run was a tenth of a short script's cost).
+#[derive(Debug, Clone, Default)]
+struct HostSlot(Arc<Mutex<Option<Current>>>);
+
+/// The host of the script that runs now, and whether the run may not write.
+#[derive(Debug)]
+struct Current {
+    host: std::ptr::NonNull<dyn Host>,
+    read_only: bool,
+}
+
+// SAFETY: the pointer is dereferenced only by `HostSlot::with`, on the thread running the
+// script, while `Engine::call` holds the host's exclusive borrow (see `HostSlot::enter`).
+unsafe impl Send for Current {}
+
+/// The slot holds a host for as long as this lives.
+struct Entered<'h>(&'h HostSlot);
+
+impl Drop for Entered<'_> {
+    fn drop(&mut self) {
+        *self.0.0.lock().unwrap_or_else(PoisonError::into_inner) = None;
+    }
+}
+
+impl HostSlot {
+    /// Makes `host` reachable until the returned value is dropped.
+    fn enter<'h>(&'h self, host: &'h mut dyn Host, read_only: bool) -> Entered<'h> {
+        let host: std::ptr::NonNull<dyn Host + 'h> = std::ptr::NonNull::from(host);
+        // SAFETY: only the lifetime changes. `Entered` empties the slot when dropped, and it
+        // holds the borrow of `host` until then: the pointer is never used past the borrow.
+        let host: std::ptr::NonNull<dyn Host + 'static> = unsafe { std::mem::transmute(host) };
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(Current { host, read_only });
+        Entered(self)
+    }
+
+    fn active(&self) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some()
+    }
+
+    /// Runs `f` with the running script's host and its read-only flag; `None` between runs.
+    fn with<R>(&self, f: impl FnOnce(&mut dyn Host, bool) -> R) -> Option<R> {
+        let (host, read_only) = {
+            let current = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+            let current = current.as_ref()?;
+            (current.host, current.read_only)
+        };
+        // SAFETY: the slot holds a host only while `Engine::call`, on this thread, has lent
+        // it exclusively for the run (see `enter`), and nothing else uses it meanwhile: a
+        // command a script calls cannot run a script, so `with` is never re-entered.
+        Some(f(unsafe { &mut *host.as_ptr() }, read_only))
+    }
+}
+
+/// `redis.call`/`redis.pcall` with the packed arguments: the reply converted to Lua, and
+/// whether it is an error.
+fn call_host(
+    lua: &Lua,
+    slot: &HostSlot,
+    state: &RunState,
+    packed: &Table,
+) -> mlua::Result<(Value, bool)> {
+    if !slot.active() {
+        let text = b"ERR redis.call/pcall can only be called inside a script invocation";
+        return Ok((Value::Table(error_table(lua, text, false)?), true));
+    }
+    let args = match packed_command_args(packed) {
+        Ok(args) => args,
+        Err(text) => {
+            return Ok((
+                Value::Table(error_table(lua, text.as_bytes(), false)?),
+                true,
+            ));
+        }
+    };
+    let resp3 = state.resp3.load(Ordering::Relaxed);
+    let Some(outcome) = slot.with(|host, read_only| host.call(&args, resp3, read_only)) else {
+        let text = b"ERR redis.call/pcall can only be called inside a script invocation";
+        return Ok((Value::Table(error_table(lua, text, false)?), true));
+    };
+    match outcome {
+        CallOutcome::Refused(reason) => {
+            let text = error_text(reason.as_bytes());
+            Ok((Value::Table(error_table(lua, &text, true)?), true))
+        }
+        CallOutcome::Reply { bytes, wrote } => {
+            if wrote {
+                state.wrote.store(true, Ordering::Release);
+            }
+            let failed = bytes.first() == Some(&b'-');
+            match convert::reply_to_lua(lua, &bytes) {
+                Ok(value) => Ok((value, failed)),
+                Err(error) => {
+                    let text = format!("ERR reading the reply: {error}");
+                    Ok((
+                        Value::Table(error_table(lua, text.as_bytes(), false)?),
+                        true,
+                    ))
+                }
+            }
+        }
+    }
+}
 
 /// Packs the C function's arguments into a new table `{..., n = count}` at stack index 1,
 /// leaving only it. Uses two stack slots beyond the arguments, within the `LUA_MINSTACK`
@@ -753,35 +860,46 @@ impl Engine {
                 Ok(None)
             })?,
         )?;
-        // Outside a run, the server cannot be called.
-        let outside = lua.create_function(|lua, _: Table| {
-            let error = error_table(
-                lua,
-                b"ERR redis.call/pcall can only be called inside a script invocation",
-                false,
-            )?;
-            Ok((Value::Table(error), true))
-        })?;
-        internal.raw_set("call", outside.clone())?;
+        // `redis.pcall`'s Rust half (`redis.call`'s is below): the reply, and whether it is
+        // an error.
+        let host = HostSlot::default();
+        let (slot, state) = (host.clone(), Arc::clone(&run));
+        internal.raw_set(
+            "call",
+            lua.create_function(move |lua, packed: Table| call_host(lua, &slot, &state, &packed))?,
+        )?;
+        let slot = host.clone();
         internal.raw_set(
             "acl_check_cmd",
-            lua.create_function(|_, _: MultiValue| {
-                Ok((
-                    Value::Nil,
-                    Some(
-                        "ERR redis.acl_check_cmd can only be called inside a script invocation"
-                            .to_owned(),
+            lua.create_function(move |_, values: MultiValue| {
+                let args = match command_args(values) {
+                    Ok(args) => args,
+                    Err(text) => return Ok((Value::Nil, Some(text))),
+                };
+                let allowed = slot.with(|host, _| host.acl_check(&args));
+                Ok(match allowed {
+                    None => (
+                        Value::Nil,
+                        Some(
+                            "ERR redis.acl_check_cmd can only be called inside a script invocation"
+                                .to_owned(),
+                        ),
                     ),
-                ))
+                    Some(Some(allowed)) => (Value::Boolean(allowed), None),
+                    Some(None) => (
+                        Value::Nil,
+                        Some("ERR Invalid command passed to redis.acl_check_cmd()".to_owned()),
+                    ),
+                })
             })?,
         )?;
 
-        let slot = internal.clone();
-        let redis_call = lua.create_function(move |_, packed: Table| {
-            let call: Function = slot.raw_get("call")?;
-            let (value, failed): (Value, bool) = call.call(packed)?;
+        // `redis.call`'s Rust half: raises the error reply instead of returning it.
+        let (slot, state, raised) = (host.clone(), Arc::clone(&run), internal.clone());
+        let redis_call = lua.create_function(move |lua, packed: Table| {
+            let (value, failed) = call_host(lua, &slot, &state, &packed)?;
             if failed {
-                slot.raw_set("raised", value)?;
+                raised.raw_set("raised", value)?;
                 return Err(mlua::Error::external(Raised));
             }
             Ok(value)
@@ -836,13 +954,12 @@ impl Engine {
         let globals = lua.globals();
         Ok(Self {
             lua,
-            internal,
             globals,
             env,
             handler,
             raw_xpcall,
             fcall_runner,
-            outside,
+            host,
             scripts: HashMap::new(),
             scripts_bytes: 0,
             run,
@@ -1095,84 +1212,26 @@ impl Engine {
             self.globals.raw_set("ARGV", args.clone())?;
         }
         self.run.begin(runnable.eval);
-        let run = Arc::clone(&self.run);
-        let internal = self.internal.clone();
-        // Both hooks reach the host, one at a time.
-        let host = std::cell::RefCell::new(host);
-        let outcome = self.lua.scope(|scope| {
-            let call = scope.create_function_mut(|lua, packed: Table| {
-                let args = match packed_command_args(&packed) {
-                    Ok(args) => args,
-                    Err(text) => {
-                        return Ok((
-                            Value::Table(error_table(lua, text.as_bytes(), false)?),
-                            true,
-                        ));
-                    }
-                };
-                let resp3 = run.resp3.load(Ordering::Relaxed);
-                let outcome = host.borrow_mut().call(&args, resp3, read_only);
-                match outcome {
-                    CallOutcome::Refused(reason) => {
-                        let text = error_text(reason.as_bytes());
-                        Ok((Value::Table(error_table(lua, &text, true)?), true))
-                    }
-                    CallOutcome::Reply { bytes, wrote } => {
-                        if wrote {
-                            run.wrote.store(true, Ordering::Release);
-                        }
-                        let failed = bytes.first() == Some(&b'-');
-                        match convert::reply_to_lua(lua, &bytes) {
-                            Ok(value) => Ok((value, failed)),
-                            Err(error) => {
-                                let text = format!("ERR reading the reply: {error}");
-                                Ok((
-                                    Value::Table(error_table(lua, text.as_bytes(), false)?),
-                                    true,
-                                ))
-                            }
-                        }
-                    }
-                }
-            })?;
-            internal.raw_set("call", call)?;
-            let acl = scope.create_function_mut(|lua, values: MultiValue| {
-                let args = match command_args(values) {
-                    Ok(args) => args,
-                    Err(text) => return Ok((Value::Nil, Some(text))),
-                };
-                let allowed = host.borrow_mut().acl_check(&args);
-                match allowed {
-                    Some(allowed) => Ok((Value::Boolean(allowed), None)),
-                    None => {
-                        let _ = lua;
-                        Ok((
-                            Value::Nil,
-                            Some("ERR Invalid command passed to redis.acl_check_cmd()".to_owned()),
-                        ))
-                    }
-                }
-            })?;
-            internal.raw_set("acl_check_cmd", acl)?;
-            let results: MultiValue = if runnable.eval {
+        let outcome = {
+            let _current = self.host.enter(host, read_only);
+            let results: mlua::Result<MultiValue> = if runnable.eval {
                 self.raw_xpcall
-                    .call((runnable.function.clone(), self.handler.clone()))?
+                    .call((runnable.function.clone(), self.handler.clone()))
             } else {
                 self.fcall_runner.call((
                     runnable.function.clone(),
-                    keys.clone(),
-                    args.clone(),
+                    keys,
+                    args,
                     self.handler.clone(),
-                ))?
+                ))
             };
-            internal.raw_set("call", self.outside.clone())?;
-            let mut results = results.into_iter();
-            let ok = matches!(results.next(), Some(Value::Boolean(true)));
-            Ok((ok, results.next().unwrap_or(Value::Nil)))
-        });
+            results.map(|results| {
+                let mut results = results.into_iter();
+                let ok = matches!(results.next(), Some(Value::Boolean(true)));
+                (ok, results.next().unwrap_or(Value::Nil))
+            })
+        };
         self.run.end();
-        // A scoped function left behind by a failed run must not stay reachable.
-        let _ = self.internal.raw_set("call", self.outside.clone());
         outcome
     }
 
