@@ -342,3 +342,120 @@ fn read_only_scripts_refuse_commands_that_may_replicate() {
         Frame::Integer(0)
     );
 }
+
+// Proves scripts pipelined by many clients at once — which run one batch at a time, each
+// connection's on whichever thread runs scripts then — are atomic and answered in each
+// client's order: a script's error or a plain command between scripts changes neither, and
+// every increment lands once.
+#[test]
+fn pipelined_scripts_from_many_clients_run_in_order() {
+    const CLIENTS: usize = 8;
+    const ROUNDS: usize = 40;
+    let server = TestServer::start();
+    let mut c = server.client();
+    assert_eq!(c.cmd("SET text x"), Frame::ok());
+    let sha = c
+        .call(&[
+            "SCRIPT",
+            "LOAD",
+            "local n = redis.call('incr', KEYS[1]); redis.call('rpush', KEYS[2], n); return n",
+        ])
+        .text();
+    let addr = server.addr;
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|client| {
+            let sha = sha.clone();
+            std::thread::spawn(move || {
+                let mut w = common::Client::connect(addr);
+                let mut last = 0;
+                for _ in 0..ROUNDS {
+                    // One write: five scripts, a failing script, a plain command, a script.
+                    let mut pipeline = Vec::new();
+                    for _ in 0..5 {
+                        pipeline.extend(common::encode(&["EVALSHA", &sha, "2", "n", "seen"]));
+                    }
+                    pipeline.extend(common::encode(&[
+                        "EVAL",
+                        "return redis.call('incr', KEYS[1])",
+                        "1",
+                        "text",
+                    ]));
+                    pipeline.extend(common::encode(&["INCR", &format!("plain:{client}")]));
+                    pipeline.extend(common::encode(&["EVALSHA", &sha, "2", "n", "seen"]));
+                    w.send_raw(&pipeline);
+                    for at in 0..8 {
+                        match (at, w.read_frame()) {
+                            (5, Frame::Error(text)) => {
+                                assert!(text.starts_with("ERR value is not an integer"), "{text}");
+                            }
+                            (6, Frame::Integer(_)) => {}
+                            (_, Frame::Integer(n)) if at != 5 && at != 6 => {
+                                assert!(n > last, "replies out of order: {n} after {last}");
+                                last = n;
+                            }
+                            (at, other) => panic!("reply {at}: {other:?}"),
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    for client in clients {
+        client.join().unwrap();
+    }
+    let total = i64::try_from(CLIENTS * ROUNDS * 6).unwrap();
+    assert_eq!(c.cmd("GET n"), Frame::bulk(total.to_string()));
+    // Each script pushed the value it incremented to: every one of them once.
+    let Frame::Array(seen) = c.cmd("LRANGE seen 0 -1") else {
+        panic!("a list expected");
+    };
+    let mut seen: Vec<i64> = seen
+        .into_iter()
+        .map(|frame| frame.text().parse().unwrap())
+        .collect();
+    seen.sort_unstable();
+    assert_eq!(seen, (1..=total).collect::<Vec<_>>());
+}
+
+// Proves scripts pipelined while another script is busy are each answered BUSY (not held
+// until it ends), and run once it is killed.
+#[test]
+fn pipelined_scripts_answer_busy_while_a_script_runs_long() {
+    let server = TestServer::start();
+    let mut admin = server.client();
+    assert_eq!(admin.cmd("CONFIG SET busy-reply-threshold 50"), Frame::ok());
+    let mut runner = server.client();
+    runner.send_raw(&common::encode(&[
+        "EVAL",
+        "local a = 0 while true do a = a + 1 end",
+        "0",
+    ]));
+    let started = Instant::now();
+    loop {
+        match admin.cmd("PING") {
+            Frame::Error(text) if text.starts_with("BUSY") => break,
+            _ if started.elapsed() > Duration::from_secs(10) => panic!("never busy"),
+            _ => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+    let mut other = server.client();
+    let script = ["EVAL", "return redis.call('incr', KEYS[1])", "1", "k"];
+    let mut pipeline = Vec::new();
+    for _ in 0..3 {
+        pipeline.extend(common::encode(&script));
+    }
+    other.send_raw(&pipeline);
+    for _ in 0..3 {
+        let reply = other.read_frame_within(Duration::from_secs(2));
+        assert!(
+            matches!(&reply, Some(Frame::Error(text)) if text.starts_with("BUSY")),
+            "{reply:?}"
+        );
+    }
+    assert_eq!(admin.cmd("SCRIPT KILL"), Frame::ok());
+    assert!(matches!(runner.read_frame(), Frame::Error(_)));
+    other.send_raw(&pipeline);
+    for n in 1..=3 {
+        assert_eq!(other.read_frame(), int(n));
+    }
+}

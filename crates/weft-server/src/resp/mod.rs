@@ -17,9 +17,11 @@ mod meta_table;
 pub(crate) mod monitor;
 pub(crate) mod push;
 mod reply;
+pub(crate) mod script_queue;
 pub(crate) mod session;
 pub(crate) mod table;
 
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -28,7 +30,7 @@ use crate::stream::Conn;
 use bytes::BytesMut;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use weft_core::{Durability, collect_durability};
-use weft_resp::{Limits, RequestDecoder};
+use weft_resp::{Limits, ProtocolError, Request, RequestDecoder};
 
 use commands::lists::Retry;
 use session::Elsewhere;
@@ -81,7 +83,7 @@ async fn serve_session(
     prefix: BytesMut,
     peer: SocketAddr,
     context: Arc<ServerContext>,
-    mut session: Session,
+    session: Session,
     mut deadline: RequestDeadline,
 ) {
     let limits = Limits {
@@ -94,6 +96,8 @@ async fn serve_session(
     input.reserve(crate::buffers::INITIAL_BYTES);
     let mut output = crate::buffers::new();
     let mut shutdown = context.shutdown_signal();
+    // Boxed: a script may run on another connection's task (see `script_queue`).
+    let mut session = Box::new(session);
     // Writes to caches with stores not yet durable; no reply leaves before they are.
     let mut unsettled = Durability::default();
     loop {
@@ -102,10 +106,17 @@ async fn serve_session(
         session.mailbox.drain_into(&mut output);
         session.mailbox.client.active(std::time::Instant::now());
         let mut processed = 0u64;
+        // Requests decoded ahead while scripts were batched, and not yet run.
+        let mut pending: VecDeque<Result<Request, ProtocolError>> = VecDeque::new();
         loop {
-            match decoder.decode(&mut input) {
-                Ok(Some(request)) => {
-                    processed += 1;
+            let decoded = match pending.pop_front() {
+                Some(request) => request.map(Some),
+                None => decoder.decode(&mut input).inspect(|request| {
+                    processed += u64::from(request.is_some());
+                }),
+            };
+            match decoded {
+                Ok(Some(mut request)) => {
                     if context.pause.in_force().is_some() {
                         // CLIENT PAUSE: what came before goes out, then this waits.
                         let write = clients::paused_as_write(&session, &request.args);
@@ -123,8 +134,44 @@ async fn serve_session(
                             () = context.pause.wait(write) => {}
                         }
                     }
-                    let (executed, durability) =
-                        collect_durability(|| session.execute(&request.args, &mut output));
+                    let (executed, durability) = if session.multi.is_none()
+                        && script_queue::queues(&request.args)
+                    {
+                        // The scripts pipelined right after this one run with it.
+                        let mut batch = vec![std::mem::take(&mut request.args)];
+                        while pending.is_empty()
+                            && batch.len() < script_queue::BATCH_MAX
+                            && context.pause.in_force().is_none()
+                        {
+                            match decoder.decode(&mut input) {
+                                Ok(Some(next)) => {
+                                    processed += 1;
+                                    if script_queue::queues(&next.args) {
+                                        batch.push(next.args);
+                                    } else {
+                                        pending.push_back(Ok(next));
+                                    }
+                                }
+                                Ok(None) => break,
+                                Err(error) => pending.push_back(Err(error)),
+                            }
+                        }
+                        let scripting = &context.scripting;
+                        let busy = || scripting.run.busy().is_some();
+                        let queued = std::mem::take(&mut output);
+                        let Some(ran) = scripting.queue.execute(session, batch, queued, busy).await
+                        else {
+                            return;
+                        };
+                        session = ran.session;
+                        output = ran.output;
+                        for (at, args) in ran.rest.into_iter().enumerate() {
+                            pending.insert(at, Ok(Request { args }));
+                        }
+                        (ran.executed, ran.durability)
+                    } else {
+                        collect_durability(|| session.execute(&request.args, &mut output))
+                    };
                     unsettled.merge(durability);
                     let mut blocked_elsewhere = None;
                     if let Some(elsewhere) = session.forward.take()

@@ -1,7 +1,9 @@
 //! Scripting: EVAL, EVALSHA, EVAL_RO, EVALSHA_RO and SCRIPT, and function libraries
 //! (FUNCTION, FCALL, FCALL_RO), over `weft_lua`.
 //!
-//! One interpreter serves EVAL and another the function libraries, as in Redis. A script runs with the transaction gate
+//! One interpreter serves EVAL and another the function libraries, as in Redis. Scripts
+//! reach this module through `resp::script_queue`, which runs them one connection's batch at
+//! a time. A script runs with the transaction gate
 //! held exclusively (see `Session::execute`), so no other RESP command runs while it does:
 //! scripts are atomic as MULTI/EXEC transactions are, with the same limit — writes through
 //! Hot Rod, REST or memcached do not take the gate. Each `redis.call` is dispatched as the
@@ -30,6 +32,8 @@ pub struct Scripting {
     functions: Mutex<Option<Functions>>,
     /// The running script's state: busy, killed.
     pub run: Arc<RunState>,
+    /// The scripts waiting to run after the running one (see `resp::script_queue`).
+    pub queue: Arc<crate::resp::script_queue::ScriptQueue>,
 }
 
 impl Default for Scripting {
@@ -41,6 +45,7 @@ impl Default for Scripting {
             engine: Mutex::new(None),
             functions: Mutex::new(None),
             run,
+            queue: Arc::default(),
         }
     }
 }
