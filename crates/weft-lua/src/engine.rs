@@ -489,9 +489,14 @@ impl RunState {
     }
 
     /// Records the command that runs the next script (FUNCTION STATS shows it).
-    pub fn set_command(&self, name: &str, command: Vec<Bytes>) {
-        *self.running.lock().unwrap_or_else(PoisonError::into_inner) =
-            Some((name.to_owned(), command));
+    pub fn set_command(&self, name: &str, command: &[Bytes]) {
+        let mut running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
+        // The last script's buffers are reused: this runs before every script.
+        let (last_name, last_command) = running.get_or_insert_default();
+        last_name.clear();
+        last_name.push_str(name);
+        last_command.clear();
+        last_command.extend_from_slice(command);
     }
 
     pub(crate) fn begin_load(&self) {

@@ -595,6 +595,27 @@ impl Session {
             self.flag_transaction();
             return;
         };
+        self.dispatch_command(spec, args, reply);
+    }
+
+    /// Runs one command as EXEC does (see [`Self::dispatch_queued`]), its description
+    /// already looked up (`spec` is `args[0]`'s).
+    pub fn dispatch_queued_command(
+        &mut self,
+        spec: &'static table::CommandSpec,
+        args: &[Bytes],
+        reply: &mut Reply<'_>,
+    ) {
+        self.follow_swapdb();
+        self.dispatch_command(spec, args, reply);
+    }
+
+    fn dispatch_command(
+        &mut self,
+        spec: &'static table::CommandSpec,
+        args: &[Bytes],
+        reply: &mut Reply<'_>,
+    ) {
         if let Err(error) = spec.check_arguments(args) {
             self.refuse(spec, &error, reply);
             return;

@@ -183,7 +183,7 @@ impl Host for ScriptHost<'_> {
         let mut bytes = BytesMut::new();
         {
             let mut reply = Reply::new(&mut bytes, protocol);
-            session.dispatch_queued(args, &mut reply);
+            session.dispatch_queued_command(spec, args, &mut reply);
         }
         (session.protocol, session.executing, session.in_script) = saved;
         if bytes.is_empty() {
@@ -308,12 +308,9 @@ fn invoke(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>, sha: boo
     } else {
         weft_lua::sha1_hex(&body)
     };
-    session
-        .context
-        .scripting
-        .run
-        .set_command(&name, args.to_vec());
-    session.script_keys = keys.to_vec();
+    session.context.scripting.run.set_command(&name, args);
+    session.script_keys.clear();
+    session.script_keys.extend_from_slice(keys);
     run_for(session, reply, |engine, host, out, protocol| {
         let invocation = Invocation {
             keys,
@@ -454,8 +451,9 @@ fn call_function(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>, r
         Err(error) => return reply.error(error),
     }
     let clustered = session.cache.config().mode.is_clustered();
-    context.scripting.run.set_command(&name, args.to_vec());
-    session.script_keys = keys.to_vec();
+    context.scripting.run.set_command(&name, args);
+    session.script_keys.clear();
+    session.script_keys.extend_from_slice(keys);
     let (cache, database) = (session.cache.clone(), session.database);
     let protocol = session.protocol;
     let mut out = BytesMut::new();
