@@ -490,13 +490,8 @@ impl RunState {
 
     /// Records the command that runs the next script (FUNCTION STATS shows it).
     pub fn set_command(&self, name: &str, command: &[Bytes]) {
-        let mut running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
-        // The last script's buffers are reused: this runs before every script.
-        let (last_name, last_command) = running.get_or_insert_default();
-        last_name.clear();
-        last_name.push_str(name);
-        last_command.clear();
-        last_command.extend_from_slice(command);
+        *self.running.lock().unwrap_or_else(PoisonError::into_inner) =
+            Some((name.to_owned(), command.to_vec()));
     }
 
     pub(crate) fn begin_load(&self) {
@@ -609,49 +604,74 @@ struct Current {
 }
 
 // SAFETY: the pointer is dereferenced only by `HostSlot::with`, on the thread running the
-// script, while `Engine::call` holds the host's exclusive borrow (see `HostSlot::enter`).
+// script, while `HostSlot::lend` holds the host's exclusive borrow.
 unsafe impl Send for Current {}
 
-/// The slot holds a host for as long as this lives.
-struct Entered<'h>(&'h HostSlot);
+/// Empties the slot when dropped (see [`HostSlot::lend`]).
+struct Lent<'s>(&'s HostSlot);
 
-impl Drop for Entered<'_> {
+impl Drop for Lent<'_> {
     fn drop(&mut self) {
-        *self.0.0.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        self.0.put(None);
+    }
+}
+
+/// Puts the host back when dropped (see [`HostSlot::with`]).
+struct Taken<'s>(&'s HostSlot, Option<Current>);
+
+impl Drop for Taken<'_> {
+    fn drop(&mut self) {
+        self.0.put(self.1.take());
     }
 }
 
 impl HostSlot {
-    /// Makes `host` reachable until the returned value is dropped.
-    fn enter<'h>(&'h self, host: &'h mut dyn Host, read_only: bool) -> Entered<'h> {
-        let host: std::ptr::NonNull<dyn Host + 'h> = std::ptr::NonNull::from(host);
-        // SAFETY: only the lifetime changes. `Entered` empties the slot when dropped, and it
-        // holds the borrow of `host` until then: the pointer is never used past the borrow.
-        let host: std::ptr::NonNull<dyn Host + 'static> = unsafe { std::mem::transmute(host) };
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(Current { host, read_only });
-        Entered(self)
+    fn put(&self, current: Option<Current>) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = current;
     }
 
-    fn active(&self) -> bool {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .is_some()
+    /// Runs `f` (a script) with `host` reachable from the script's calls.
+    fn lend<R>(&self, host: &mut dyn Host, read_only: bool, f: impl FnOnce() -> R) -> R {
+        let host: std::ptr::NonNull<dyn Host + '_> = std::ptr::NonNull::from(host);
+        // SAFETY: only the lifetime changes. `Lent` empties the slot before this function
+        // returns or unwinds, while the borrow of `host` it holds is live: the pointer is
+        // never used past the borrow.
+        let host: std::ptr::NonNull<dyn Host + 'static> = unsafe { std::mem::transmute(host) };
+        self.put(Some(Current { host, read_only }));
+        let _lent = Lent(self);
+        f()
     }
 
     /// Runs `f` with the running script's host and its read-only flag; `None` between runs.
+    /// The host is out of the slot while `f` runs: a call reaching here again meanwhile (none
+    /// should: a command a script calls cannot run a script) finds no host, never a second
+    /// reference to it.
     fn with<R>(&self, f: impl FnOnce(&mut dyn Host, bool) -> R) -> Option<R> {
-        let (host, read_only) = {
-            let current = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-            let current = current.as_ref()?;
-            (current.host, current.read_only)
-        };
-        // SAFETY: the slot holds a host only while `Engine::call`, on this thread, has lent
-        // it exclusively for the run (see `enter`), and nothing else uses it meanwhile: a
-        // command a script calls cannot run a script, so `with` is never re-entered.
+        let current = self
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()?;
+        let (host, read_only) = (current.host, current.read_only);
+        let _taken = Taken(self, Some(current));
+        // SAFETY: the slot holds a host only within `lend`, which has borrowed it exclusively
+        // for the run on this thread, and it was taken out of the slot above: this is the
+        // only reference made from it until `_taken` puts it back.
         Some(f(unsafe { &mut *host.as_ptr() }, read_only))
     }
 }
+
+/// Ends the run when dropped.
+struct Ending<'r>(&'r RunState);
+
+impl Drop for Ending<'_> {
+    fn drop(&mut self) {
+        self.0.end();
+    }
+}
+
+/// The error of `redis.call`/`redis.pcall` between runs.
+const OUTSIDE_A_RUN: &[u8] = b"ERR redis.call/pcall can only be called inside a script invocation";
 
 /// `redis.call`/`redis.pcall` with the packed arguments: the reply converted to Lua, and
 /// whether it is an error.
@@ -661,46 +681,41 @@ fn call_host(
     state: &RunState,
     packed: &Table,
 ) -> mlua::Result<(Value, bool)> {
-    if !slot.active() {
-        let text = b"ERR redis.call/pcall can only be called inside a script invocation";
-        return Ok((Value::Table(error_table(lua, text, false)?), true));
-    }
-    let args = match packed_command_args(packed) {
-        Ok(args) => args,
-        Err(text) => {
-            return Ok((
-                Value::Table(error_table(lua, text.as_bytes(), false)?),
-                true,
-            ));
-        }
-    };
-    let resp3 = state.resp3.load(Ordering::Relaxed);
-    let Some(outcome) = slot.with(|host, read_only| host.call(&args, resp3, read_only)) else {
-        let text = b"ERR redis.call/pcall can only be called inside a script invocation";
-        return Ok((Value::Table(error_table(lua, text, false)?), true));
-    };
-    match outcome {
-        CallOutcome::Refused(reason) => {
-            let text = error_text(reason.as_bytes());
-            Ok((Value::Table(error_table(lua, &text, true)?), true))
-        }
-        CallOutcome::Reply { bytes, wrote } => {
-            if wrote {
-                state.wrote.store(true, Ordering::Release);
+    let called = slot.with(|host, read_only| {
+        let args = match packed_command_args(packed) {
+            Ok(args) => args,
+            Err(text) => {
+                return Ok((
+                    Value::Table(error_table(lua, text.as_bytes(), false)?),
+                    true,
+                ));
             }
-            let failed = bytes.first() == Some(&b'-');
-            match convert::reply_to_lua(lua, &bytes) {
-                Ok(value) => Ok((value, failed)),
-                Err(error) => {
-                    let text = format!("ERR reading the reply: {error}");
-                    Ok((
-                        Value::Table(error_table(lua, text.as_bytes(), false)?),
-                        true,
-                    ))
+        };
+        let resp3 = state.resp3.load(Ordering::Relaxed);
+        match host.call(&args, resp3, read_only) {
+            CallOutcome::Refused(reason) => {
+                let text = error_text(reason.as_bytes());
+                Ok((Value::Table(error_table(lua, &text, true)?), true))
+            }
+            CallOutcome::Reply { bytes, wrote } => {
+                if wrote {
+                    state.wrote.store(true, Ordering::Release);
+                }
+                let failed = bytes.first() == Some(&b'-');
+                match convert::reply_to_lua(lua, &bytes) {
+                    Ok(value) => Ok((value, failed)),
+                    Err(error) => {
+                        let text = format!("ERR reading the reply: {error}");
+                        Ok((
+                            Value::Table(error_table(lua, text.as_bytes(), false)?),
+                            true,
+                        ))
+                    }
                 }
             }
         }
-    }
+    });
+    called.unwrap_or_else(|| Ok((Value::Table(error_table(lua, OUTSIDE_A_RUN, false)?), true)))
 }
 
 /// Packs the C function's arguments into a new table `{..., n = count}` at stack index 1,
@@ -877,25 +892,25 @@ impl Engine {
         internal.raw_set(
             "acl_check_cmd",
             lua.create_function(move |_, values: MultiValue| {
-                let args = match command_args(values) {
-                    Ok(args) => args,
-                    Err(text) => return Ok((Value::Nil, Some(text))),
-                };
-                let allowed = slot.with(|host, _| host.acl_check(&args));
-                Ok(match allowed {
-                    None => (
+                let checked = slot.with(|host, _| match command_args(values) {
+                    Err(text) => (Value::Nil, Some(text)),
+                    Ok(args) => match host.acl_check(&args) {
+                        Some(allowed) => (Value::Boolean(allowed), None),
+                        None => (
+                            Value::Nil,
+                            Some("ERR Invalid command passed to redis.acl_check_cmd()".to_owned()),
+                        ),
+                    },
+                });
+                Ok(checked.unwrap_or_else(|| {
+                    (
                         Value::Nil,
                         Some(
                             "ERR redis.acl_check_cmd can only be called inside a script invocation"
                                 .to_owned(),
                         ),
-                    ),
-                    Some(Some(allowed)) => (Value::Boolean(allowed), None),
-                    Some(None) => (
-                        Value::Nil,
-                        Some("ERR Invalid command passed to redis.acl_check_cmd()".to_owned()),
-                    ),
-                })
+                    )
+                }))
             })?,
         )?;
 
@@ -1217,8 +1232,10 @@ impl Engine {
             self.globals.raw_set("ARGV", args.clone())?;
         }
         self.run.begin(runnable.eval);
-        let outcome = {
-            let _current = self.host.enter(host, read_only);
+        // The run ends however the call does, a panic included: a run left busy would
+        // have every other command answered BUSY for good.
+        let _ending = Ending(&self.run);
+        self.host.lend(host, read_only, || {
             let results: mlua::Result<MultiValue> = if runnable.eval {
                 self.raw_xpcall
                     .call((runnable.function.clone(), self.handler.clone()))
@@ -1235,9 +1252,7 @@ impl Engine {
                 let ok = matches!(results.next(), Some(Value::Boolean(true)));
                 (ok, results.next().unwrap_or(Value::Nil))
             })
-        };
-        self.run.end();
-        outcome
+        })
     }
 
     fn array(&self, items: &[Bytes]) -> mlua::Result<Table> {

@@ -459,3 +459,18 @@ fn pipelined_scripts_answer_busy_while_a_script_runs_long() {
         assert_eq!(other.read_frame(), int(n));
     }
 }
+
+// Proves a script may call INFO and MEMORY STATS, which report the interpreter the script
+// itself holds (once a deadlock of the whole server).
+#[test]
+fn scripts_may_call_info_and_memory_stats() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    let info = c.call(&["EVAL", "return redis.call('info')", "0"]).text();
+    assert!(info.contains("used_memory_lua:"), "{info}");
+    let Frame::Array(stats) = c.call(&["EVAL", "return redis.call('memory', 'stats')", "0"]) else {
+        panic!("an array expected");
+    };
+    assert!(!stats.is_empty());
+    assert_eq!(c.cmd("PING"), Frame::Simple("PONG".into()));
+}

@@ -19,6 +19,8 @@
 //! [`BATCH_MAX`]), as Redis runs a client's whole pipeline in one pass: the thread hand-offs
 //! are paid once per batch, not once per script.
 //!
+//! A panic in a script ends its own connection only, wherever it ran.
+//!
 //! A queued connection still answers `BUSY` as Redis does: while it waits it looks every
 //! [`BUSY_CHECK`] whether the running script has turned busy, and then takes its script
 //! back and runs it itself, which refuses it.
@@ -121,6 +123,8 @@ fn run(mut session: Box<Session>, mut batch: Vec<Vec<Bytes>>, mut output: BytesM
         ran += 1;
         if executed.is_err()
             || output.len() >= super::OUTPUT_FLUSH_BYTES
+            // CLIENT PAUSE, in force since: the rest wait for it as any request does.
+            || session.context.pause.in_force().is_some()
             || session.forward.is_some()
             || session.cluster_wide.is_some()
             || session.blocked.is_some()
@@ -233,8 +237,14 @@ impl ScriptQueue {
                 // The connection is gone (its session is dropped here).
                 continue;
             }
-            let ran = run(job.session, job.batch, job.output);
-            let _ = turn.send(Turn::Ran(ran));
+            // A panic in another connection's script ends that connection (its turn is
+            // dropped), not the runner's.
+            let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                run(job.session, job.batch, job.output)
+            }));
+            if let Ok(ran) = ran {
+                let _ = turn.send(Turn::Ran(ran));
+            }
         }
     }
 

@@ -380,7 +380,8 @@ impl Session {
             let name = args.first().map_or(&[][..], |name| &name[..]);
             let alone = scripting::runs_alone(name);
             // The common case: no script is busy and the gate is free.
-            if context.scripting.run.busy().is_none() {
+            let busy = context.scripting.run.busy().is_some();
+            if !busy {
                 if alone {
                     if let Some(_exclusive) = context.transaction_gate.try_write() {
                         self.dispatch(args, &mut reply);
@@ -395,7 +396,10 @@ impl Session {
             // the async worker, whose other connections and I/O driver go to another thread
             // meanwhile. A script itself leaves the worker once it runs long (see
             // `scripting::Scripting`).
-            let waited = if alone {
+            // A busy script holds the gate: no use waiting for it here.
+            let waited = if busy {
+                None
+            } else if alone {
                 context
                     .transaction_gate
                     .try_write_for(GATE_WAIT_HERE)

@@ -34,6 +34,8 @@ pub struct Scripting {
     pub run: Arc<RunState>,
     /// The scripts waiting to run after the running one (see `resp::script_queue`).
     pub queue: Arc<crate::resp::script_queue::ScriptQueue>,
+    /// What [`Self::memory`] found last.
+    last_memory: Mutex<(usize, usize, usize)>,
 }
 
 impl Default for Scripting {
@@ -46,6 +48,7 @@ impl Default for Scripting {
             functions: Mutex::new(None),
             run,
             queue: Arc::default(),
+            last_memory: Mutex::new((0, 0, 0)),
         }
     }
 }
@@ -93,12 +96,19 @@ impl Scripting {
         }
     }
 
-    /// Bytes the interpreter uses and scripts cached, for INFO (0 before the first script).
+    /// Bytes the interpreter uses, scripts cached and their bytes, for INFO and MEMORY STATS
+    /// (0 before the first script). While a script runs — one may call INFO itself, holding
+    /// the interpreter — the figures of the last look.
     #[must_use]
     pub fn memory(&self) -> (usize, usize, usize) {
-        self.engine.lock().as_ref().map_or((0, 0, 0), |engine| {
+        let Some(engine) = self.engine.try_lock() else {
+            return *self.last_memory.lock();
+        };
+        let memory = engine.as_ref().map_or((0, 0, 0), |engine| {
             (engine.memory(), engine.scripts(), engine.scripts_bytes())
-        })
+        });
+        *self.last_memory.lock() = memory;
+        memory
     }
 }
 
