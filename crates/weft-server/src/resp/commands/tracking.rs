@@ -63,6 +63,29 @@ struct Pending {
 /// Runs `run` as client `client_id`'s command: writes it makes are its own for NOLOOP, and
 /// the BCAST invalidations they cause go out together when it ends.
 pub fn as_client<R>(client_id: u64, run: impl FnOnce() -> R) -> R {
+    /// Delivers the batch and restores the writer when `run` returns — or unwinds: a
+    /// panicking command must not leave the thread's later writes batched for nobody.
+    struct Finish {
+        previous: u64,
+        outer: bool,
+    }
+    impl Drop for Finish {
+        fn drop(&mut self) {
+            if self.outer
+                && let Some(pending) = BATCH.with_borrow_mut(Option::take)
+                && !std::thread::panicking()
+            {
+                for entry in pending {
+                    deliver(
+                        &entry.clients,
+                        &entry.tracker,
+                        Invalidated::Keys(&entry.keys),
+                    );
+                }
+            }
+            WRITER.set(self.previous);
+        }
+    }
     let previous = WRITER.replace(client_id);
     let outer = BATCH.with_borrow_mut(|batch| {
         let outer = batch.is_none();
@@ -71,18 +94,8 @@ pub fn as_client<R>(client_id: u64, run: impl FnOnce() -> R) -> R {
         }
         outer
     });
-    let result = run();
-    if outer && let Some(pending) = BATCH.with_borrow_mut(Option::take) {
-        for entry in pending {
-            deliver(
-                &entry.clients,
-                &entry.tracker,
-                Invalidated::Keys(&entry.keys),
-            );
-        }
-    }
-    WRITER.set(previous);
-    result
+    let _finish = Finish { previous, outer };
+    run()
 }
 
 /// Adds a BCAST invalidation to the running command's batch; false when no command runs on
