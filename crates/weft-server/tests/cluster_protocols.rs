@@ -2,7 +2,7 @@
 //! the protocols: a Hot Rod client that knows no topology reaches every key from every node
 //! (requests for keys a node does not own are forwarded), a hash-aware one gets the agreed
 //! topology and, sending each key to the primary it names, is never forwarded; RESP sees
-//! the same data from every node.
+//! the same data from every node, and runs scripts at their keys' owner.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -1008,4 +1008,93 @@ fn include_current_state_lists_the_whole_cluster() {
     let event = listening.next_event();
     assert_eq!(event.header.opcode, weft_hotrod::opcode::EVENT_MODIFIED);
     assert_eq!(event_key(&event), "state-0");
+}
+
+// Proves scripts on a clustered cache run at the owner of their keys, whichever node the
+// client is connected to: EVAL, EVALSHA (loaded on every node, as Redis Cluster needs) and
+// FCALL write keys every node then reads; keys of different owners are refused with
+// CROSSSLOT, and a key a script did not declare must be owned where it runs. WAIT answers
+// the backups a synchronous cache's writes are on, and none for an asynchronous one.
+#[test]
+fn scripts_run_at_their_keys_owner_and_wait_counts_backups() {
+    use common::Frame;
+    let servers = cluster();
+    let mut clients: Vec<common::Client> = servers
+        .iter()
+        .map(|server| common::Client::connect(server.addr))
+        .collect();
+    let script = "redis.call('set', KEYS[1], ARGV[1]); return redis.call('incr', KEYS[2])";
+    let library = "#!lua name=counters\nredis.register_function('bump', function(keys, args) \
+                   return redis.call('incrby', keys[1], args[1]) end)";
+    let mut sha = String::new();
+    for client in &mut clients {
+        assert_eq!(client.cmd("SELECT 1"), Frame::ok());
+        sha = client.call(&["SCRIPT", "LOAD", script]).text();
+        assert_eq!(
+            client.call(&["FUNCTION", "LOAD", library]).text(),
+            "counters"
+        );
+    }
+    for tag in 0..12 {
+        let (a, b) = (format!("{{job{tag}}}:a"), format!("{{job{tag}}}:b"));
+        let from = tag % 3;
+        let reply = clients[from].call(&["EVAL", script, "2", &a, &b, "first"]);
+        assert_eq!(reply, Frame::Integer(1), "tag {tag}");
+        let reply = clients[(from + 1) % 3].call(&["EVALSHA", &sha, "2", &a, &b, "second"]);
+        assert_eq!(reply, Frame::Integer(2), "tag {tag}");
+        let reply = clients[(from + 2) % 3].call(&["FCALL", "bump", "1", &b, "10"]);
+        assert_eq!(reply, Frame::Integer(12), "tag {tag}");
+        for client in &mut clients {
+            assert_eq!(client.call(&["GET", &a]).text(), "second", "tag {tag}");
+            assert_eq!(client.call(&["GET", &b]).text(), "12", "tag {tag}");
+        }
+    }
+    // Keys spread over the members in one script: refused, nothing written.
+    let spread: Vec<String> = (0..16).map(|i| format!("{{spread{i}}}")).collect();
+    let mut eval = vec![
+        "EVAL".to_owned(),
+        "for _, k in ipairs(KEYS) do redis.call('set', k, 1) end".to_owned(),
+        spread.len().to_string(),
+    ];
+    eval.extend(spread.iter().cloned());
+    let refused = clients[0].call(&eval);
+    assert!(
+        matches!(&refused, Frame::Error(text) if text.starts_with("CROSSSLOT")),
+        "{refused:?}"
+    );
+    for key in &spread {
+        assert_eq!(clients[1].call(&["EXISTS", key]), Frame::Integer(0));
+    }
+    // A key the script did not declare, owned elsewhere: refused as Redis Cluster does.
+    let refusals = (0..40)
+        .filter(|i| {
+            let undeclared = format!("{{elsewhere{i}}}");
+            let reply = clients[0].call(&[
+                "EVAL",
+                "return redis.call('get', ARGV[1])",
+                "1",
+                "{job0}:a",
+                &undeclared,
+            ]);
+            match reply {
+                Frame::Error(text) => {
+                    assert!(text.contains("non local key"), "{text}");
+                    true
+                }
+                _ => false,
+            }
+        })
+        .count();
+    assert!(refusals > 0, "every undeclared key was local");
+    // WAIT: the slots cache is synchronous with two owners, so one backup holds every write.
+    assert_eq!(clients[0].cmd("SET {job0}:c 1"), Frame::ok());
+    assert_eq!(clients[0].cmd("WAIT 1 0"), Frame::Integer(1));
+    let started = Instant::now();
+    assert_eq!(clients[0].cmd("WAIT 2 200"), Frame::Integer(1));
+    assert!(started.elapsed() >= Duration::from_millis(150));
+    // The lazy cache acknowledges writes before its backups have them.
+    assert_eq!(clients[0].cmd("SELECT 2"), Frame::ok());
+    assert_eq!(clients[0].cmd("SET k 1"), Frame::ok());
+    assert_eq!(clients[0].cmd("WAIT 0 0"), Frame::Integer(0));
+    assert_eq!(clients[0].cmd("WAIT 1 100"), Frame::Integer(0));
 }
