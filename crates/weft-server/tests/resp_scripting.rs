@@ -15,6 +15,28 @@ fn int(n: i64) -> Frame {
     Frame::Integer(n)
 }
 
+/// Lowers `busy-reply-threshold` to 50 ms and starts a script that never ends on a
+/// connection of its own; returns once another client is answered BUSY: (that client, the
+/// script's connection).
+fn start_busy_script(server: &TestServer) -> (common::Client, common::Client) {
+    let mut admin = server.client();
+    assert_eq!(admin.cmd("CONFIG SET busy-reply-threshold 50"), Frame::ok());
+    let mut runner = server.client();
+    runner.send_raw(&common::encode(&[
+        "EVAL",
+        "local a = 0 while true do a = a + 1 end",
+        "0",
+    ]));
+    let started = Instant::now();
+    loop {
+        match admin.cmd("PING") {
+            Frame::Error(text) if text.starts_with("BUSY") => return (admin, runner),
+            _ if started.elapsed() > Duration::from_secs(10) => panic!("never busy"),
+            _ => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
 // Proves EVAL runs a script with KEYS and ARGV, caches it under its SHA1 for EVALSHA, and
 // answers NOSCRIPT for an unknown SHA1 and Redis' errors with the script's line.
 #[test]
@@ -127,22 +149,7 @@ fn scripts_are_atomic() {
 #[test]
 fn busy_scripts_can_be_killed() {
     let server = TestServer::start();
-    let mut admin = server.client();
-    assert_eq!(admin.cmd("CONFIG SET busy-reply-threshold 50"), Frame::ok());
-    let mut runner = server.client();
-    runner.send_raw(&common::encode(&[
-        "EVAL",
-        "local a = 0 while true do a = a + 1 end",
-        "0",
-    ]));
-    let started = Instant::now();
-    loop {
-        match admin.cmd("PING") {
-            Frame::Error(text) if text.starts_with("BUSY") => break,
-            _ if started.elapsed() > Duration::from_secs(10) => panic!("never busy"),
-            _ => std::thread::sleep(Duration::from_millis(20)),
-        }
-    }
+    let (mut admin, mut runner) = start_busy_script(&server);
     // A transaction queued meanwhile is aborted by the BUSY refusals, never half run.
     let mut queued = server.client();
     assert_eq!(
@@ -422,22 +429,7 @@ fn pipelined_scripts_from_many_clients_run_in_order() {
 #[test]
 fn pipelined_scripts_answer_busy_while_a_script_runs_long() {
     let server = TestServer::start();
-    let mut admin = server.client();
-    assert_eq!(admin.cmd("CONFIG SET busy-reply-threshold 50"), Frame::ok());
-    let mut runner = server.client();
-    runner.send_raw(&common::encode(&[
-        "EVAL",
-        "local a = 0 while true do a = a + 1 end",
-        "0",
-    ]));
-    let started = Instant::now();
-    loop {
-        match admin.cmd("PING") {
-            Frame::Error(text) if text.starts_with("BUSY") => break,
-            _ if started.elapsed() > Duration::from_secs(10) => panic!("never busy"),
-            _ => std::thread::sleep(Duration::from_millis(20)),
-        }
-    }
+    let (mut admin, mut runner) = start_busy_script(&server);
     let mut other = server.client();
     let script = ["EVAL", "return redis.call('incr', KEYS[1])", "1", "k"];
     let mut pipeline = Vec::new();
