@@ -1049,6 +1049,28 @@ fn scripts_run_at_their_keys_owner_and_wait_counts_backups() {
             assert_eq!(client.call(&["GET", &b]).text(), "12", "tag {tag}");
         }
     }
+    // Scripts pipelined in one write, their keys on different members: a batch stops at each
+    // script to forward, the rest follow, and the replies come back in order.
+    let mut pipeline = Vec::new();
+    for tag in 0..12 {
+        let key = format!("{{job{tag}}}:p");
+        let by = (tag + 1).to_string();
+        pipeline.extend(common::encode(&[
+            "EVAL",
+            "return redis.call('incrby', KEYS[1], ARGV[1])",
+            "1",
+            &key,
+            &by,
+        ]));
+    }
+    clients[0].send_raw(&pipeline);
+    for tag in 0..12 {
+        assert_eq!(
+            clients[0].read_frame(),
+            Frame::Integer(tag + 1),
+            "tag {tag}"
+        );
+    }
     // Keys spread over the members in one script: refused, nothing written.
     let spread: Vec<String> = (0..16).map(|i| format!("{{spread{i}}}")).collect();
     let mut eval = vec![

@@ -424,6 +424,30 @@ fn pipelined_scripts_from_many_clients_run_in_order() {
     assert_eq!(seen, (1..=total).collect::<Vec<_>>());
 }
 
+// Proves a client's pipelined scripts whose replies outgrow the output buffer are all
+// answered, in order: the batch stops to send what it holds and the rest follow.
+#[test]
+fn pipelined_scripts_with_large_replies_are_answered_in_order() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    let script = [
+        "EVAL",
+        "return {redis.call('incr', KEYS[1]), string.rep('x', 4000)}",
+        "1",
+        "c",
+    ];
+    let mut pipeline = Vec::new();
+    for _ in 0..40 {
+        pipeline.extend(common::encode(&script));
+    }
+    c.send_raw(&pipeline);
+    for n in 1..=40 {
+        let items = c.read_frame().items();
+        assert_eq!(items.first(), Some(&int(n)));
+        assert_eq!(items.get(1).map(|s| s.text().len()), Some(4000));
+    }
+}
+
 // Proves scripts pipelined while another script is busy are each answered BUSY (not held
 // until it ends), and run once it is killed.
 #[test]

@@ -45,19 +45,8 @@ const BUSY_CHECK: std::time::Duration = std::time::Duration::from_millis(10);
 /// The commands that run through the queue: the ones that run a script.
 #[must_use]
 pub fn queues(args: &[Bytes]) -> bool {
-    let Some(name) = args.first() else {
-        return false;
-    };
-    [
-        &b"evalsha"[..],
-        b"eval",
-        b"fcall",
-        b"evalsha_ro",
-        b"eval_ro",
-        b"fcall_ro",
-    ]
-    .iter()
-    .any(|script| name.eq_ignore_ascii_case(script))
+    args.first()
+        .is_some_and(|name| super::commands::scripting::runs_script(name))
 }
 
 /// The scripts waiting for the runner.

@@ -133,22 +133,26 @@ pub fn allowed_while_busy(args: &[Bytes]) -> bool {
         || (is(b"function") && (sub(b"kill") || sub(b"stats")))
 }
 
-/// Whether the command runs alone, holding the transaction gate exclusively.
+/// Whether the command runs a script (EVAL, EVALSHA, FCALL and their `_RO` forms).
 #[must_use]
-pub fn runs_alone(name: &[u8]) -> bool {
+pub fn runs_script(name: &[u8]) -> bool {
     [
-        &b"exec"[..],
-        // Clients see the two databases exchanged between two of their commands.
-        b"swapdb",
+        &b"evalsha"[..],
         b"eval",
-        b"evalsha",
-        b"eval_ro",
-        b"evalsha_ro",
         b"fcall",
+        b"evalsha_ro",
+        b"eval_ro",
         b"fcall_ro",
     ]
     .iter()
-    .any(|alone| name.eq_ignore_ascii_case(alone))
+    .any(|script| name.eq_ignore_ascii_case(script))
+}
+
+/// Whether the command runs alone, holding the transaction gate exclusively: scripts, EXEC,
+/// and SWAPDB (clients see the two databases exchanged between two of their commands).
+#[must_use]
+pub fn runs_alone(name: &[u8]) -> bool {
+    runs_script(name) || name.eq_ignore_ascii_case(b"exec") || name.eq_ignore_ascii_case(b"swapdb")
 }
 
 /// The server as a running script reaches it: the calling client's session.
