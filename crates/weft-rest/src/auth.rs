@@ -6,7 +6,7 @@
 //! [`Authenticated`](crate::Authenticated) to the handlers.
 
 use axum::extract::{Request, State};
-use axum::http::{Method, header};
+use axum::http::{Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
@@ -125,20 +125,30 @@ pub(crate) async fn require(
         Err(error) => return error.into_response(),
     };
     let quiet = from_script(&request);
-    let verdict = guard(crate::Access {
-        client,
-        credentials: credentials
-            .as_ref()
-            .map(|(user, password)| (user.as_slice(), password.as_slice())),
-        bearer: bearer(&request),
-        certificate: request
-            .extensions()
-            .get::<crate::ClientCertificate>()
-            .map(|crate::ClientCertificate(user)| user.as_str()),
-        method: request.method(),
-        path: request.uri().path(),
-        action: action.as_deref(),
-    });
+    let first_attempt = std::time::Instant::now();
+    let verdict = loop {
+        let verdict = guard(crate::Access {
+            client,
+            credentials: credentials
+                .as_ref()
+                .map(|(user, password)| (user.as_slice(), password.as_slice())),
+            bearer: bearer(&request),
+            certificate: request
+                .extensions()
+                .get::<crate::ClientCertificate>()
+                .map(|crate::ClientCertificate(user)| user.as_str()),
+            method: request.method(),
+            path: request.uri().path(),
+            action: action.as_deref(),
+            first_attempt,
+        });
+        match verdict {
+            // The credentials wait for their turn (the guard's throttle); the request with
+            // them.
+            crate::Verdict::Wait(due) => tokio::time::sleep_until(due.into()).await,
+            verdict => break verdict,
+        }
+    };
     match verdict {
         crate::Verdict::Allowed(user) => {
             if let Some(name) = user {
@@ -154,5 +164,21 @@ pub(crate) async fn require(
             response
         }
         crate::Verdict::Forbidden(message) => RestError::forbidden(message).into_response(),
+        crate::Verdict::Throttled(message, retry_after) => {
+            let mut response =
+                RestError::new(StatusCode::TOO_MANY_REQUESTS, message).into_response();
+            if let Ok(value) =
+                header::HeaderValue::from_str(&retry_after.as_secs().max(1).to_string())
+            {
+                response.headers_mut().insert(header::RETRY_AFTER, value);
+            }
+            response
+        }
+        // Waited for above: the loop breaks on any other verdict.
+        crate::Verdict::Wait(_) => RestError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "authentication undecided",
+        )
+        .into_response(),
     }
 }

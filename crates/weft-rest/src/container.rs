@@ -51,10 +51,6 @@ fn healths(state: &Shared) -> (Vec<(String, &'static str)>, &'static str) {
     }
     (caches, overall)
 }
-/// What a 401 to a lifecycle action asks for: HTTP Basic (curl's `-u`); a bearer token
-/// works too, but Basic is what browsers and most tools answer a challenge with.
-const LIFECYCLE_CHALLENGE: &str = "Basic realm=\"weft\", charset=\"UTF-8\"";
-
 /// `GET /rest/v2/container`: what the container holds and where it runs.
 pub(crate) async fn info(State(state): State<Shared>) -> Response {
     let names = state.manager().cache_names();
@@ -144,7 +140,6 @@ fn unknown_action(action: &str) -> RestError {
 /// Who sent a lifecycle action: what the server that accepted the request knows of it.
 pub(crate) struct Caller {
     client: Option<ClientAddress>,
-    authorization: Option<header::HeaderValue>,
     authenticated: Option<crate::Authenticated>,
 }
 
@@ -157,7 +152,6 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Caller {
     ) -> Result<Self, Self::Rejection> {
         Ok(Self {
             client: parts.extensions.get::<ClientAddress>().copied(),
-            authorization: parts.headers.get(header::AUTHORIZATION).cloned(),
             authenticated: parts.extensions.get::<crate::Authenticated>().cloned(),
         })
     }
@@ -172,49 +166,22 @@ impl Caller {
         self.client
             .is_some_and(|ClientAddress(peer)| crate::is_local_client(peer))
     }
-
-    /// The password the request presents: `Authorization: Bearer <password>`, or HTTP Basic
-    /// with any user name (there is one password, as for RESP's AUTH).
-    fn password(&self) -> Option<Vec<u8>> {
-        let value = self.authorization.as_ref()?.as_bytes();
-        let (scheme, credentials) = crate::auth::scheme_and_credentials(value)?;
-        if scheme.eq_ignore_ascii_case(b"bearer") {
-            return Some(credentials.to_vec());
-        }
-        if scheme.eq_ignore_ascii_case(b"basic") {
-            return crate::auth::basic_credentials(credentials).map(|(_, password)| password);
-        }
-        None
-    }
 }
 
-/// Compares without stopping at the first difference, so the time taken does not tell how
-/// much of a guessed password was right.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-/// Lets a server lifecycle action through when it comes from loopback or carries the
-/// configured password: until REST has real security, anyone who can reach the port could
-/// otherwise stop the server. 401 (with a challenge) when a password is configured and
-/// missing or wrong; 403 when none is configured and the client is elsewhere.
-fn authorize_lifecycle(state: &Shared, caller: &Caller) -> Result<(), RestError> {
-    if caller.is_loopback() || caller.authenticated.is_some() {
+/// Lets a server lifecycle action through when its request authenticated (the [`Guard`]
+/// then decided the user may: a server that asks for credentials asks for them here too,
+/// from loopback as from elsewhere) or, on a server that asks for none, when it comes from
+/// loopback: anyone who can reach the port could otherwise stop the server. 403 otherwise.
+///
+/// [`Guard`]: crate::Guard
+fn authorize_lifecycle(caller: &Caller) -> Result<(), RestError> {
+    if caller.authenticated.is_some() || caller.is_loopback() {
         return Ok(());
     }
-    let Some(expected) = state.password() else {
-        return Err(RestError::new(
-            StatusCode::FORBIDDEN,
-            "server lifecycle actions are accepted only from loopback when no password is configured",
-        ));
-    };
-    match caller.password() {
-        Some(presented) if constant_time_eq(expected.as_bytes(), &presented) => Ok(()),
-        _ => Err(RestError::unauthorized(
-            "server lifecycle actions need the server password (HTTP Basic or Bearer) from elsewhere than loopback",
-            LIFECYCLE_CHALLENGE,
-        )),
-    }
+    Err(RestError::new(
+        StatusCode::FORBIDDEN,
+        "server lifecycle actions are accepted from loopback only, on a server that asks no credentials",
+    ))
 }
 
 /// Calls the shutdown hook: 204, or 501 when the embedding server gave none.
@@ -239,7 +206,7 @@ pub(crate) async fn action(
 ) -> Result<Response, RestError> {
     match action_name(query)?.as_str() {
         "shutdown" => {
-            authorize_lifecycle(&state, &caller)?;
+            authorize_lifecycle(&caller)?;
             stop(&state)
         }
         other => Err(unknown_action(other)),
@@ -254,7 +221,7 @@ pub(crate) async fn server_action(
 ) -> Result<Response, RestError> {
     match action_name(query)?.as_str() {
         "stop" => {
-            authorize_lifecycle(&state, &caller)?;
+            authorize_lifecycle(&caller)?;
             stop(&state)
         }
         other => Err(unknown_action(other)),

@@ -64,7 +64,7 @@ pub const CONTAINER_NAME: &str = "default";
 /// Called by `POST /rest/v2/server?action=stop` and `POST /rest/v2/container?action=shutdown`
 /// to ask the server to stop. It must return quickly (signal, don't wait) and may be called
 /// more than once. Those actions are refused unless the request comes from a loopback
-/// [`ClientAddress`] or carries the password (see [`RestState::with_password`]).
+/// [`ClientAddress`] or is authenticated (a [`Guard`] decides who may).
 pub type ShutdownHook = Arc<dyn Fn() + Send + Sync>;
 
 /// Decides whether a request may go on: checks its HTTP Basic credentials and whether their
@@ -89,6 +89,9 @@ pub struct Access<'a> {
     pub path: &'a str,
     /// The `action` query parameter, if any.
     pub action: Option<&'a str>,
+    /// When the guard was first shown this request: a request its guard answered
+    /// [`Verdict::Wait`] is shown again, with the same instant.
+    pub first_attempt: std::time::Instant,
 }
 
 /// A [`Guard`]'s decision.
@@ -101,6 +104,12 @@ pub enum Verdict {
     Unauthenticated(&'static str, Challenge),
     /// `403`: the user may not (the message says what it lacks).
     Forbidden(String),
+    /// Not decided yet: show the request to the guard again at this instant (its
+    /// credentials wait for their turn; the request waits meanwhile).
+    Wait(std::time::Instant),
+    /// `429` with `Retry-After`: the credentials were not checked, the guard throttles them
+    /// (the message says so).
+    Throttled(String, std::time::Duration),
 }
 
 /// What a `401` asks for (`WWW-Authenticate`).
@@ -157,7 +166,6 @@ pub struct RestState {
     shutdown: Option<ShutdownHook>,
     cluster: Option<ClusterView>,
     forwarder: Option<Arc<dyn Forwarder>>,
-    password: Option<String>,
     guard: Option<Guard>,
     server_metrics: Option<ServerMetrics>,
 }
@@ -307,7 +315,6 @@ impl fmt::Debug for RestState {
             .field("started", &self.started)
             .field("shutdown", &self.shutdown.is_some())
             .field("cluster", &self.cluster.is_some())
-            .field("password", &self.password.is_some())
             .finish()
     }
 }
@@ -325,7 +332,6 @@ impl RestState {
             shutdown: None,
             cluster: None,
             forwarder: None,
-            password: None,
             guard: None,
             server_metrics: None,
         }
@@ -411,14 +417,6 @@ impl RestState {
         self
     }
 
-    /// The password that lets a request from elsewhere than loopback stop the server (see
-    /// `docs/rest.md`); without one, only loopback clients may.
-    #[must_use]
-    pub fn with_password(mut self, password: Option<String>) -> Self {
-        self.password = password;
-        self
-    }
-
     /// Lets every request (but the health status probes read) through only as `guard`
     /// decides: `401` with a challenge for missing or wrong credentials, `403` for a user
     /// without the permission.
@@ -426,11 +424,6 @@ impl RestState {
     pub fn with_guard(mut self, guard: Guard) -> Self {
         self.guard = Some(guard);
         self
-    }
-
-    /// The password lifecycle actions accept, when one is configured.
-    pub(crate) fn password(&self) -> Option<&str> {
-        self.password.as_deref()
     }
 
     /// The caches served.

@@ -1366,16 +1366,27 @@ fn lifecycle_request(uri: &str, client: [u8; 4], headers: &[(&str, &str)]) -> Re
     request
 }
 
-/// A router whose shutdown hook counts its calls, with `password` configured.
-fn counting_shutdown(password: Option<&str>) -> (Router, Arc<AtomicUsize>) {
+/// A router whose shutdown hook counts its calls; with `password`, behind a guard that asks
+/// every request for HTTP Basic `default:<password>` (as the server's does when a password
+/// is set).
+fn counting_shutdown(password: Option<&'static str>) -> (Router, Arc<AtomicUsize>) {
     let calls = Arc::new(AtomicUsize::new(0));
     let counter = Arc::clone(&calls);
     let manager = CacheManager::new(ManagerConfig::default()).unwrap();
-    let state = RestState::new(manager)
-        .with_password(password.map(str::to_owned))
-        .with_shutdown(move || {
-            counter.fetch_add(1, Ordering::SeqCst);
-        });
+    let mut state = RestState::new(manager).with_shutdown(move || {
+        counter.fetch_add(1, Ordering::SeqCst);
+    });
+    if let Some(password) = password {
+        state = state.with_guard(Arc::new(move |access| match access.credentials {
+            Some((b"default", presented)) if presented == password.as_bytes() => {
+                weft_rest::Verdict::Allowed(Some("default".to_owned()))
+            }
+            _ => weft_rest::Verdict::Unauthenticated(
+                "wrong user name or password",
+                weft_rest::Challenge::Basic,
+            ),
+        }));
+    }
     (router(state), calls)
 }
 
@@ -1395,12 +1406,12 @@ async fn shutdown_hook() {
     assert_eq!(f.send(request).await.status, StatusCode::NOT_IMPLEMENTED);
 }
 
-// Proves lifecycle actions from elsewhere than loopback are refused without the password
-// (403 when none is configured, 401 with a challenge when it is missing or wrong), accepted
-// with it as HTTP Basic (any user) or Bearer, and that neither an unknown client address
-// nor a request forwarded by another node counts as loopback.
+// Proves lifecycle actions without credentials are taken from loopback only (403 from
+// elsewhere, and from a request with no client address), and that behind a guard that asks
+// for credentials they need them from loopback too: 401 with a challenge when missing or
+// wrong, accepted with them.
 #[tokio::test]
-async fn lifecycle_actions_need_loopback_or_the_password() {
+async fn lifecycle_actions_need_loopback_or_credentials() {
     let remote = [127, 0, 0, 2];
     let (app, calls) = counting_shutdown(None);
     for uri in LIFECYCLE_ACTIONS {
@@ -1411,6 +1422,12 @@ async fn lifecycle_actions_need_loopback_or_the_password() {
             .unwrap();
         assert_eq!(response.status(), StatusCode::FORBIDDEN, "{uri}");
     }
+    // No client address at all (an embedding program's own request) is not loopback.
+    let bare = Request::post("/rest/v2/server?action=stop")
+        .body(Body::empty())
+        .unwrap();
+    let response = app.clone().oneshot(bare).await.unwrap();
+    assert_eq!(response.status(), StatusCode::FORBIDDEN);
     assert_eq!(calls.load(Ordering::SeqCst), 0);
 
     let (app, calls) = counting_shutdown(Some("s3cret"));
@@ -1422,75 +1439,101 @@ async fn lifecycle_actions_need_loopback_or_the_password() {
     };
     let refused = [
         Vec::new(),
-        vec![("authorization", "Bearer wrong".to_owned())],
-        vec![("authorization", basic("admin:wrong"))],
+        vec![("authorization", "Bearer s3cret".to_owned())],
+        vec![("authorization", basic("default:wrong"))],
         vec![("authorization", basic("s3cret"))],
         vec![("authorization", "s3cret".to_owned())],
         vec![("x-weft-forwarded", "1".to_owned())],
     ];
     for headers in &refused {
         let headers: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
-        for uri in LIFECYCLE_ACTIONS {
-            let response = app
-                .clone()
-                .oneshot(lifecycle_request(uri, remote, &headers))
-                .await
-                .unwrap();
-            assert_eq!(
-                response.status(),
-                StatusCode::UNAUTHORIZED,
-                "{uri} {headers:?}"
-            );
-            assert!(
-                response
-                    .headers()
-                    .get("www-authenticate")
-                    .is_some_and(|v| v.to_str().unwrap().starts_with("Basic ")),
-                "{uri}"
-            );
+        for client in [remote, [127, 0, 0, 1]] {
+            for uri in LIFECYCLE_ACTIONS {
+                let response = app
+                    .clone()
+                    .oneshot(lifecycle_request(uri, client, &headers))
+                    .await
+                    .unwrap();
+                assert_eq!(
+                    response.status(),
+                    StatusCode::UNAUTHORIZED,
+                    "{uri} {headers:?} from {client:?}"
+                );
+                assert!(
+                    response
+                        .headers()
+                        .get("www-authenticate")
+                        .is_some_and(|v| v.to_str().unwrap().starts_with("Basic ")),
+                    "{uri}"
+                );
+            }
         }
     }
-    // No client address at all (an embedding program's own request) is not loopback ...
-    let bare = Request::post("/rest/v2/server?action=stop")
-        .body(Body::empty())
-        .unwrap();
-    let response = app.clone().oneshot(bare).await.unwrap();
-    assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
     assert_eq!(
         calls.load(Ordering::SeqCst),
         0,
         "a refused action stopped the server"
     );
-
-    let accepted = [
-        "Bearer s3cret".to_owned(),
-        basic("admin:s3cret"),
-        basic("default:s3cret"),
-    ];
-    for authorization in &accepted {
+    for client in [remote, [127, 0, 0, 1]] {
+        let authorization = basic("default:s3cret");
         let request = lifecycle_request(
             "/rest/v2/server?action=stop",
-            remote,
-            &[("authorization", authorization)],
+            client,
+            &[("authorization", &authorization)],
         );
         let response = app.clone().oneshot(request).await.unwrap();
-        assert_eq!(response.status(), StatusCode::NO_CONTENT, "{authorization}");
+        assert_eq!(response.status(), StatusCode::NO_CONTENT, "{client:?}");
     }
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+}
+
+// Proves a guard's `Wait` holds the request and shows it again, with the instant it was first
+// shown, and that `Throttled` answers 429 with `Retry-After` and the guard's message.
+#[tokio::test]
+async fn a_guard_may_hold_a_request_or_throttle_it() {
+    let shown = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = Arc::clone(&shown);
+    let manager = CacheManager::new(ManagerConfig::default()).unwrap();
+    let app = router(RestState::new(manager).with_guard(Arc::new(move |access| {
+        let mut seen = seen.lock().unwrap();
+        seen.push(access.first_attempt);
+        match (access.path, seen.len()) {
+            ("/rest/v2/caches", 1) => weft_rest::Verdict::Wait(
+                std::time::Instant::now() + std::time::Duration::from_millis(50),
+            ),
+            ("/rest/v2/caches", _) => weft_rest::Verdict::Allowed(Some("u".to_owned())),
+            _ => weft_rest::Verdict::Throttled(
+                "too many failed authentications".to_owned(),
+                std::time::Duration::from_millis(2500),
+            ),
+        }
+    })));
+    let started = std::time::Instant::now();
     let response = app
         .clone()
-        .oneshot(lifecycle_request(
-            "/rest/v2/container?action=shutdown",
-            [127, 0, 0, 1],
-            &[],
-        ))
+        .oneshot(Request::get("/rest/v2/caches").body(Body::empty()).unwrap())
         .await
         .unwrap();
-    assert_eq!(
-        response.status(),
-        StatusCode::NO_CONTENT,
-        "loopback needs no password"
+    assert_eq!(response.status(), StatusCode::OK);
+    assert!(started.elapsed() >= std::time::Duration::from_millis(50));
+    {
+        let seen = shown.lock().unwrap();
+        assert_eq!(seen.len(), 2, "shown again after waiting");
+        assert_eq!(seen[0], seen[1], "with the instant first shown");
+    }
+    let response = app
+        .oneshot(Request::get("/rest/v2/server").body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(response.headers()["retry-after"], "2");
+    let body = axum::body::to_bytes(response.into_body(), 1 << 16)
+        .await
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&body).contains("too many failed authentications"),
+        "{body:?}"
     );
-    assert_eq!(calls.load(Ordering::SeqCst), 4);
 }
 
 /// A cluster as a REST router sees it: the operations it hands over are recorded (every

@@ -27,6 +27,9 @@ pub const OAUTHBEARER: &str = "OAUTHBEARER";
 pub const EXTERNAL: &str = "EXTERNAL";
 /// Bytes of randomness in the server's part of a SCRAM nonce.
 const SERVER_NONCE_BYTES: usize = 18;
+/// The name a bearer token's attempts are counted under before its user is known.
+pub const BEARER_USER: &str = "(bearer token)";
+
 /// Largest client message accepted (a user name and a proof are far smaller; an OAUTHBEARER
 /// message holds a token of up to [`crate::tokens::TOKEN_BYTES_MAX`]).
 pub const MESSAGE_BYTES_MAX: usize = crate::tokens::TOKEN_BYTES_MAX + 1024;
@@ -92,6 +95,8 @@ enum State {
 
 #[derive(Debug)]
 struct ScramPending {
+    /// The user the client claims to be (known or not).
+    name: String,
     credential: ScramCredential,
     /// `None` for an unknown user (its decoy credential fails the proof anyway).
     subject: Option<Subject>,
@@ -130,6 +135,28 @@ impl Exchange {
     pub fn start_bearer(tokens: Arc<Tokens>) -> Self {
         Self {
             state: State::Bearer(tokens),
+        }
+    }
+
+    /// Whose credential `message`, as the exchange's next message, would be checked for:
+    /// the user a throttle counts the attempt against (`(bearer token)` for a token, whose
+    /// user is known only once it is verified; an empty name for a PLAIN message that does
+    /// not parse). `None` when this step checks nothing (SCRAM's first message, EXTERNAL,
+    /// an exchange that is over).
+    #[must_use]
+    pub fn checks(&self, message: &[u8]) -> Option<String> {
+        match &self.state {
+            State::Plain => Some(
+                message
+                    .split(|&b| b == 0)
+                    .nth(1)
+                    .map(|name| String::from_utf8_lossy(name).into_owned())
+                    .unwrap_or_default(),
+            ),
+            State::Bearer(_) if message.is_empty() => None,
+            State::Bearer(_) => Some(BEARER_USER.to_owned()),
+            State::ScramFinal(pending) => Some(pending.name.clone()),
+            State::External(_) | State::ScramFirst(_) | State::Over => None,
         }
     }
 
@@ -327,6 +354,7 @@ fn scram_first(realm: &Realm, hash: ScramHash, message: &[u8]) -> Result<ScramPe
         credential.iterations
     );
     Ok(ScramPending {
+        name,
         credential,
         subject,
         gs2_header,

@@ -22,7 +22,7 @@ use weft_security::Subject;
 use weft_security::authorization::Permissions;
 
 use crate::resp::table::CommandSpec;
-use crate::security::{AUDIT, Security};
+use crate::security::{AUDIT, Login, Security};
 
 /// What an operation needs beyond an authenticated client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -396,6 +396,10 @@ pub(crate) fn rest_verdict(
     access: weft_rest::Access<'_>,
 ) -> weft_rest::Verdict {
     use weft_rest::{Challenge, Verdict};
+    if !security.required() {
+        // No users and no password (now: RESP's CONFIG SET requirepass may set one).
+        return Verdict::Allowed(None);
+    }
     let target = rest(access.method, access.path, access.action);
     let challenge = if security.has_tokens() {
         Challenge::BasicOrBearer
@@ -405,22 +409,37 @@ pub(crate) fn rest_verdict(
     let peer = access
         .client
         .map_or(std::net::IpAddr::from([0, 0, 0, 0]), |client| client.ip());
+    let mut attempt = crate::security::Attempt::starting(access.first_attempt);
     let subject = match (access.credentials, access.bearer) {
         (Some((user, password)), _) => {
-            match security.authenticate_password(peer, "HTTP", user, password) {
-                Some(subject) => subject,
-                None => {
+            match security.authenticate_password(peer, "HTTP", user, password, &mut attempt) {
+                Login::Accepted(subject) => subject,
+                Login::Refused => {
                     return Verdict::Unauthenticated("wrong user name or password", challenge);
+                }
+                Login::Wait(due) => return Verdict::Wait(due),
+                Login::Throttled(retry_after) => {
+                    return Verdict::Throttled(
+                        Login::throttled_message(&String::from_utf8_lossy(user), retry_after),
+                        retry_after,
+                    );
                 }
             }
         }
         (None, Some(token)) if security.has_tokens() => {
-            match security.authenticate_token(peer, "HTTP", token) {
-                Some(subject) => subject,
-                None => {
+            match security.authenticate_token(peer, "HTTP", token, &mut attempt) {
+                Login::Accepted(subject) => subject,
+                Login::Refused => {
                     return Verdict::Unauthenticated(
                         "invalid bearer token",
                         Challenge::InvalidBearer,
+                    );
+                }
+                Login::Wait(due) => return Verdict::Wait(due),
+                Login::Throttled(retry_after) => {
+                    return Verdict::Throttled(
+                        Login::throttled_message(weft_security::sasl::BEARER_USER, retry_after),
+                        retry_after,
                     );
                 }
             }

@@ -73,7 +73,9 @@ pub struct ServerSection {
     /// Each byte of a request received adds `1 / this` seconds to its deadline; 0 = none (a
     /// request must arrive whole within the timeout, however large).
     pub request_min_bytes_per_second: u64,
-    /// Password clients must send with AUTH/HELLO; absent = no authentication.
+    /// The password of the user `default` on every protocol (RESP AUTH/HELLO, Hot Rod and
+    /// memcached SASL, memcached's text login, REST Basic); absent = no authentication. Not
+    /// with `[security] users-file`.
     pub password: Option<String>,
     /// Seconds to wait for connections to finish on shutdown.
     pub shutdown_grace_secs: u64,

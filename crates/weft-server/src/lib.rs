@@ -377,11 +377,12 @@ impl Server {
         let mut rest_state = weft_rest::RestState::new(manager.clone())
             .with_server_metrics(move |out| metrics_telemetry.write(out))
             .with_node_name(node_name)
-            .with_password(config.server.password.clone())
             .with_shutdown(move || {
                 let _ = shutdown_for_rest.send(true);
             });
-        if security.has_users() {
+        {
+            // Always: whether clients must authenticate may change while the server runs
+            // (RESP's CONFIG SET requirepass); the guard lets everyone by while none must.
             let security = Arc::clone(&security);
             let manager = manager.clone();
             rest_state = rest_state.with_guard(Arc::new(move |access| {

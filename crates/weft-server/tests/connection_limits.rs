@@ -513,8 +513,9 @@ async fn post_from(from: [u8; 4], addr: std::net::SocketAddr, path: &str, extra:
 }
 
 // Proves the server tells the REST router where a request comes from: stopping the server
-// over REST is refused from 127.0.0.2 (403 without a password configured, 401 without the
-// configured one) and accepted from 127.0.0.1, or from 127.0.0.2 with the password.
+// over REST without credentials is refused from 127.0.0.2 (403) and accepted from 127.0.0.1
+// on a server that asks for none; on one with a password it needs the password (HTTP Basic,
+// user `default`) from loopback too.
 #[tokio::test]
 async fn rest_stop_needs_loopback_or_the_password() {
     let stop = "/rest/v2/server?action=stop";
@@ -539,15 +540,28 @@ async fn rest_stop_needs_loopback_or_the_password() {
     let server = start_here("password = \"s3cret\"").await;
     let mut stopped = server.context().shutdown_signal();
     let addr = server.local_addr();
-    assert_eq!(post_from([127, 0, 0, 2], addr, stop, "").await, 401);
-    let wrong = "Authorization: Bearer guess\r\n";
-    assert_eq!(post_from([127, 0, 0, 2], addr, stop, wrong).await, 401);
+    let basic = |credentials: &str| {
+        use base64::Engine;
+        format!(
+            "Authorization: Basic {}\r\n",
+            base64::engine::general_purpose::STANDARD.encode(credentials)
+        )
+    };
+    for from in [[127, 0, 0, 1], [127, 0, 0, 2]] {
+        assert_eq!(post_from(from, addr, stop, "").await, 401, "{from:?}");
+        for wrong in [
+            "Authorization: Bearer s3cret\r\n".to_owned(),
+            basic("default:guess"),
+        ] {
+            assert_eq!(post_from(from, addr, stop, &wrong).await, 401, "{from:?}");
+        }
+    }
     assert!(
         !*stopped.borrow_and_update(),
         "stopped without the password"
     );
-    let right = "Authorization: Bearer s3cret\r\n";
-    assert_eq!(post_from([127, 0, 0, 2], addr, stop, right).await, 204);
+    let right = basic("default:s3cret");
+    assert_eq!(post_from([127, 0, 0, 2], addr, stop, &right).await, 204);
     assert!(*stopped.borrow_and_update());
     server.shutdown().await;
 }

@@ -94,6 +94,9 @@ pub(crate) struct Connection {
     pub(crate) authenticated: AtomicBool,
     /// A SASL exchange in progress (AUTH sent, not complete).
     pub(crate) sasl: parking_lot::Mutex<Option<crate::security::SaslExchange>>,
+    /// When the AUTH just processed is to be processed again: the throttle deferred its
+    /// credentials (the connection loop waits, then runs the same frame).
+    pub(crate) auth_wait: parking_lot::Mutex<Option<std::time::Instant>>,
     /// What the connection may authenticate with: TLS (SASL PLAIN and OAUTHBEARER are
     /// offered only then), a client certificate (EXTERNAL).
     pub(crate) offer: crate::security::SaslOffer,
@@ -121,9 +124,10 @@ pub async fn serve(
         overflowed: Arc::new(AtomicBool::new(false)),
         replicating: Arc::new(Semaphore::new(REPLICATING_IN_FLIGHT_MAX)),
         undurable: AtomicBool::new(false),
-        authenticated: AtomicBool::new(context.security.anonymous_without_users().is_some()),
-        subject: parking_lot::Mutex::new(context.security.anonymous_without_users()),
+        authenticated: AtomicBool::new(context.security.anonymous().is_some()),
+        subject: parking_lot::Mutex::new(context.security.anonymous()),
         sasl: parking_lot::Mutex::new(None),
+        auth_wait: parking_lot::Mutex::new(None),
         offer: crate::security::SaslOffer {
             tls: stream.is_tls(),
             plain_in_clear: false,
@@ -216,10 +220,32 @@ pub async fn serve(
                 }
                 Ok(Some(frame)) => {
                     context.total_commands.fetch_add(1, Ordering::Relaxed);
-                    let start = output.len();
+                    let mut start = output.len();
                     let started = std::time::Instant::now();
-                    let ((), durability) =
+                    let ((), mut durability) =
                         collect_durability(|| ops::process(&connection, &frame, &mut output));
+                    // An AUTH whose credentials wait for the throttle's turn: what is ready
+                    // goes out, and the same step runs again when due.
+                    loop {
+                        let Some(due) = connection.auth_wait.lock().take() else {
+                            break;
+                        };
+                        if flush(&mut stream, &mut output, &context, &mut unsettled, peer)
+                            .await
+                            .is_err()
+                        {
+                            break;
+                        }
+                        start = output.len();
+                        tokio::select! {
+                            biased;
+                            () = crate::stopped(&mut shutdown) => break,
+                            () = tokio::time::sleep_until(due.into()) => {}
+                        }
+                        let ((), again) =
+                            collect_durability(|| ops::process(&connection, &frame, &mut output));
+                        durability = again;
+                    }
                     context.telemetry.observe(
                         crate::telemetry::Protocol::HotRod,
                         crate::telemetry::hotrod_operation(frame.header.opcode),

@@ -247,6 +247,8 @@ pub(super) fn refuse_unauthenticated(connection: &Connection, frame: &Frame, out
     );
 }
 
+use crate::security::SaslStep;
+
 /// One step of a SASL exchange: a mechanism name starts one (the Java client sends it with
 /// every step; an empty name continues the exchange in progress). Answers `complete` and
 /// the server's challenge; a failed exchange is an error response, and the client may start
@@ -261,7 +263,7 @@ fn auth(
     let security = &connection.context.security;
     let mut sasl = connection.sasl.lock();
     if sasl.is_none() {
-        if connection.authenticated.load(Ordering::Acquire) && security.has_users() {
+        if connection.authenticated.load(Ordering::Acquire) && security.required() {
             return Err(Failure::server("ISPN006016: already authenticated"));
         }
         match security.start_sasl(
@@ -278,13 +280,22 @@ fn auth(
         return Err(Failure::server("ISPN006010: no SASL exchange"));
     };
     match exchange.step(response) {
-        Ok(weft_security::sasl::Step::Continue(challenge)) => {
+        SaslStep::Wait(due) => {
+            // Nothing answered yet: the connection loop waits, then runs this again.
+            *connection.auth_wait.lock() = Some(due);
+            Ok(())
+        }
+        SaslStep::Throttled(message) => {
+            *sasl = None;
+            Err(Failure::server(message))
+        }
+        SaslStep::Continue(challenge) => {
             plain_header(out, frame, Status::Success);
             out.extend_from_slice(&[0]);
             put_array(out, &challenge);
             Ok(())
         }
-        Ok(weft_security::sasl::Step::Done { subject, last }) => {
+        SaslStep::Done { subject, last } => {
             *sasl = None;
             tracing::debug!(connection = connection.id, user = %subject.name, "Hot Rod client authenticated");
             *connection.subject.lock() = Some(subject);
@@ -301,7 +312,7 @@ fn auth(
             put_array(out, &last);
             Ok(())
         }
-        Err(error) => {
+        SaslStep::Failed(error) => {
             *sasl = None;
             Err(Failure::server(format!(
                 "ELY05051: Authentication failed: {error}"

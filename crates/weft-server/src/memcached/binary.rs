@@ -202,6 +202,8 @@ pub(crate) fn execute(connection: &mut Connection, request: &BinaryRequest, out:
     }
 }
 
+use crate::security::SaslStep;
+
 /// SASL_AUTH starts an exchange (replacing any in progress), SASL_STEP continues it: `0x21`
 /// (continue) with the challenge, success with `Authenticated`, or `0x20` (auth error). PLAIN
 /// is offered on memcached whatever the transport, as memcached offers it. Without users,
@@ -214,12 +216,15 @@ fn sasl(
     data: &[u8],
     step: bool,
 ) {
-    if !connection.context.security.has_users() {
+    if !connection.context.security.required() {
         // As memcached without SASL answers.
         reply.error(out, Status::UnknownCommand);
         return;
     }
-    if !step {
+    // A request run again after waiting for the throttle continues its exchange.
+    let resumed = connection.auth_wait_resumes;
+    connection.auth_wait_resumes = false;
+    if !step && !resumed {
         let name = String::from_utf8_lossy(mechanism);
         connection.sasl = connection
             .context
@@ -232,18 +237,28 @@ fn sasl(
         return;
     };
     match exchange.step(data) {
-        Ok(weft_security::sasl::Step::Continue(challenge)) => {
+        SaslStep::Continue(challenge) => {
             reply.respond(out, Status::AuthContinue, 0, &[], &[], &challenge);
         }
-        Ok(weft_security::sasl::Step::Done { subject, .. }) => {
+        SaslStep::Done { subject, .. } => {
             connection.sasl = None;
             connection.subject = Some(subject);
             connection.authenticated = true;
             reply.respond(out, Status::NoError, 0, &[], &[], b"Authenticated");
         }
-        Err(_) => {
+        SaslStep::Failed(_) => {
             connection.sasl = None;
             reply.error(out, Status::AuthError);
+        }
+        // The connection loop waits, then runs this request again (a SASL_AUTH starts its
+        // exchange anew then: its one message is the credential).
+        SaslStep::Wait(due) => {
+            connection.auth_wait = Some(due);
+            connection.auth_wait_resumes = true;
+        }
+        SaslStep::Throttled(message) => {
+            connection.sasl = None;
+            reply.respond(out, Status::AuthError, 0, &[], &[], message.as_bytes());
         }
     }
 }

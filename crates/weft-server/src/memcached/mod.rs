@@ -96,6 +96,14 @@ pub(crate) struct Connection {
     pub(crate) subject: Option<weft_security::Subject>,
     /// A binary SASL exchange in progress.
     pub(crate) sasl: Option<crate::security::SaslExchange>,
+    /// The text protocol's credentials, while they wait for the throttle's turn.
+    pub(crate) auth_attempt: crate::security::Attempt,
+    /// When the request just run is to run again: the throttle deferred its credentials
+    /// (the connection loop waits, then runs it).
+    pub(crate) auth_wait: Option<std::time::Instant>,
+    /// Whether the SASL request run again after such a wait continues the exchange in
+    /// progress rather than starting one.
+    pub(crate) auth_wait_resumes: bool,
     /// What the connection may authenticate with (PLAIN always: memcached's clients know no
     /// other mechanism; OAUTHBEARER on TLS; EXTERNAL with a client certificate).
     pub(crate) offer: crate::security::SaslOffer,
@@ -293,9 +301,12 @@ pub async fn serve(
         written_cas: AtomicU64::new(0),
         script: RefCell::new(Script::Off),
         uncounted: Counters::default(),
-        authenticated: context.security.anonymous_without_users().is_some(),
-        subject: context.security.anonymous_without_users(),
+        authenticated: context.security.anonymous().is_some(),
+        subject: context.security.anonymous(),
         sasl: None,
+        auth_attempt: crate::security::Attempt::default(),
+        auth_wait: None,
+        auth_wait_resumes: false,
         offer: crate::security::SaslOffer {
             tls: stream.is_tls(),
             plain_in_clear: true,
@@ -414,6 +425,19 @@ async fn serve_connection(
                     }
                 });
                 unsettled.merge(durability);
+                if let Some(due) = connection.auth_wait.take() {
+                    // Credentials waiting for the throttle's turn: what is ready goes out,
+                    // and the request runs again when due.
+                    if !flush(&mut stream, &mut output, &mut unsettled, peer, counters).await {
+                        return;
+                    }
+                    tokio::select! {
+                        biased;
+                        () = crate::stopped(&mut shutdown) => return,
+                        () = tokio::time::sleep_until(due.into()) => {}
+                    }
+                    continue;
+                }
                 match progress {
                     Progress::Done => break,
                     Progress::More(next) => {

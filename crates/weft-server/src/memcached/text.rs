@@ -203,6 +203,8 @@ fn write_cache_error(connection: &Connection, out: &mut BytesMut, error: &CacheE
     }
 }
 
+use crate::security::Login;
+
 /// memcached 1.6's text-protocol authentication: before anything else, a client sends
 /// `set <any key> <flags> <exptime> <bytes>` with `<user> <password>` as the data, answered
 /// `STORED` when they are right. Any other command first is answered
@@ -218,21 +220,30 @@ fn login(connection: &mut Connection, request: &TextRequest, out: &mut BytesMut)
         return;
     };
     let credentials = value.splitn(2, |&b| b == b' ').collect::<Vec<_>>();
-    let subject = match credentials.as_slice() {
-        [user, password] => connection.context.security.authenticate_password(
-            connection.peer.ip(),
-            "memcached",
-            user,
-            password,
-        ),
-        _ => None,
+    let [user, password] = credentials.as_slice() else {
+        out.extend_from_slice(b"CLIENT_ERROR authentication failure\r\n");
+        return;
     };
-    match subject {
-        Some(subject) => {
+    let mut attempt = connection.auth_attempt;
+    let login = connection.context.security.authenticate_password(
+        connection.peer.ip(),
+        "memcached",
+        user,
+        password,
+        &mut attempt,
+    );
+    connection.auth_attempt = attempt;
+    match login {
+        Login::Accepted(subject) => {
             connection.subject = Some(subject);
             connection.authenticated = true;
             out.extend_from_slice(b"STORED\r\n");
         }
-        None => out.extend_from_slice(b"CLIENT_ERROR authentication failure\r\n"),
+        Login::Refused => out.extend_from_slice(b"CLIENT_ERROR authentication failure\r\n"),
+        Login::Wait(due) => connection.auth_wait = Some(due),
+        Login::Throttled(retry_after) => {
+            let message = Login::throttled_message(&String::from_utf8_lossy(user), retry_after);
+            out.extend_from_slice(format!("CLIENT_ERROR {message}\r\n").as_bytes());
+        }
     }
 }

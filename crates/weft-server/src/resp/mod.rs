@@ -170,7 +170,29 @@ async fn serve_session(
                         }
                         (ran.executed, ran.durability)
                     } else {
-                        collect_durability(|| session.execute(&request.args, &mut output))
+                        let (mut executed, mut durability) =
+                            collect_durability(|| session.execute(&request.args, &mut output));
+                        // AUTH or HELLO whose credentials wait for the throttle's turn: the
+                        // replies before go out, and the command runs again when due.
+                        while let Some(due) = session.auth_wait.take() {
+                            unsettled.merge(durability);
+                            if !output.is_empty() {
+                                if !crate::settle(&mut unsettled, peer).await
+                                    || stream.send(&output).await.is_err()
+                                {
+                                    return;
+                                }
+                                output.clear();
+                            }
+                            tokio::select! {
+                                biased;
+                                () = crate::stopped(&mut shutdown) => return,
+                                () = tokio::time::sleep_until(due.into()) => {}
+                            }
+                            (executed, durability) =
+                                collect_durability(|| session.execute(&request.args, &mut output));
+                        }
+                        (executed, durability)
                     };
                     unsettled.merge(durability);
                     let mut blocked_elsewhere = None;

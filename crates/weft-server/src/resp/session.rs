@@ -50,6 +50,11 @@ pub struct Session {
     pub client_name: Option<Bytes>,
     /// Whether AUTH succeeded (always true when no authentication is required).
     pub authenticated: bool,
+    /// The credentials AUTH or HELLO presents, while they wait for the throttle's turn.
+    pub auth_attempt: crate::security::Attempt,
+    /// When AUTH or HELLO is to run again: the throttle deferred its credentials (the
+    /// connection loop waits, then runs the same command).
+    pub auth_wait: Option<std::time::Instant>,
     /// Who the client is: the user it authenticated as, or `default` when no
     /// authentication is required.
     pub subject: Option<weft_security::Subject>,
@@ -192,6 +197,8 @@ impl Session {
             client_id,
             client_name: None,
             authenticated,
+            auth_attempt: crate::security::Attempt::default(),
+            auth_wait: None,
             subject,
             acl_user,
             quit: false,

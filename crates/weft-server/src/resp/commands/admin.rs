@@ -34,9 +34,9 @@ pub fn shutdown(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
     if session.in_script || session.in_transaction() {
         return reply.error("ERR SHUTDOWN is not allowed in scripts or transactions");
     }
-    if !session.context.security.has_users() && !weft_rest::is_local_client(session.peer) {
+    if !session.context.security.required() && !weft_rest::is_local_client(session.peer) {
         return reply.error(
-            "ERR SHUTDOWN is accepted from 127.0.0.1 or ::1 only, on a server without users",
+            "ERR SHUTDOWN is accepted from 127.0.0.1 or ::1 only, on a server that asks no password",
         );
     }
     tracing::info!(client = %session.peer, "SHUTDOWN asked by a RESP client");

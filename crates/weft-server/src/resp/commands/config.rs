@@ -525,6 +525,20 @@ fn set(session: &Session, pairs: &[Bytes], reply: &mut Reply<'_>) {
             }
         }
     }
+    // `requirepass` is the password of `default` on every protocol, not RESP's alone.
+    if let Some((_, password)) = changes.iter().find(|(name, _)| *name == "requirepass")
+        && let Err(error) = session.context.security.set_password(password)
+    {
+        let why = if session.context.security.has_users_file() {
+            "this server authenticates the users of its users file; give `default` its password there".to_owned()
+        } else {
+            error.to_string()
+        };
+        reply.error(&format!(
+            "ERR CONFIG SET failed (possibly related to argument 'requirepass') - {why}"
+        ));
+        return;
+    }
     let mut values = session.context.redis_config.values.lock();
     for (name, value) in changes {
         // The encoding thresholds Weft's structures follow (the rest is remembered only).

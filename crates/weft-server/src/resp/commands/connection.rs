@@ -6,6 +6,7 @@ use weft_resp::Protocol;
 
 use super::{errors, is, pubsub, tracking};
 use crate::resp::{Reply, Session};
+use crate::security::Login;
 
 /// The Redis version reported to clients, which use it to decide what they may send.
 pub const REDIS_COMPATIBLE_VERSION: &str = "7.2.0";
@@ -29,40 +30,79 @@ pub fn echo(_session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
     reply.bulk(&args[1]);
 }
 
+/// What became of AUTH's or HELLO's credentials.
+enum Checked {
+    /// Right: the session is authenticated.
+    Right,
+    /// Wrong (the reply is WRONGPASS).
+    Wrong,
+    /// The throttle asked the connection to present them again later (no reply yet: the
+    /// connection loop waits, then runs the command again), or refused them unchecked (the
+    /// reply, written, says so).
+    Deferred,
+}
+
 /// Checks credentials: a Redis ACL user's (`crate::resp::acl`), else the server's security
 /// (a users file, or the shared password of the user `default`); authenticates the session
-/// on success, and logs a failure in the ACL log.
-fn check_credentials(session: &mut Session, user: &[u8], password: &[u8]) -> bool {
+/// on success, and logs a failure in the ACL log. Credentials of a user that failed too
+/// often from this address lately wait for their turn (see `crate::security::Throttle`):
+/// the session is then asked to run the command again at that instant.
+fn check_credentials(
+    session: &mut Session,
+    user: &[u8],
+    password: &[u8],
+    reply: &mut Reply<'_>,
+) -> Checked {
     let security = std::sync::Arc::clone(&session.context.security);
-    if let Some(acl_user) = session.context.acl.get(user) {
-        let subject = security.authenticate_with(session.peer.ip(), "RESP", user, || {
-            acl_user
-                .accepts(password)
-                .then(|| security.acl_subject(user))
-        });
-        return match subject {
-            Some(subject) => {
-                session.subject = Some(subject);
-                session.acl_user = Some(acl_user);
-                true
-            }
-            None => {
-                session.acl_log(crate::resp::acl::Reason::Auth, b"AUTH", user);
-                false
-            }
-        };
-    }
-    match security.authenticate_password(session.peer.ip(), "RESP", user, password) {
-        Some(subject) => {
-            session.subject = Some(subject);
-            session.acl_user = None;
-            true
+    let acl_user = session.context.acl.get(user);
+    let mut attempt = session.auth_attempt;
+    let login = match &acl_user {
+        Some(acl_user) => {
+            security.authenticate_with(session.peer.ip(), "RESP", user, &mut attempt, || {
+                acl_user
+                    .accepts(password)
+                    .then(|| security.acl_subject(user))
+            })
         }
         None => {
+            security.authenticate_password(session.peer.ip(), "RESP", user, password, &mut attempt)
+        }
+    };
+    session.auth_attempt = attempt;
+    match login {
+        Login::Accepted(subject) => {
+            session.subject = Some(subject);
+            session.acl_user = acl_user;
+            Checked::Right
+        }
+        Login::Refused => {
             session.acl_log(crate::resp::acl::Reason::Auth, b"AUTH", user);
-            false
+            Checked::Wrong
+        }
+        // Inside EXEC nothing may wait: refused as throttled.
+        Login::Wait(due) if session.executing => {
+            let retry_after = due.saturating_duration_since(std::time::Instant::now());
+            throttled(user, retry_after, reply);
+            Checked::Deferred
+        }
+        Login::Wait(due) => {
+            session.auth_wait = Some(due);
+            Checked::Deferred
+        }
+        Login::Throttled(retry_after) => {
+            throttled(user, retry_after, reply);
+            Checked::Deferred
         }
     }
+}
+
+/// The refusal of credentials the throttle did not let be checked: not WRONGPASS, since
+/// they may be right.
+fn throttled(user: &[u8], retry_after: std::time::Duration, reply: &mut Reply<'_>) {
+    reply.error(&format!(
+        "ERR {}",
+        Login::throttled_message(&String::from_utf8_lossy(user), retry_after)
+    ));
 }
 
 /// `AUTH [username] password`
@@ -86,11 +126,13 @@ pub fn auth(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
             return;
         }
     };
-    if check_credentials(session, user, password) {
-        session.authenticated = true;
-        reply.ok();
-    } else {
-        reply.error(WRONGPASS);
+    match check_credentials(session, user, password, reply) {
+        Checked::Right => {
+            session.authenticated = true;
+            reply.ok();
+        }
+        Checked::Wrong => reply.error(WRONGPASS),
+        Checked::Deferred => {}
     }
 }
 
@@ -137,11 +179,11 @@ pub fn hello(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
         }
     }
     if let Some((user, password)) = credentials {
-        if !check_credentials(session, &user, &password) {
-            reply.error(WRONGPASS);
-            return;
+        match check_credentials(session, &user, &password, reply) {
+            Checked::Right => session.authenticated = true,
+            Checked::Wrong => return reply.error(WRONGPASS),
+            Checked::Deferred => return,
         }
-        session.authenticated = true;
     }
     if !session.authenticated {
         reply.error("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
