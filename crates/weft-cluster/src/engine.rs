@@ -84,8 +84,9 @@ pub enum Effect {
         cache: String,
         /// The rebalance the transfer belongs to.
         rebalance: u32,
-        /// Each segment with the members that hold it now, the preferred first. A segment
-        /// without any lost every copy: it starts empty here.
+        /// Each segment with the member to fetch it from: its primary now, which answers
+        /// once it installed the rebalance (`placement::FetchAnswer`). A segment without
+        /// any lost every copy: it starts empty here.
         segments: Sources,
     },
     /// Propose this command to consensus.
@@ -415,10 +416,16 @@ impl Engine {
             .to_fetch(&self.me)
             .into_iter()
             .filter_map(|segment| {
+                // The segment's primary alone: it answers once it installed this rebalance,
+                // so its snapshot misses no write (see `placement::FetchAnswer`). A backup's
+                // could: the primary may still order writes by the route before, without
+                // this member. A primary that is gone leaves the transfer unfinished; the
+                // membership change restarts the rebalance with another.
                 let sources = topology
                     .current()
                     .owner_ids(segment)
                     .into_iter()
+                    .take(1)
                     .filter(|id| **id != self.me)
                     .cloned()
                     .collect();

@@ -100,6 +100,55 @@ pub fn place<'a>(
     owners.write.first()
 }
 
+/// What a member answers a new owner asking for the entries of `segment` in rebalance
+/// `rebalance`, given the route it installed (`None`: none yet) and its own id `me`.
+///
+/// This is the fence that makes a state transfer lose no write. A segment's writes are
+/// ordered by its primary, which applies each under the segment's lock and reads its
+/// installed route there to know where to replicate it. So once the primary has installed
+/// the rebalance — in which the new owner is a write owner — a snapshot it takes holds every
+/// write it applied before (under the old route, and so sent to the old owners only), and
+/// every write it applies after reaches the new owner by replication; and, holding that
+/// route, it applies no change a former primary still sends (a member applies changes only
+/// from the primary of its own topology). A snapshot from a member that has not installed
+/// the rebalance yet, or from one that does not order the segment's writes, could miss a
+/// write acknowledged after it: the old primary's, or its own under the route before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FetchAnswer {
+    /// Send the segment's entries now.
+    Serve,
+    /// Not yet: this member has not installed the rebalance; answer once it has.
+    Wait,
+    /// A newer rebalance replaced the asker's: its transfer is over.
+    Stale,
+    /// This member does not order the segment's writes in the rebalance: ask the one that does.
+    NotPrimary,
+}
+
+/// See [`FetchAnswer`].
+#[must_use]
+pub fn fetch_answer(
+    route: Option<&CacheRoute>,
+    me: &MemberId,
+    segment: u32,
+    rebalance: u32,
+) -> FetchAnswer {
+    let Some(route) = route else {
+        return FetchAnswer::Wait;
+    };
+    let installed = route.topology.rebalance_id();
+    if installed < rebalance {
+        return FetchAnswer::Wait;
+    }
+    if installed > rebalance {
+        return FetchAnswer::Stale;
+    }
+    match route.segment(segment) {
+        Some(owners) if owners.write.first() == Some(me) => FetchAnswer::Serve,
+        _ => FetchAnswer::NotPrimary,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -160,5 +209,42 @@ mod tests {
         for segment in 0..6 {
             assert_eq!(place(&replicated, &c, segment, true), Some(&c));
         }
+    }
+
+    // Proves a segment is served only by its primary, and only once it installed the
+    // asker's rebalance: not before (wait), nor for a replaced one (stale).
+    #[test]
+    fn a_segment_is_served_by_its_primary_once_it_installed_the_rebalance() {
+        let route = route(Mode::Distributed { owners: 2 });
+        let installed = route.topology.rebalance_id();
+        for segment in 0..6 {
+            let owners = route.segments[segment as usize].write.clone();
+            let (primary, backup) = (&owners[0], &owners[1]);
+            assert_eq!(
+                fetch_answer(Some(&route), primary, segment, installed),
+                FetchAnswer::Serve
+            );
+            assert_eq!(
+                fetch_answer(Some(&route), backup, segment, installed),
+                FetchAnswer::NotPrimary
+            );
+            assert_eq!(
+                fetch_answer(Some(&route), primary, segment, installed + 1),
+                FetchAnswer::Wait
+            );
+            assert_eq!(
+                fetch_answer(None, primary, segment, installed),
+                FetchAnswer::Wait
+            );
+        }
+        let mut newer = CacheTopology::new(route.topology.current().clone());
+        let members: Vec<crate::Member> = route.topology.current().members()[..2].to_vec();
+        assert!(newer.members_changed(&members).unwrap_or(false));
+        let newer = CacheRoute::new(newer);
+        let me = newer.segments[0].write[0].clone();
+        assert_eq!(
+            fetch_answer(Some(&newer), &me, 0, installed),
+            FetchAnswer::Stale
+        );
     }
 }

@@ -114,14 +114,18 @@ pub enum Request {
         /// The messages.
         payloads: Vec<Vec<u8>>,
     },
-    /// The entries of one segment, for state transfer, from position `from` on.
+    /// The entries of one segment, for state transfer to a new owner in rebalance
+    /// `rebalance`, in key order after `after`: answered by the segment's primary once it
+    /// installed that rebalance (`placement::FetchAnswer`), `NotOwner` by any other member.
     Fetch {
         /// The cache.
         cache: String,
         /// The segment.
         segment: u32,
-        /// Entries already received (a resumed transfer continues after them).
-        from: u32,
+        /// The asker's rebalance.
+        rebalance: u32,
+        /// The last key of the previous page, `None` for the first.
+        after: Option<Vec<u8>>,
         /// At most this many entries.
         limit: u32,
     },

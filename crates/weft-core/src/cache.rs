@@ -1518,6 +1518,18 @@ impl Cache {
         limit: usize,
     ) -> Result<(Vec<CacheEntry>, bool), CacheError> {
         self.admit_read()?;
+        Ok(self.segment_page_unadmitted(segment, after, limit))
+    }
+
+    /// [`Cache::segment_page`] whatever the cache admits: what a state transfer moves,
+    /// which goes on while a clustered cache is DEGRADED.
+    #[must_use]
+    pub fn segment_page_unadmitted(
+        &self,
+        segment: u32,
+        after: Option<&[u8]>,
+        limit: usize,
+    ) -> (Vec<CacheEntry>, bool) {
         let limit = limit.max(1);
         let mut entries: Vec<CacheEntry> = self
             .iter_segments(vec![segment])
@@ -1529,7 +1541,7 @@ impl Cache {
             entries.truncate(limit);
         }
         entries.sort_unstable_by(|a, b| a.key().cmp(b.key()));
-        Ok((entries, last))
+        (entries, last)
     }
 
     /// Removes all expired entries now, raising expired events; returns how many.

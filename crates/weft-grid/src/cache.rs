@@ -98,6 +98,11 @@ impl GridCache {
                 owner_down = true;
             }
             let unsettled: GridError = match route {
+                // Leaving: not a member to run anything at any more (see `Node::leave`); the
+                // route moves on once this member installs the topology without it.
+                Route::Local if self.node.routing().is_leaving() => GridError::Cluster(format!(
+                    "this member is leaving; segment {segment} of `{cache}` moves to another"
+                )),
                 Route::Local => match self.run_here(&operation).await {
                     Ok(applied) => return Ok(Outcome::of(&applied)),
                     Err(error) if is_not_owner(&error) => error,
@@ -147,7 +152,7 @@ impl GridCache {
     /// # Errors
     /// As [`GridCache::execute`], and an entry the owner sent that does not restore.
     pub async fn apply(&self, operation: Operation) -> Result<Applied, GridError> {
-        if self.route(&operation) == Route::Local {
+        if self.route(&operation) == Route::Local && !self.node.routing().is_leaving() {
             match self.run_here(&operation).await {
                 Ok(applied) => return Ok(applied),
                 Err(error) if is_not_owner(&error) => {}
@@ -158,11 +163,13 @@ impl GridCache {
     }
 
     /// Where a read of `segment` runs when its primary `down` cannot be reached: at another
-    /// owner of the segment (this member first, when it is one), if any is left.
+    /// member that reads the segment in this phase (this member first, when it is one), if
+    /// any is left. Readers only: a new owner still fetching the segment is a write owner
+    /// already, but holds none of it yet.
     fn backup_route(&self, segment: u32, down: &weft_cluster::MemberId) -> Option<Route> {
         let routing = self.node.routing();
         let route = routing.cache(self.local.name())?;
-        let owners = &route.segment(segment)?.write;
+        let owners = &route.segment(segment)?.read;
         if owners.contains(routing.local()) {
             return Some(Route::Local);
         }

@@ -65,7 +65,6 @@ use transport::Transport;
 pub struct Grid {
     manager: CacheManager,
     cluster: Cluster,
-    shutdown: watch::Sender<bool>,
     runtime: tokio::runtime::Handle,
 }
 
@@ -105,13 +104,11 @@ impl Grid {
         manager
             .start_reaper()
             .map_err(GridError::io("start the expiration reaper"))?;
-        let (shutdown, _) = watch::channel(false);
         let endpoint = prepared.config.listen;
-        let cluster = Cluster::start(prepared, endpoint, manager.clone(), &shutdown).await?;
+        let cluster = Cluster::start(prepared, endpoint, manager.clone()).await?;
         Ok(Self {
             manager,
             cluster,
-            shutdown,
             runtime: tokio::runtime::Handle::current(),
         })
     }
@@ -234,7 +231,6 @@ impl Grid {
     /// Leaves the cluster gracefully: the others take over this member's segments (its
     /// copies are handed over by state transfer from the backups), then it stops.
     pub async fn leave(self) {
-        let _ = self.shutdown.send(true);
         self.cluster.stopped().await;
         let manager = self.manager;
         let _ = tokio::task::spawn_blocking(move || manager.shutdown()).await;
@@ -342,10 +338,16 @@ pub struct Cluster {
     membership: MembershipService,
     node: Arc<Node>,
     serving: tokio::task::JoinHandle<()>,
+    /// Stops the member's own loops (consensus' reactions, failure detection, the cluster
+    /// port): only once it has left, after the server's shutdown signal — a leaving member
+    /// keeps serving the others until the agreed state no longer names it.
+    stop: watch::Sender<bool>,
 }
 
 impl Cluster {
-    /// Starts membership, the transport and consensus.
+    /// Starts membership, the transport and consensus. They run until
+    /// [`Cluster::stopped`] has left the cluster: a server's shutdown signal closes its
+    /// clients' connections, not these.
     ///
     /// # Errors
     /// If a socket cannot be bound, a seed cannot be resolved or consensus cannot start.
@@ -353,7 +355,6 @@ impl Cluster {
         prepared: Prepared,
         endpoint: SocketAddr,
         manager: CacheManager,
-        shutdown: &watch::Sender<bool>,
     ) -> crate::Result<Self> {
         let Prepared {
             config: settings,
@@ -362,6 +363,7 @@ impl Cluster {
             routing,
             replication,
         } = prepared;
+        let (stop, _) = watch::channel(false);
         let listener = bind_cluster_port(settings.listen).await?;
         let address = listener
             .local_addr()
@@ -377,7 +379,7 @@ impl Cluster {
             address,
             settings.name.clone(),
             secret,
-            shutdown.subscribe(),
+            stop.subscribe(),
         )
         .await?;
         let endpoint = if endpoint.ip().is_unspecified() {
@@ -402,7 +404,7 @@ impl Cluster {
         let serving = transport.serve(
             listener,
             Arc::clone(&handler) as Arc<dyn transport::Handler>,
-            shutdown.subscribe(),
+            stop.subscribe(),
         );
         let node = Node::start(
             me,
@@ -421,11 +423,12 @@ impl Cluster {
         )
         .await?;
         handler.attach(Arc::clone(&node));
-        node.run(shutdown.subscribe());
+        node.run(stop.subscribe());
         Ok(Self {
             membership,
             node,
             serving,
+            stop,
         })
     }
 
@@ -435,10 +438,11 @@ impl Cluster {
         &self.node
     }
 
-    /// Stops consensus and waits for the membership service to have said goodbye (after the
-    /// shutdown signal).
+    /// Leaves the cluster (see [`Node::leave`]), then stops the member's loops and
+    /// consensus, and waits for the membership service to have said goodbye.
     pub async fn stopped(self) {
         self.node.leave().await;
+        let _ = self.stop.send(true);
         self.node.stop().await;
         self.membership.stopped().await;
         let _ = tokio::time::timeout(Duration::from_secs(1), self.serving).await;

@@ -15,6 +15,7 @@ use weft_cluster::engine::{self, Effect, Engine, Merge};
 use weft_cluster::handshake::Identity;
 use weft_cluster::membership::NodeIdentity;
 use weft_cluster::operation::Refusal;
+use weft_cluster::placement::FetchAnswer;
 use weft_cluster::state::{ClusterState, Command, NodeRecord};
 use weft_cluster::topology::Phase;
 use weft_cluster::wire::{EntryImage, MergeHow, Replica, Request, Response};
@@ -37,6 +38,18 @@ const TICK: Duration = Duration::from_millis(300);
 const TICK_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a request to another node may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+/// Longest a segment's primary waits to have installed the rebalance a new owner fetches
+/// for (the two apply the agreed state a few milliseconds apart, as a rule).
+const FETCH_WAIT_MAX: Duration = Duration::from_secs(5);
+/// How often a primary waiting so looks at its routes again.
+const FETCH_WAIT_POLL: Duration = Duration::from_millis(5);
+/// How long a leaving node waits for its backups to acknowledge what it ordered.
+const LEAVE_DRAIN_MAX: Duration = Duration::from_secs(3);
+/// How long a leaving node follows the agreed state after its release, until that state
+/// no longer names it.
+const LEAVE_FOLLOW_MAX: Duration = Duration::from_secs(3);
+/// How long a new owner waits for a page: the primary's wait, then a call's.
+const FETCH_TIMEOUT: Duration = Duration::from_secs(15);
 /// Consensus voters wanted (the others are learners).
 const VOTERS: usize = 3;
 
@@ -480,10 +493,47 @@ impl Node {
         }
     }
 
-    /// Leaves the cluster gracefully: asks the leader to take this node out of the members
-    /// and the consensus group, so that the others neither wait for failure detection nor
-    /// lose their quorum. Bounded: a node that cannot reach the leader just stops.
+    /// Leaves the cluster gracefully, in an order that loses no write:
+    ///
+    /// 1. this node stops ordering writes (they are refused as `NotOwner`, and their
+    ///    senders route them again until the agreed topology names the next primary);
+    /// 2. what it ordered reaches its backups ([`Replication::drain`]);
+    /// 3. it asks the leader to take it out of the members and the consensus group, so that
+    ///    the others neither wait for failure detection nor lose their quorum;
+    /// 4. it follows the agreed state until that no longer names it — installing the
+    ///    topologies its segments move in, so that what still reaches it is sent on, not
+    ///    answered by a route frozen at the moment it decided to leave.
+    ///
+    /// Its loops (consensus, reactions to the agreed state, the cluster port) must run
+    /// until this returns. Bounded: a node that cannot reach the leader just stops.
     pub async fn leave(&self) {
+        self.routing.set_leaving();
+        if !self.replication.drain(LEAVE_DRAIN_MAX).await {
+            tracing::warn!(
+                "changes this node ordered were not all acknowledged by their backups before it left"
+            );
+        }
+        self.ask_to_leave().await;
+        let mut state = self.state.clone();
+        let departed = tokio::time::timeout(LEAVE_FOLLOW_MAX, async {
+            loop {
+                if state.borrow_and_update().node(&self.me.name).is_none() {
+                    return;
+                }
+                if state.changed().await.is_err() {
+                    return;
+                }
+            }
+        })
+        .await;
+        if departed.is_err() {
+            tracing::debug!("left before this node applied the state without it");
+        }
+    }
+
+    /// Asks the leader (or, as the leader, itself) to release this node; see
+    /// [`Node::leave`].
+    async fn ask_to_leave(&self) {
         let request = Request::Leave {
             name: self.me.name.clone(),
             raft_id: self.me.raft_id,
@@ -1017,7 +1067,13 @@ impl Node {
         for effect in effects {
             match effect {
                 Effect::Fence => {
-                    tracing::warn!("this node was dropped from the cluster; writes in flight fail");
+                    if self.routing.is_leaving() {
+                        tracing::debug!("this node is out of the agreed members");
+                    } else {
+                        tracing::warn!(
+                            "this node was dropped from the cluster; writes in flight fail"
+                        );
+                    }
                     self.replication.fence();
                 }
                 Effect::Members => {
@@ -1343,7 +1399,10 @@ impl Node {
                     self.touched.lock().remove(&(cache.to_owned(), segment));
                     return false;
                 }
-                match self.fetch(cache, segment, &source, &local).await {
+                match self
+                    .fetch(cache, rebalance_id, segment, &source, &local)
+                    .await
+                {
                     Ok(()) => {
                         done = true;
                         break;
@@ -1378,9 +1437,13 @@ impl Node {
             .is_none_or(|route| route.topology.rebalance_id() != rebalance_id)
     }
 
+    /// Fetches `segment` of `cache` for rebalance `rebalance` from `source` (its primary),
+    /// page by page in key order, and merges it into this member's copy: entries written
+    /// here by replication since the fetch began win over the pages (they are newer).
     async fn fetch(
         &self,
         cache: &str,
+        rebalance: u32,
         segment: u32,
         source: &MemberId,
         local: &weft_core::Cache,
@@ -1403,7 +1466,7 @@ impl Node {
                 .is_some_and(|keys| keys.contains(key))
         };
         let mut conflicts = Vec::new();
-        let mut from = 0u32;
+        let mut after: Option<Vec<u8>> = None;
         loop {
             let answer = self
                 .transport
@@ -1412,18 +1475,24 @@ impl Node {
                     Request::Fetch {
                         cache: cache.to_owned(),
                         segment,
-                        from,
+                        rebalance,
+                        after: after.clone(),
                         limit: self.chunk_entries,
                     },
-                    CALL_TIMEOUT,
+                    FETCH_TIMEOUT,
                 )
                 .await?;
             let (entries, done) = match answer {
                 Response::Entries { entries, done } => (entries, done),
+                Response::NotOwner { owner } => crate::error::bail!(
+                    "{source} does not order the segment's writes in rebalance {rebalance} (its primary: {owner:?})"
+                ),
                 Response::Error(reason) => crate::error::bail!("{reason}"),
                 other => crate::error::bail!("unexpected answer {other:?}"),
             };
-            from = from.saturating_add(u32::try_from(entries.len()).unwrap_or(u32::MAX));
+            if let Some(last) = entries.last() {
+                after = Some(last.key.clone());
+            }
             let count = entries.len() as u64;
             if self.fetch_rate > 0 {
                 // Throttle: this chunk's bytes at the configured rate.
@@ -1524,29 +1593,67 @@ impl Node {
         }
     }
 
-    fn answer_fetch(&self, cache: &str, segment: u32, from: u32, limit: u32) -> Response {
+    /// A page of `segment` for a new owner in `rebalance`: sent only as the segment's
+    /// primary, once this member installed that rebalance — it waits for that, up to
+    /// [`FETCH_WAIT_MAX`] (see `placement::FetchAnswer` for why no write can be missed then).
+    async fn answer_fetch(
+        &self,
+        cache: &str,
+        segment: u32,
+        rebalance: u32,
+        after: Option<&[u8]>,
+        limit: u32,
+    ) -> Response {
         let Some(local) = self.manager.cache(cache) else {
             return Response::Error(format!("no cache `{cache}`"));
         };
-        // A chunk ends at `limit` entries or past `BATCH_BYTES_MAX` bytes, whichever comes
+        let me = MemberId(self.me.name.clone());
+        let waiting_since = Instant::now();
+        loop {
+            let route = self.routing.cache(cache);
+            match weft_cluster::placement::fetch_answer(route.as_deref(), &me, segment, rebalance) {
+                FetchAnswer::Serve => break,
+                FetchAnswer::Wait if waiting_since.elapsed() < FETCH_WAIT_MAX => {
+                    tokio::time::sleep(FETCH_WAIT_POLL).await;
+                }
+                FetchAnswer::Wait => {
+                    return Response::Error(format!(
+                        "rebalance {rebalance} of `{cache}` is not installed here yet"
+                    ));
+                }
+                FetchAnswer::Stale => {
+                    return Response::Error(format!(
+                        "rebalance {rebalance} of `{cache}` was replaced by a newer one"
+                    ));
+                }
+                FetchAnswer::NotPrimary => {
+                    let owner = route
+                        .as_deref()
+                        .and_then(|route| route.segment(segment))
+                        .and_then(|owners| owners.write.first().cloned());
+                    return Response::NotOwner { owner };
+                }
+            }
+        }
+        // A page ends at `limit` entries or past `BATCH_BYTES_MAX` bytes, whichever comes
         // first, so that it always fits a frame the asker accepts.
-        let mut iter = local.iter_segments(vec![segment]).skip(from as usize);
-        let mut entries = Vec::new();
+        let (page, last) = local.segment_page_unadmitted(segment, after, limit as usize);
+        let mut entries = Vec::with_capacity(page.len());
         let mut bytes = 0;
-        while entries.len() < limit.max(1) as usize && bytes < weft_cluster::wire::BATCH_BYTES_MAX {
-            let Some(entry) = iter.next() else {
+        for entry in &page {
+            if bytes >= weft_cluster::wire::BATCH_BYTES_MAX {
                 return Response::Entries {
                     entries,
-                    done: true,
+                    done: false,
                 };
-            };
-            let image = EntryImage::of(&entry);
+            }
+            let image = EntryImage::of(entry);
             bytes += weft_cluster::wire::image_bytes(&image);
             entries.push(image);
         }
         Response::Entries {
             entries,
-            done: false,
+            done: last,
         }
     }
 
@@ -1666,15 +1773,22 @@ impl Node {
         let Some(local) = self.manager.cache(cache) else {
             return ready(self.no_cache(cache));
         };
+        if self.routing.is_leaving() {
+            // Leaving: the others may already have moved the key's writes to its next
+            // primary, so this member's copy may be behind; the sender routes it again.
+            return ready(Response::NotOwner { owner: None });
+        }
         if !operation.is_write() {
             let segment = local.segment_of(operation.key());
-            // A read whose sender could not reach the primary may be answered by any owner:
-            // a sync write is acknowledged only once every owner applied it.
+            // A read whose sender could not reach the primary may be answered by any member
+            // that reads the segment in this phase: a sync write is acknowledged only once
+            // every owner applied it, and every reader is an owner that holds the segment
+            // (not a new owner still fetching it, which is a write owner already).
             let owns = owner_down
                 && self.routing.cache(cache).is_some_and(|route| {
                     route
                         .segment(segment)
-                        .is_some_and(|owners| owners.write.contains(self.routing.local()))
+                        .is_some_and(|owners| owners.read.contains(self.routing.local()))
                 });
             if !owns && self.routing.read_route(cache, segment) != super::routing::Route::Local {
                 return ready(Response::NotOwner { owner: None });
@@ -1834,9 +1948,13 @@ impl Handler for NodeHandler {
                 Request::Fetch {
                     cache,
                     segment,
-                    from,
+                    rebalance,
+                    after,
                     limit,
-                } => node.answer_fetch(&cache, segment, from, limit),
+                } => {
+                    node.answer_fetch(&cache, segment, rebalance, after.as_deref(), limit)
+                        .await
+                }
                 Request::Size { cache, segments } => match node.manager.cache(&cache) {
                     Some(local) => Response::Count(
                         segments

@@ -384,6 +384,27 @@ impl Replication {
         });
     }
 
+    /// Waits, at most `within`, until every change queued to a backup so far has been
+    /// acknowledged (or the backup left the agreed members); whether they all were. A
+    /// leaving node drains so before it asks to be released: nothing it ordered is then
+    /// left only here.
+    pub async fn drain(&self, within: Duration) -> bool {
+        tokio::time::timeout(within, async {
+            loop {
+                let owed = self.snapshot();
+                if owed.is_empty() {
+                    return;
+                }
+                for (stream, sequence) in owed {
+                    // No write epoch to fail: this waits, it acknowledges nothing.
+                    let _ = stream.reached(sequence, u64::MAX).await;
+                }
+            }
+        })
+        .await
+        .is_ok()
+    }
+
     fn snapshot(&self) -> Vec<(Arc<Stream>, u64)> {
         self.streams
             .lock()
@@ -647,6 +668,14 @@ impl Persistence for Replicator {
 
     fn admit_write_at(&self, segment: u32) -> Result<(), PersistenceError> {
         self.admit_write()?;
+        if self.replication.routing.is_leaving() {
+            // Leaving: the key's next primary takes it once the agreed topology leaves
+            // this node out; the sender routes it again until then.
+            return Err(PersistenceError::NotOwner {
+                cache: self.cache.to_string(),
+                segment,
+            });
+        }
         if self.diverging() {
             // DEGRADED with writes allowed: this side diverges on purpose.
             return Ok(());

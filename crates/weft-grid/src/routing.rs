@@ -93,6 +93,9 @@ pub struct Routing {
     local: MemberId,
     caches: RwLock<Map<String, Arc<RouteSlot>>>,
     nodes: RwLock<Map<MemberId, NodeRecord>>,
+    /// This node is leaving the cluster: it orders no write any more (see
+    /// `Node::leave`).
+    leaving: AtomicBool,
 }
 
 impl Routing {
@@ -103,7 +106,19 @@ impl Routing {
             local: MemberId(local.to_owned()),
             caches: RwLock::new(Map::default()),
             nodes: RwLock::new(Map::default()),
+            leaving: AtomicBool::new(false),
         }
+    }
+
+    /// From now on this node orders no write: it is leaving the cluster.
+    pub fn set_leaving(&self) {
+        self.leaving.store(true, Ordering::Release);
+    }
+
+    /// Whether this node is leaving the cluster (and orders no write).
+    #[must_use]
+    pub fn is_leaving(&self) -> bool {
+        self.leaving.load(Ordering::Acquire)
     }
 
     /// The slot of `cache` (made empty if the table has none yet).

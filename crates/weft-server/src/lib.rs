@@ -367,9 +367,9 @@ impl Server {
         let (shutdown, _) = watch::channel(false);
         let shutdown_for_rest = shutdown.clone();
         let cluster = match prepared {
-            Some(prepared) => Some(
-                cluster::Cluster::start(prepared, local_addr, manager.clone(), &shutdown).await?,
-            ),
+            Some(prepared) => {
+                Some(cluster::Cluster::start(prepared, local_addr, manager.clone()).await?)
+            }
             None => None,
         };
         let telemetry = Arc::new(telemetry::Telemetry::default());

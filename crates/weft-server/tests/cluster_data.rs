@@ -7,8 +7,10 @@
 //!
 //! The quick-restart tests kill one node and restart it within two seconds, as a process
 //! supervisor or Kubernetes would, under INCR and SET load, in a distributed and in a
-//! replicated cache: no acknowledged write may be lost, no read may return less than what
-//! was acknowledged before it was sent, and no INCR may answer the same number twice.
+//! replicated cache; the graceful-stop test sends each node in turn SIGTERM under the same
+//! load sent through every node (the stopping one too) and restarts it 0–3 s later: no
+//! acknowledged write may be lost, no read may return less than what was acknowledged
+//! before it was sent, and no INCR may answer the same number twice.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -94,6 +96,28 @@ impl Node {
                 .map(|m| m.as_str().unwrap_or_default().to_owned())
                 .collect(),
         )
+    }
+
+    /// Waits for the process to exit by itself, up to `limit`; how long it took.
+    ///
+    /// # Panics
+    /// If it has not exited by then.
+    fn exited_within(&mut self, limit: Duration) -> Duration {
+        let start = Instant::now();
+        while self
+            .child
+            .try_wait()
+            .expect("the process' status")
+            .is_none()
+        {
+            assert!(
+                start.elapsed() < limit,
+                "{} did not exit within {limit:?}",
+                self.name
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        start.elapsed()
     }
 
     fn signal(&self, signal: &str) {
@@ -371,7 +395,10 @@ fn acknowledged_writes_survive_kills_and_restarts() {
 /// How long each quick-restart round waits between the SIGKILL and the restart: at once,
 /// and within the 0–2 s a process supervisor or Kubernetes takes. Fixed, so that a failure
 /// replays with the same schedule.
-const QUICK_RESTART_DELAYS_MS: [u64; 3] = [0, 700, 1500];
+const QUICK_RESTART_ROUNDS: [(usize, u64); 3] = [(2, 0), (2, 700), (2, 1500)];
+/// The graceful-stop rounds: every node in turn, twice, each restarted within 0–3 s.
+const GRACEFUL_STOP_ROUNDS: [(usize, u64); 6] =
+    [(2, 0), (0, 1200), (1, 3000), (2, 2200), (0, 500), (1, 1800)];
 /// Client threads writing through the two nodes that stay up: many (each has one request
 /// outstanding), so that requests keep coming while the restarted node rejoins.
 const QUICK_RESTART_WRITERS: usize = 16;
@@ -400,6 +427,8 @@ const QUICK_RESTART_LOAD_MAX: Duration = Duration::from_secs(120);
 const QUICK_RESTART_REPLY_TIMEOUT: Duration = Duration::from_millis(300);
 /// A restarted process still running after this has started (it listens).
 const QUICK_RESTART_START_CHECK: Duration = Duration::from_millis(250);
+/// How long a node sent SIGTERM has to leave and exit (a SIGKILLed one exits at once).
+const GRACEFUL_STOP_LIMIT: Duration = Duration::from_secs(20);
 /// Starts of a restarted node that exits at once, at most.
 const QUICK_RESTART_STARTS_MAX: u32 = 5;
 /// How long the nodes get to agree on their members and finish rebalancing.
@@ -419,25 +448,63 @@ const QUICK_RESTART_AUDIT_BATCH: usize = 256;
 /// Violations described in full in the failure message, per kind.
 const QUICK_RESTART_EXAMPLES_MAX: usize = 8;
 
+/// The distributed cache of the fault scenarios: two owners, synchronous.
+const DISTRIBUTED_SYNC: &str = "[caches.default]\nmode = \"distributed\"\nowners = 2\n\
+                                replication = \"sync\"\nsegments = 64\n";
+
 // Proves a node killed and restarted at once (same name, same ports) under INCR and SET
 // load loses no acknowledged write, lets no read return less than was acknowledged before
 // it, and makes no INCR answer a number twice — in a distributed cache (owners = 2, sync).
 #[test]
 fn quick_restart_loses_nothing_distributed() {
-    quick_restart_scenario(
-        "distributed",
-        "[caches.default]\nmode = \"distributed\"\nowners = 2\nreplication = \"sync\"\n\
-         segments = 64\n",
-    );
+    quick_restart_scenario(&Faults {
+        mode: "distributed",
+        cache_config: DISTRIBUTED_SYNC,
+        signal: "-KILL",
+        rounds: &QUICK_RESTART_ROUNDS,
+        load_through_victims: false,
+    });
 }
 
 // Proves the same as `quick_restart_loses_nothing_distributed` in a replicated cache.
 #[test]
 fn quick_restart_loses_nothing_replicated() {
-    quick_restart_scenario(
-        "replicated",
-        "[caches.default]\nmode = \"replicated\"\nreplication = \"sync\"\nsegments = 64\n",
-    );
+    quick_restart_scenario(&Faults {
+        mode: "replicated",
+        cache_config: "[caches.default]\nmode = \"replicated\"\nreplication = \"sync\"\n\
+                       segments = 64\n",
+        signal: "-KILL",
+        rounds: &QUICK_RESTART_ROUNDS,
+        load_through_victims: false,
+    });
+}
+
+// Proves a graceful stop loses nothing: each node in turn is sent SIGTERM under INCR and
+// SET load sent through every node (the one stopping too), and restarted 0–3 s later, as a
+// supervisor does; no acknowledged write is lost, no read returns less than was
+// acknowledged before it, no INCR answers a number twice.
+#[test]
+fn graceful_stops_under_load_lose_nothing() {
+    quick_restart_scenario(&Faults {
+        mode: "distributed, graceful stops",
+        cache_config: DISTRIBUTED_SYNC,
+        signal: "-TERM",
+        rounds: &GRACEFUL_STOP_ROUNDS,
+        load_through_victims: true,
+    });
+}
+
+/// A fault scenario of [`quick_restart_scenario`].
+struct Faults {
+    mode: &'static str,
+    cache_config: &'static str,
+    /// The signal that stops a node (`-KILL` or `-TERM`).
+    signal: &'static str,
+    /// Each round: the node stopped, and how long before its supervisor starts it again.
+    rounds: &'static [(usize, u64)],
+    /// Whether the load also goes through the node a round stops (else through the others
+    /// only).
+    load_through_victims: bool,
 }
 
 /// One kind of violation the auditor found: how many, and the first few described.
@@ -967,9 +1034,17 @@ fn supervise(start: impl Fn() -> Node) -> (Node, Instant) {
 }
 
 /// Three nodes; writers and readers go through a and b while c is killed with SIGKILL and
-/// restarted (same name, same ports) after each of [`QUICK_RESTART_DELAYS_MS`]; then every
-/// node is audited.
-fn quick_restart_scenario(mode: &str, cache_config: &str) {
+/// restarted (same name, same ports) after each of [`QUICK_RESTART_ROUNDS`] — or as `faults`
+/// says: which nodes, by which signal, the load through which nodes; then every node is
+/// audited.
+fn quick_restart_scenario(faults: &Faults) {
+    let Faults {
+        mode,
+        cache_config,
+        signal,
+        rounds,
+        load_through_victims,
+    } = *faults;
     let _cluster = one_cluster_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("weft.toml");
@@ -996,8 +1071,11 @@ fn quick_restart_scenario(mode: &str, cache_config: &str) {
 
     let stop = Arc::new(AtomicBool::new(false));
     let ledger = Arc::new(Mutex::new(Ledger::new()));
-    let through_a_and_b: Vec<(String, SocketAddr)> =
-        (0..2).map(|i| (names[i].to_owned(), clients[i])).collect();
+    let victims: BTreeSet<usize> = rounds.iter().map(|(victim, _)| *victim).collect();
+    let through_a_and_b: Vec<(String, SocketAddr)> = (0..3)
+        .filter(|i| load_through_victims || !victims.contains(i))
+        .map(|i| (names[i].to_owned(), clients[i]))
+        .collect();
     let mut load: Vec<_> = (0..QUICK_RESTART_WRITERS)
         .map(|writer| {
             let (ledger, stop, nodes) = (
@@ -1020,14 +1098,24 @@ fn quick_restart_scenario(mode: &str, cache_config: &str) {
     }
 
     std::thread::sleep(QUICK_RESTART_LOAD_BEFORE_KILLS);
-    for (round, delay_ms) in QUICK_RESTART_DELAYS_MS.into_iter().enumerate() {
-        // A crash: node-c dies without a word, and its supervisor starts it again.
-        nodes[2].as_ref().unwrap().signal("-KILL");
-        drop(nodes[2].take());
+    for (round, &(victim, delay_ms)) in rounds.iter().enumerate() {
+        // A crash (the node dies without a word) or a graceful stop (it leaves, then
+        // exits), and its supervisor starts it again.
+        let mut stopping = nodes[victim].take().unwrap();
+        stopping.signal(signal);
+        let stopped_ms = stopping.exited_within(GRACEFUL_STOP_LIMIT).as_millis();
+        drop(stopping);
         std::thread::sleep(Duration::from_millis(delay_ms));
-        let (node, restarted) =
-            supervise(|| Node::start(names[2], &config, clients[2], clusters[2], &clusters));
-        nodes[2] = Some(node);
+        let (node, restarted) = supervise(|| {
+            Node::start(
+                names[victim],
+                &config,
+                clients[victim],
+                clusters[victim],
+                &clusters,
+            )
+        });
+        nodes[victim] = Some(node);
         ledger.lock().unwrap().restart = Some((round, restarted));
         settle(&nodes.iter().flatten().collect::<Vec<_>>(), &names);
         let settled_ms = restarted.elapsed().as_millis();
@@ -1037,9 +1125,10 @@ fn quick_restart_scenario(mode: &str, cache_config: &str) {
         );
         let ledger = ledger.lock().unwrap();
         eprintln!(
-            "{mode}: round {round}: node-c restarted {delay_ms} ms after SIGKILL, members \
-             agreed and stable {settled_ms} ms later; so far {} lost, {} stale, {} duplicate",
-            ledger.lost.count, ledger.stale.count, ledger.duplicate.count
+            "{mode}: round {round}: {} exited {stopped_ms} ms after {signal}, restarted \
+             {delay_ms} ms later, members agreed and stable {settled_ms} ms after that; so far \
+             {} lost, {} stale, {} duplicate",
+            names[victim], ledger.lost.count, ledger.stale.count, ledger.duplicate.count
         );
     }
     stop.store(true, Ordering::Relaxed);
@@ -1138,7 +1227,7 @@ fn quick_restart_scenario(mode: &str, cache_config: &str) {
     };
     assert!(
         ledger.lost.count + ledger.missing.count + ledger.stale.count + ledger.duplicate.count == 0,
-        "{mode}: quick restarts of node-c broke acknowledged writes:{}{}{}{}",
+        "{mode}: stopping and restarting nodes broke acknowledged writes:{}{}{}{}",
         report(
             "lost during the run (an INCR answered less than the same writer got before)",
             &ledger.lost

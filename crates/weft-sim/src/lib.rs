@@ -9,8 +9,9 @@
 //!   when dropped from the members, admission, which topology phase to route by, which
 //!   segments to fetch and from whom, when to confirm a phase (and again, when a proposal is
 //!   lost), what to drop or merge once stable, whether a cache is DEGRADED — is
-//!   `weft_cluster::engine`, the code the server's nodes run; where a request runs is
-//!   `weft_cluster::placement`; the cluster metadata is `weft_cluster::state::ClusterState`
+//!   `weft_cluster::engine`, the code the server's nodes run; where a request runs, and when
+//!   a segment's primary answers a new owner's fetch (`fetch_answer`, the fence that keeps a
+//!   transfer from missing a write), is `weft_cluster::placement`; the cluster metadata is `weft_cluster::state::ClusterState`
 //!   (members, cache definitions, topologies and their phases, consistent hashes); each
 //!   node's data is a `weft_core::Cache`, with versions kept by `apply_remote` and the
 //!   persistence seam through which a primary's changes are captured in the order applied.
@@ -21,15 +22,20 @@
 //!   commands in one total order and ships the log to the others; a minority commits
 //!   nothing) — the server uses foca and openraft for these, tested on their own — and the
 //!   IO that carries out the engine's effects: a transfer's fetches, a primary's replication
-//!   to its backups and its acknowledgements, and the read barrier (a primary answers a read
-//!   once the writes in flight on its segment when it ran are on every owner).
+//!   to its backups and its acknowledgements (a backup applies changes only from the primary
+//!   of its own topology; refused ones are sent again while the sender still orders them),
+//!   and the read barrier (a primary answers a read once the writes in flight on its segment
+//!   when it ran are on every owner).
 //!
-//! A run has a **safety phase** (client writes and reads while faults happen: at most
-//! `owners − 1` nodes crashed or cut off at a time, the next fault only once the topology is
-//! stable again) and a **liveness phase** (every fault healed). Afterwards the checkers
+//! A run has a **safety phase** (client writes and reads — several at once, to a few keys
+//! written over and over and to fresh ones — while faults happen: crashes, restarts within
+//! failure detection, partitions, and graceful leaves, where the node is released at once
+//! and exits a moment later, either draining as the server's `Node::leave` does or frozen
+//! on the route it had, still ordering writes; at most `owners − 1` nodes away at a time,
+//! the next fault only once the topology is stable again) and a **liveness phase** (every fault healed). Afterwards the checkers
 //! require that every live node installed the same stable topology, every segment has its
 //! full owner count, every acknowledged write is what each owner of its key holds (or a
-//! write issued after it whose answer never came), and every key's history of writes and
+//! write applied after it, at a higher version, whose answer never came), and every key's history of writes and
 //! reads is linearizable ([`linearizable`]), as a synchronous cache that denies reads and
 //! writes while DEGRADED promises.
 
@@ -110,6 +116,8 @@ pub struct Stats {
     pub quick_restarts: u64,
     /// Partitions injected.
     pub partitions: u64,
+    /// Graceful leaves injected (the node is released, then stops; it restarts later).
+    pub leaves: u64,
     /// Topologies the cluster went through.
     pub topologies: u32,
 }
@@ -252,6 +260,26 @@ enum Event {
         msg: Msg,
     },
     Tick,
+    /// A leaving node's process exits (its incarnation, so that a later one is not; a
+    /// draining one waits, up to `deadline`, to be out of the agreed state it applied).
+    Exit {
+        node: usize,
+        incarnation: u64,
+        deadline: u64,
+    },
+}
+
+/// How a node leaves gracefully.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Leaving {
+    /// As the server's `Node::leave` does: it orders no write any more, and follows the
+    /// agreed state until it is out.
+    Draining,
+    /// As it did before that: it stops following the agreed state the moment it asks to
+    /// leave, and goes on answering with the route it had — ordering writes as a primary
+    /// others no longer know — until the process exits. The fence on state transfer must
+    /// keep this from losing a write too.
+    Frozen,
 }
 
 // ---- nodes ----------------------------------------------------------------------------------
@@ -278,7 +306,7 @@ struct Node {
     fetch_rebalance: Option<u32>,
     /// Writes this node ordered as primary: op → who is waiting, the segment, and the
     /// backups still to acknowledge.
-    waiting: HashMap<u64, Waiting>,
+    waiting: BTreeMap<u64, Waiting>,
     /// Reads that saw writes still in flight: answered once those are on every owner.
     parked: Vec<ParkedRead>,
     /// Nodes this node's failure detector considers up, and since when it changed.
@@ -286,6 +314,8 @@ struct Node {
     /// DEGRADED: cut off from the majority of its topology (refuses reads and writes, as
     /// the server's DENY_READ_WRITES does), until a majority member confirms its topology.
     degraded: bool,
+    /// Leaving the cluster gracefully, and how.
+    leaving: Option<Leaving>,
 }
 
 /// A write a primary applied, waiting for its backups.
@@ -354,10 +384,12 @@ struct PendingRead {
     invoked: u64,
 }
 
-/// What the auditor knows about one key.
+/// What the auditor knows about one key (values are unique per write).
 #[derive(Debug, Clone, Default)]
 struct History {
     acked: Option<u64>,
+    /// The version the acknowledged value was applied at (see `Sim::versions`).
+    acked_version: u64,
     /// Values written after the last acknowledged one whose answer never came.
     unknown: BTreeSet<u64>,
 }
@@ -379,9 +411,11 @@ pub struct Sim {
     /// The committed metadata log and the state it gives.
     log: Vec<Command>,
     committed: ClusterState,
-    pending: HashMap<u64, Pending>,
-    reads: HashMap<u64, PendingRead>,
+    pending: BTreeMap<u64, Pending>,
+    reads: BTreeMap<u64, PendingRead>,
     histories: BTreeMap<Vec<u8>, History>,
+    /// The version each written value was applied at by the primary that ordered it.
+    versions: HashMap<u64, u64>,
     /// Every client operation per key, for the linearizability checker; timestamps are
     /// history steps (one per invocation or answer), so no two events tie.
     ops: BTreeMap<Vec<u8>, Vec<linearizable::Op>>,
@@ -394,6 +428,9 @@ pub struct Sim {
     faults_on: bool,
     /// When the current fault heals.
     heal_at: Option<u64>,
+    /// Processes released from the members as they left (node, incarnation): the leader
+    /// does not take them back, though they may still answer for a moment.
+    departed: BTreeSet<(usize, u64)>,
     trace: Vec<String>,
     last_leader: Cell<Option<usize>>,
     /// `WEFT_SIM_TRACE_KEY`, read once.
@@ -434,6 +471,12 @@ impl std::fmt::Display for Failure {
 const TICK_MS: u64 = 10;
 const DETECTION_MS: u64 = 300;
 const CLIENT_TIMEOUT_MS: u64 = 2_000;
+/// Client operations started per tick while clients run: several at once, so that writes
+/// to one key from different clients race, and writes land in the few milliseconds between
+/// two members installing the same topology.
+const CLIENT_OPS_PER_TICK: usize = 3;
+/// How long a draining node follows the agreed state, at most, before its process exits.
+const LEAVE_FOLLOW_MS: u64 = 1_000;
 
 fn addr(i: usize) -> SocketAddr {
     SocketAddr::from(([10, 0, 0, u8::try_from(i + 1).unwrap_or(255)], 7800))
@@ -457,9 +500,10 @@ impl Sim {
             link_clock: HashMap::new(),
             log: Vec::new(),
             committed: ClusterState::default(),
-            pending: HashMap::new(),
-            reads: HashMap::new(),
+            pending: BTreeMap::new(),
+            reads: BTreeMap::new(),
             histories: BTreeMap::new(),
+            versions: HashMap::new(),
             ops: BTreeMap::new(),
             steps: 0,
             raised: Arc::default(),
@@ -468,6 +512,7 @@ impl Sim {
             stats: Stats::default(),
             faults_on: true,
             heal_at: None,
+            departed: BTreeSet::new(),
             trace: Vec::new(),
             last_leader: Cell::new(None),
             trace_key: std::env::var("WEFT_SIM_TRACE_KEY")
@@ -536,10 +581,11 @@ impl Sim {
             touched: HashMap::new(),
             fetching: BTreeMap::new(),
             fetch_rebalance: None,
-            waiting: HashMap::new(),
+            waiting: BTreeMap::new(),
             parked: Vec::new(),
             view: BTreeSet::new(),
             degraded: false,
+            leaving: None,
         }
     }
 
@@ -664,12 +710,14 @@ impl Sim {
             return;
         };
         // Members: the nodes the leader's detector sees up (itself included).
+        let departed = |i: usize| self.departed.contains(&(i, self.nodes[i].incarnation));
         let mut live: Vec<NodeRecord> = self.nodes[leader]
             .view
             .iter()
+            .filter(|&&i| !departed(i))
             .map(|&i| self.record(i))
             .collect();
-        if !self.nodes[leader].view.contains(&leader) {
+        if !self.nodes[leader].view.contains(&leader) && !departed(leader) {
             live.push(self.record(leader));
         }
         let same = live.len() == self.committed.nodes().len()
@@ -716,7 +764,7 @@ impl Sim {
     // ---- a node applying the agreed state ----------------------------------------------
 
     fn on_append(&mut self, i: usize, from: usize, entries: Vec<Command>) {
-        if from != self.nodes[i].log_len {
+        if from != self.nodes[i].log_len || self.nodes[i].leaving == Some(Leaving::Frozen) {
             return;
         }
         for command in entries {
@@ -900,10 +948,15 @@ impl Sim {
         let route = self.nodes[i].route.as_ref()?;
         let segment = self.nodes[i].cache().segment_of(key);
         let me = MemberId(self.nodes[i].name.clone());
-        match placement::place(route, &me, segment, !write) {
-            Some(member) => self.index_of(&member.0),
-            None => Some(i),
+        let member = match placement::place(route, &me, segment, !write) {
+            Some(member) => self.index_of(&member.0)?,
+            None => i,
+        };
+        if write && member == i && self.nodes[i].leaving == Some(Leaving::Draining) {
+            // As `Replicator::admit_write_at` refuses while leaving: no write ordered here.
+            return None;
         }
+        Some(member)
     }
 
     fn step_now(&mut self) -> u64 {
@@ -919,8 +972,16 @@ impl Sim {
             return;
         }
         let client = live[self.random(live.len() as u64) as usize];
-        let key = format!("k{}", self.random(u64::from(self.options.keys))).into_bytes();
         let op = self.next_op;
+        // Mostly a few keys written over and over (lost updates, stale reads), and one
+        // write in four to a key never written before: a loss there is not hidden by a
+        // later overwrite, so the auditor sees it at the end.
+        let key = if self.random(4) == 0 {
+            format!("fresh{op}")
+        } else {
+            format!("k{}", self.random(u64::from(self.options.keys)))
+        }
+        .into_bytes();
         self.next_op += 1;
         let invoked = self.step_now();
         if self.random(3) == 0 {
@@ -1060,6 +1121,14 @@ impl Sim {
         let changes: Vec<_> = std::mem::take(&mut *self.nodes[i].outbox.lock());
         let segment = cache.segment_of(&key);
         let version = changes.last().and_then(|c| c.2.as_ref()).map(|e| e.version);
+        if let (Some(version), Some(value)) = (
+            version,
+            std::str::from_utf8(&value)
+                .ok()
+                .and_then(|v| v.parse::<u64>().ok()),
+        ) {
+            self.versions.insert(value, version);
+        }
         let installed = self.nodes[i].installed;
         self.note_key(&key, || {
             format!(
@@ -1155,13 +1224,34 @@ impl Sim {
         let history = self.histories.entry(pending.key).or_default();
         // Writes to one key from the simulator's clients are answered in the order the
         // primary applied them (one primary, FIFO links), so the last answered is the newest.
-        if history.acked.is_none_or(|acked| acked < pending.value) {
+        // Writes from several clients may be in flight together: the newest acknowledged is
+        // the one applied last, at the highest version.
+        let version = self.versions.get(&pending.value).copied().unwrap_or(0);
+        if history.acked.is_none() || history.acked_version < version {
             history.acked = Some(pending.value);
-            history.unknown.retain(|&value| value > pending.value);
+            history.acked_version = version;
+            let versions = &self.versions;
+            history
+                .unknown
+                .retain(|value| versions.get(value).is_some_and(|&v| v > version));
         }
         self.stats.acknowledged += 1;
     }
 
+    /// Whether node `i` orders the writes of `segment` by the route it installed.
+    fn orders(&self, i: usize, segment: u32) -> bool {
+        let me = MemberId(self.nodes[i].name.clone());
+        self.nodes[i]
+            .route
+            .as_ref()
+            .and_then(|route| route.segment(segment))
+            .is_some_and(|owners| owners.write.first() == Some(&me))
+    }
+
+    /// Changes a primary replicated to node `i`, applied — as the server's `apply_in_order`
+    /// does — only if the sender is their segment's primary in `i`'s own topology. Refused,
+    /// they are sent again (the server's stream resends after `NotOwner`) while the sender
+    /// still orders them; once it no longer does, it drops them and their write fails.
     fn on_replicate(
         &mut self,
         i: usize,
@@ -1169,6 +1259,27 @@ impl Sim {
         op: u64,
         changes: Vec<(u32, Vec<u8>, Option<EntryImage>)>,
     ) {
+        let sender = MemberId(self.nodes[from].name.clone());
+        let refused = changes.iter().any(|(segment, _, _)| {
+            self.nodes[i]
+                .route
+                .as_ref()
+                .and_then(|route| route.segment(*segment))
+                .and_then(|owners| owners.write.first())
+                != Some(&sender)
+        });
+        if refused {
+            let still_orders = changes
+                .iter()
+                .all(|(segment, _, _)| self.orders(from, *segment));
+            if still_orders && self.nodes[from].waiting.contains_key(&op) {
+                self.note(format!("n{i} refuses op{op} from n{from}; sent again"));
+                self.send(from, i, Msg::Replicate { op, changes });
+            } else if self.nodes[from].waiting.remove(&op).is_some() {
+                self.note(format!("n{from} no longer orders op{op}: its write fails"));
+            }
+            return;
+        }
         let cache = self.nodes[i].cache();
         for (segment, key, image) in changes {
             let shown = image
@@ -1196,7 +1307,30 @@ impl Sim {
         self.settle(i, op);
     }
 
+    /// A new owner's fetch, answered as the server's `answer_fetch` does, by the production
+    /// fence (`placement::fetch_answer`): by the segment's primary, once it installed the
+    /// asker's rebalance.
     fn on_fetch(&mut self, i: usize, from: usize, segment: u32, rebalance: u32) {
+        let me = MemberId(self.nodes[i].name.clone());
+        match placement::fetch_answer(self.nodes[i].route.as_ref(), &me, segment, rebalance) {
+            placement::FetchAnswer::Serve => {}
+            placement::FetchAnswer::Wait => {
+                // Looked at again shortly, as the server's primary polls its routes.
+                let incarnation = (self.nodes[from].incarnation, self.nodes[i].incarnation);
+                self.schedule(
+                    self.now + 5,
+                    Event::Deliver {
+                        from,
+                        to: i,
+                        incarnation,
+                        msg: Msg::Fetch { segment, rebalance },
+                    },
+                );
+                return;
+            }
+            // The asker's fetch fails; it asks again on its next tick.
+            placement::FetchAnswer::Stale | placement::FetchAnswer::NotPrimary => return,
+        }
         let entries: Vec<EntryImage> = self.nodes[i]
             .cache()
             .iter_segments(vec![segment])
@@ -1309,7 +1443,34 @@ impl Sim {
         // At most one node (owners − 1 with two owners) away at a time.
         let victim = self.random(self.nodes.len() as u64) as usize;
         let mut lasting = 200 + self.random(2_000);
-        let kind = self.random(3);
+        let kind = self.random(4);
+        if kind == 3 {
+            // A graceful leave (SIGTERM): the node is released from the members at once, as
+            // it asks; it goes on answering for a moment, then its process exits, and a
+            // supervisor starts it again later.
+            let style = if self.random(2) == 0 {
+                Leaving::Draining
+            } else {
+                Leaving::Frozen
+            };
+            self.note(format!("n{victim} leaves ({style:?})"));
+            self.stats.leaves += 1;
+            let incarnation = self.nodes[victim].incarnation;
+            self.nodes[victim].leaving = Some(style);
+            self.departed.insert((victim, incarnation));
+            let exit = self.now + 1 + self.random(30);
+            let deadline = self.now + LEAVE_FOLLOW_MS;
+            self.schedule(
+                exit,
+                Event::Exit {
+                    node: victim,
+                    incarnation,
+                    deadline,
+                },
+            );
+            self.heal_at = Some(self.now + LEAVE_FOLLOW_MS + lasting);
+            return;
+        }
         if kind < 2 {
             // A crash; one in two restarts at once, as a process supervisor would — well
             // within failure detection, while the others still route to the process that
@@ -1333,6 +1494,29 @@ impl Sim {
         self.heal_at = Some(self.now + lasting);
     }
 
+    /// A leaving node's process exits — a draining one once the agreed state it applied no
+    /// longer names it (or after [`LEAVE_FOLLOW_MS`]), a frozen one when its time comes.
+    fn exit(&mut self, i: usize, incarnation: u64, deadline: u64) {
+        let node = &self.nodes[i];
+        if node.incarnation != incarnation || !node.up {
+            return;
+        }
+        let released = node.state.node(&node.name).is_none();
+        if node.leaving == Some(Leaving::Draining) && !released && self.now < deadline {
+            self.schedule(
+                self.now + TICK_MS,
+                Event::Exit {
+                    node: i,
+                    incarnation,
+                    deadline,
+                },
+            );
+            return;
+        }
+        self.note(format!("n{i} exits"));
+        self.nodes[i].up = false;
+    }
+
     fn heal(&mut self) {
         self.heal_at = None;
         if !self.cut.is_empty() {
@@ -1340,8 +1524,9 @@ impl Sim {
             self.cut.clear();
         }
         for i in 0..self.nodes.len() {
-            if !self.nodes[i].up {
-                // Back as a new process: empty, with a new consensus id.
+            if !self.nodes[i].up || self.nodes[i].leaving.is_some() {
+                // Back as a new process: empty, with a new consensus id (a node still
+                // leaving exits first).
                 self.note(format!("restart n{i}"));
                 let incarnation = self.nodes[i].incarnation + 1;
                 self.nodes[i] = self.fresh_node(i, incarnation);
@@ -1385,7 +1570,9 @@ impl Sim {
                     self.fault();
                     self.lead();
                     if self.faults_on || self.random(4) == 0 {
-                        self.client_op();
+                        for _ in 0..CLIENT_OPS_PER_TICK {
+                            self.client_op();
+                        }
                     }
                     self.expire_clients();
                     let next = self.now + TICK_MS;
@@ -1404,6 +1591,11 @@ impl Sim {
                     }
                     self.handle(from, to, msg);
                 }
+                Event::Exit {
+                    node,
+                    incarnation,
+                    deadline,
+                } => self.exit(node, incarnation, deadline),
             }
         }
         self.now = until;
@@ -1462,7 +1654,10 @@ impl Sim {
                         kind: linearizable::Kind::Write(pending.value),
                     });
                 let history = self.histories.entry(pending.key).or_default();
-                if history.acked.is_none_or(|acked| acked < pending.value) {
+                // It may have been applied after the last acknowledged write (it was, if
+                // at a higher version), or never.
+                let version = self.versions.get(&pending.value).copied();
+                if version.is_some_and(|v| history.acked.is_none() || v > history.acked_version) {
                     history.unknown.insert(pending.value);
                 }
             }
@@ -1553,8 +1748,7 @@ impl Sim {
                         .ok()
                         .and_then(|t| t.parse::<u64>().ok())
                 });
-                let fine =
-                    held.is_some_and(|v| v == acked || (v > acked && history.unknown.contains(&v)));
+                let fine = held.is_some_and(|v| v == acked || history.unknown.contains(&v));
                 if !fine {
                     return Err(format!(
                         "acknowledged write lost: {} holds {:?} on {}, acknowledged {acked}, unanswered {:?}",

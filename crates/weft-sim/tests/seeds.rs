@@ -3,7 +3,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-// Proves every seed passes the checkers: no acknowledged write lost, one agreed stable
+// Proves every seed passes the checkers — under crashes, quick restarts, partitions and
+// graceful leaves (draining, or frozen on the route they had): no acknowledged write lost, one agreed stable
 // topology with full owner counts once faults heal, every key's history linearizable, and
 // listeners that saw each acknowledged write once, in order.
 #[test]
@@ -29,12 +30,13 @@ fn hundreds_of_seeds_pass_the_checkers() {
                 total.crashes += stats.crashes;
                 total.quick_restarts += stats.quick_restarts;
                 total.partitions += stats.partitions;
+                total.leaves += stats.leaves;
             }
             Err(failure) => panic!("{failure}"),
         }
     }
     eprintln!(
-        "{} seeds: {} writes acknowledged, {} unanswered; {} reads answered, {} unanswered; {} crashes ({} restarted at once), {} partitions",
+        "{} seeds: {} writes acknowledged, {} unanswered; {} reads answered, {} unanswered; {} crashes ({} restarted at once), {} partitions, {} graceful leaves",
         seeds.len(),
         total.acknowledged,
         total.unanswered,
@@ -42,11 +44,12 @@ fn hundreds_of_seeds_pass_the_checkers() {
         total.unanswered_reads,
         total.crashes,
         total.quick_restarts,
-        total.partitions
+        total.partitions,
+        total.leaves
     );
     assert!(total.reads > 0, "no read was answered");
     assert!(
-        total.crashes > 0 && total.quick_restarts > 0 && total.partitions > 0,
+        total.crashes > 0 && total.quick_restarts > 0 && total.partitions > 0 && total.leaves > 0,
         "no faults were injected"
     );
 }
