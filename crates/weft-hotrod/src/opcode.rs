@@ -57,6 +57,48 @@ pub const fn response_of(request: u8) -> u8 {
     }
 }
 
+/// The name Infinispan's server gives a request opcode (its `HotRodOperation`), as it names
+/// the operation in errors (`ISPN006017: Operation 'GET' requires authentication`).
+#[must_use]
+pub const fn name(request: u8) -> Option<&'static str> {
+    Some(match request {
+        PUT => "PUT",
+        GET => "GET",
+        PUT_IF_ABSENT => "PUT_IF_ABSENT",
+        REPLACE => "REPLACE",
+        REPLACE_IF_UNMODIFIED => "REPLACE_IF_UNMODIFIED",
+        REMOVE => "REMOVE",
+        REMOVE_IF_UNMODIFIED => "REMOVE_IF_UNMODIFIED",
+        CONTAINS_KEY => "CONTAINS_KEY",
+        GET_WITH_VERSION => "GET_WITH_VERSION",
+        CLEAR => "CLEAR",
+        STATS => "STATS",
+        PING => "PING",
+        BULK_GET => "BULK_GET",
+        GET_WITH_METADATA => "GET_WITH_METADATA",
+        BULK_GET_KEYS => "BULK_GET_KEYS",
+        QUERY => "QUERY",
+        AUTH_MECH_LIST => "AUTH_MECH_LIST",
+        AUTH => "AUTH",
+        ADD_CLIENT_LISTENER => "ADD_CLIENT_LISTENER",
+        REMOVE_CLIENT_LISTENER => "REMOVE_CLIENT_LISTENER",
+        SIZE => "SIZE",
+        EXEC => "EXEC",
+        PUT_ALL => "PUT_ALL",
+        GET_ALL => "GET_ALL",
+        ITERATION_START => "ITERATION_START",
+        ITERATION_NEXT => "ITERATION_NEXT",
+        ITERATION_END => "ITERATION_END",
+        GET_STREAM => "GET_STREAM",
+        PUT_STREAM => "PUT_STREAM",
+        ADD_BLOOM_FILTER_LISTENER => "ADD_BLOOM_FILTER_CLIENT_LISTENER",
+        UPDATE_BLOOM_FILTER => "UPDATE_BLOOM_FILTER",
+        COUNTER_IS_DEFINED => "COUNTER_IS_DEFINED",
+        COUNTER_GET_AND_SET => "COUNTER_GET_AND_SET",
+        _ => return None,
+    })
+}
+
 /// The request opcodes this codec decodes, in the order PING advertises them.
 pub const SERVED: [u8; 29] = [
     PUT,

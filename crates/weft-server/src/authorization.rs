@@ -172,7 +172,14 @@ pub fn hotrod<B>(request: &Request<B>) -> Need {
         | Request::RemoveClientListener { .. }
         | Request::AddBloomFilterListener { .. }
         | Request::UpdateBloomFilter { .. } => Cache(Permissions::LISTEN),
-        Request::Exec { task, .. } => match task.as_str() {
+        Request::Exec { task, params } => match task.as_str() {
+            // As Infinispan: a cache from a configuration of the client's own needs ADMIN,
+            // one from a template (or none) CREATE.
+            "@@cache@create" | "@@cache@getorcreate"
+                if params.iter().any(|(name, _)| name == "configuration") =>
+            {
+                Server(Permissions::ADMIN)
+            }
             "@@cache@create" | "@@cache@getorcreate" | "@@cache@remove" => {
                 Server(Permissions::CREATE)
             }

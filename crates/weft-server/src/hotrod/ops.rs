@@ -218,15 +218,44 @@ pub(super) fn authorize(connection: &Connection, frame: &Frame, out: &mut BytesM
     ) {
         Ok(()) => true,
         Err(denied) => {
-            write_error(
-                out,
-                frame.header.message_id,
-                Status::ServerError,
-                &format!("java.lang.SecurityException: {denied}"),
-            );
+            let text = unauthorized(&denied, subject.as_ref(), connection.peer.ip());
+            // Infinispan's admin tasks wrap the denial in a CacheException.
+            let message = if matches!(&frame.request, Request::Exec { task, .. } if task.starts_with("@@"))
+            {
+                format!(
+                    "org.infinispan.commons.CacheException: {text}\njava.lang.SecurityException: {text}"
+                )
+            } else {
+                format!("java.lang.SecurityException: {text}")
+            };
+            write_error(out, frame.header.message_id, Status::ServerError, &message);
             false
         }
     }
+}
+
+/// Infinispan's ISPN000287 text, with the subject as its server prints one to a Hot Rod
+/// client: the user, a principal per role, and the client's address.
+fn unauthorized(
+    denied: &crate::authorization::Denied,
+    subject: Option<&weft_security::Subject>,
+    peer: std::net::IpAddr,
+) -> String {
+    let mut principals = vec![denied.user.clone()];
+    if let Some(subject) = subject {
+        principals.extend(
+            subject
+                .roles()
+                .iter()
+                .map(|role| format!("RolePrincipal{{name='{role}'}}")),
+        );
+    }
+    principals.push(format!("InetAddressPrincipal [address={peer}/{peer}]"));
+    format!(
+        "ISPN000287: Unauthorized access: subject 'Subject with principal(s): [{}]' lacks '{}' permission",
+        principals.join(", "),
+        denied.permission
+    )
 }
 
 /// Answers a request sent before authenticating, as Infinispan does: an error naming it.
@@ -236,18 +265,43 @@ pub(super) fn refuse_unauthenticated(connection: &Connection, frame: &Frame, out
         opcode = frame.request.opcode(),
         "Hot Rod request refused: not authenticated"
     );
+    let opcode = frame.request.opcode();
+    let operation =
+        weft_hotrod::opcode::name(opcode).map_or_else(|| format!("{opcode:#04x}"), str::to_owned);
     write_error(
         out,
         frame.header.message_id,
         Status::ServerError,
         &format!(
-            "ISPN006017: Operation {:#04x} requires authentication",
-            frame.request.opcode()
+            "java.lang.SecurityException: ISPN006017: Operation '{operation}' requires authentication"
         ),
     );
 }
 
 use crate::security::SaslStep;
+
+/// A failed SASL exchange as Infinispan's server (WildFly Elytron) answers it: a wrong
+/// PLAIN password with status 0x84 and Elytron's words; a SCRAM proof (or a bearer token,
+/// or a certificate's identity) that does not check out with 0x85 and ISPN028027. An unknown
+/// user fails as a wrong password does — where Infinispan names it unknown (ELY05161) at
+/// the first SCRAM step, Weft runs the exchange against a decoy, so that nobody can tell
+/// which users exist.
+fn sasl_failure(mechanism: &str, error: &weft_security::sasl::SaslError) -> Failure {
+    use weft_security::sasl::SaslError;
+    match error {
+        SaslError::Failed if mechanism == weft_security::sasl::PLAIN => Failure {
+            status: Status::RequestParsingError,
+            message: "javax.security.sasl.SaslException: ELY05013: Authentication mechanism password not verified".to_owned(),
+        },
+        SaslError::Failed => Failure::server(
+            "java.lang.SecurityException: ISPN028027: Invalid credentials\njavax.security.sasl.SaslException: ELY05055: Authentication rejected (invalid proof)",
+        ),
+        other => Failure {
+            status: Status::RequestParsingError,
+            message: format!("javax.security.sasl.SaslException: {other}"),
+        },
+    }
+}
 
 /// One step of a SASL exchange: a mechanism name starts one (the Java client sends it with
 /// every step; an empty name continues the exchange in progress). Answers `complete` and
@@ -273,6 +327,12 @@ fn auth(
             &connection.offer,
         ) {
             Ok(exchange) => *sasl = Some(exchange),
+            // Infinispan's words for a mechanism it does not offer.
+            Err(weft_security::sasl::SaslError::Unsupported(name)) => {
+                return Err(Failure::server(format!(
+                    "java.lang.IllegalArgumentException: ISPN028028: Invalid mech '{name}'"
+                )));
+            }
             Err(error) => return Err(Failure::server(format!("ISPN006010: {error}"))),
         }
     }
@@ -314,9 +374,7 @@ fn auth(
         }
         SaslStep::Failed(error) => {
             *sasl = None;
-            Err(Failure::server(format!(
-                "ELY05051: Authentication failed: {error}"
-            )))
+            Err(sasl_failure(mechanism, &error))
         }
     }
 }

@@ -186,7 +186,7 @@ pub fn hello(session: &mut Session, args: &[Bytes], reply: &mut Reply<'_>) {
         }
     }
     if !session.authenticated {
-        reply.error("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
+        reply.error("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
         return;
     }
     if let Some(name) = name {

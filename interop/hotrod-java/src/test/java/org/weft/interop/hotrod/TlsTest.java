@@ -44,7 +44,7 @@ import org.junit.jupiter.api.condition.EnabledIfEnvironmentVariable;
  */
 @EnabledIfEnvironmentVariable(named = "WEFT_TLS_DIR", matches = ".+")
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
-// The refusals last: an address that fails again and again is slowed down by the server.
+// The refusals last: a user that fails again and again from one address is slowed down.
 @TestMethodOrder(MethodOrderer.OrderAnnotation.class)
 class TlsTest {
    private static Path dir() {
@@ -240,6 +240,82 @@ class TlsTest {
       assertRefused(() -> overTls(context, "PLAIN", "not-" + password()));
       assertRefused(() -> plaintext("PLAIN", password()));
       assertRefused(Weft::manager);
+   }
+
+   /** The messages of the exception chain `thrown` holds, outermost first. */
+   private static java.util.List<String> chain(Throwable thrown) {
+      java.util.List<String> messages = new java.util.ArrayList<>();
+      for (Throwable cause = thrown; cause != null; cause = cause.getCause()) {
+         messages.add(String.valueOf(cause.getMessage()));
+      }
+      return messages;
+   }
+
+   /** What the client throws when `manager` first reaches the server and writes. */
+   private static Exception refusal(java.util.function.Supplier<RemoteCacheManager> manager) {
+      return assertThrows(Exception.class, () -> {
+         try (RemoteCacheManager refused = manager.get()) {
+            RemoteCache<String, String> cache = refused.getCache();
+            cache.put(Weft.unique("refused"), "v");
+         }
+      });
+   }
+
+   // Proves the client's authentication failures carry Infinispan 15's own words (captured
+   // from its server; docs/protocols.md): a wrong SCRAM proof ISPN028027 with Elytron's
+   // SaslException, a wrong PLAIN password Elytron's ELY05013, and an operation without
+   // authenticating ISPN006017 naming the operation.
+   @Test
+   @Order(7)
+   void authenticationFailuresAreInfinispans() throws Exception {
+      SSLContext context = trusting("ca.pem");
+      // A user of its own: its failures slow down no one else's logins.
+      Exception scram = refusal(() -> overTlsAs("intruder", context, "SCRAM-SHA-512", "not-" + password()));
+      assertTrue(chain(scram).contains("java.lang.SecurityException: ISPN028027: Invalid credentials\n"
+            + "javax.security.sasl.SaslException: ELY05055: Authentication rejected (invalid proof)"),
+            chain(scram).toString());
+      Exception plain = refusal(() -> overTlsAs("intruder", context, "PLAIN", "not-" + password()));
+      assertTrue(chain(plain).contains(
+            "javax.security.sasl.SaslException: ELY05013: Authentication mechanism password not verified"),
+            chain(plain).toString());
+      try (RemoteCacheManager anonymous = Weft.manager(builder -> builder.maxRetries(0))) {
+         RemoteCache<String, String> cache = anonymous.getCache();
+         HotRodClientException refused = assertThrows(HotRodClientException.class,
+               () -> cache.get("k"));
+         assertEquals("java.lang.SecurityException: ISPN006017: Operation 'GET' requires authentication",
+               refused.getMessage());
+      }
+   }
+
+   // Proves authorization failures carry Infinispan's ISPN000287 with the subject as its server
+   // prints it, and the permission it names: WRITE for a put, CREATE for a cache from a
+   // template, ADMIN for one from a configuration of the client's own.
+   @Test
+   @Order(8)
+   void authorizationFailuresAreInfinispans() throws Exception {
+      SSLContext context = trusting("ca.pem");
+      String subject = "'Subject with principal(s): [viewer, RolePrincipal{name='observer'}, "
+            + "InetAddressPrincipal [address=127.0.0.1/127.0.0.1]]'";
+      try (RemoteCacheManager viewer = overTlsAs("viewer", context, "SCRAM-SHA-512", password())) {
+         RemoteCache<String, String> cache = viewer.getCache();
+         HotRodClientException write = assertThrows(HotRodClientException.class,
+               () -> cache.put(Weft.unique("denied"), "v"));
+         assertEquals("java.lang.SecurityException: ISPN000287: Unauthorized access: subject " + subject
+               + " lacks 'WRITE' permission", write.getMessage());
+         HotRodClientException template = assertThrows(HotRodClientException.class,
+               () -> viewer.administration().createCache(Weft.unique("denied"), "org.infinispan.LOCAL"));
+         String create = "ISPN000287: Unauthorized access: subject " + subject + " lacks 'CREATE' permission";
+         assertEquals("org.infinispan.commons.CacheException: " + create + "\njava.lang.SecurityException: "
+               + create, template.getMessage());
+         String name = Weft.unique("denied");
+         HotRodClientException configured = assertThrows(HotRodClientException.class,
+               () -> viewer.administration().createCache(name,
+                     new org.infinispan.commons.configuration.StringConfiguration(
+                           "<local-cache name=\"" + name + "\"/>")));
+         assertTrue(configured.getMessage().startsWith("org.infinispan.commons.CacheException: ISPN000287: "
+               + "Unauthorized access: subject " + subject + " lacks 'ADMIN' permission"),
+               configured.getMessage());
+      }
    }
 
    private static void assertRefused(java.util.function.Supplier<RemoteCacheManager> manager) {
