@@ -86,6 +86,14 @@ pub enum Command {
         /// ignored, so confirmations can be retried).
         phase: Phase,
     },
+    /// A member back from a partition merged what it held of these lost segments of a
+    /// cache into the cluster (`CacheTopology::lost`).
+    Merged {
+        /// The cache.
+        cache: String,
+        /// The segments.
+        segments: Vec<u32>,
+    },
 }
 
 /// Why a command was refused (every node refuses it alike).
@@ -199,6 +207,10 @@ impl ClusterState {
                     Ok(record.topology.confirm(&member, rebalance_id))
                 }
                 Some(_) => Ok(false),
+                None => Err(StateError::NoCache(cache)),
+            },
+            Command::Merged { cache, segments } => match self.caches.get_mut(&cache) {
+                Some(record) => Ok(record.topology.merged(&segments)),
                 None => Err(StateError::NoCache(cache)),
             },
         }

@@ -49,6 +49,13 @@ pub struct CacheTopology {
     pending: Option<ConsistentHash>,
     /// Members that confirmed the current phase of the current rebalance.
     confirmed: BTreeSet<MemberId>,
+    /// Segments that lost every copy with members that left (they start empty at their new
+    /// owners), not yet merged back by a member that held them and returns: the only ones
+    /// where what a member back from a partition holds may fill in what the cluster lacks.
+    /// Everywhere else the members that stayed hold the segment, and their copy — an absence
+    /// included — is the truth.
+    #[serde(default)]
+    lost: BTreeSet<u32>,
 }
 
 impl CacheTopology {
@@ -62,7 +69,22 @@ impl CacheTopology {
             current: hash,
             pending: None,
             confirmed: BTreeSet::new(),
+            lost: BTreeSet::new(),
         }
+    }
+
+    /// Segments that lost every copy and were not merged back since (see the field).
+    #[must_use]
+    pub fn lost(&self) -> &BTreeSet<u32> {
+        &self.lost
+    }
+
+    /// A member back from a partition merged what it held of `segments` into the cluster:
+    /// they are no longer lost. Returns whether that changed anything.
+    pub fn merged(&mut self, segments: &[u32]) -> bool {
+        let before = self.lost.len();
+        self.lost.retain(|segment| !segments.contains(segment));
+        self.lost.len() != before
     }
 
     /// The topology id: it grows with every change.
@@ -209,6 +231,14 @@ impl CacheTopology {
             .filter(|id| !live_ids.contains(id))
             .collect();
         let current = base.without(&gone);
+        for segment in 0..base.segment_count() {
+            if !base.owner_ids(segment).is_empty()
+                && current.owner_ids(segment).is_empty()
+                && let Ok(segment) = u32::try_from(segment)
+            {
+                self.lost.insert(segment);
+            }
+        }
         let target = current.rebalance(live.to_vec())?;
         self.id += 1;
         self.rebalance_id += 1;

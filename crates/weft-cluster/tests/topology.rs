@@ -213,3 +213,43 @@ fn one_join_walks_the_phases() {
     assert!(!topology.members_changed(&[b, a]).unwrap());
     assert_eq!(topology.id(), 5);
 }
+
+// Proves a segment is marked lost exactly when every member holding it leaves at once (its
+// new owners start empty), stays marked through the rebalance, and is unmarked once merged
+// back; a segment that kept a copy is never marked.
+#[test]
+fn segments_that_lost_every_copy_are_marked_until_merged_back() {
+    let members: Vec<Member> = (0..5).map(|i| Member::new(format!("n{i}"))).collect();
+    let hash =
+        ConsistentHash::new(members.clone(), SEGMENTS, Mode::Distributed { owners: 2 }).unwrap();
+    let mut topology = CacheTopology::new(hash.clone());
+    let gone = [MemberId("n0".to_owned()), MemberId("n1".to_owned())];
+    let expected: BTreeSet<u32> = (0..SEGMENTS)
+        .filter(|&s| hash.owner_ids(s).iter().all(|owner| gone.contains(owner)))
+        .map(|s| u32::try_from(s).unwrap())
+        .collect();
+    assert!(
+        !expected.is_empty(),
+        "some segment was owned by n0 and n1 alone"
+    );
+    let live: Vec<Member> = members[2..].to_vec();
+    assert!(topology.members_changed(&live).unwrap());
+    assert_eq!(topology.lost(), &expected);
+    // Through the rebalance's phases.
+    for _ in 0..3 {
+        for member in &live {
+            topology.confirm(&member.id, topology.rebalance_id());
+        }
+    }
+    assert_eq!(topology.phase(), Phase::Stable);
+    assert_eq!(topology.lost(), &expected);
+    let first = *expected.iter().next().unwrap();
+    assert!(topology.merged(&[first]));
+    assert!(!topology.lost().contains(&first));
+    assert!(!topology.merged(&[first]), "merging twice changes nothing");
+
+    // One member gone: every segment kept a copy.
+    let mut kept = CacheTopology::new(hash);
+    assert!(kept.members_changed(&members[1..]).unwrap());
+    assert!(kept.lost().is_empty());
+}

@@ -43,6 +43,12 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 const FETCH_WAIT_MAX: Duration = Duration::from_secs(5);
 /// How often a primary waiting so looks at its routes again.
 const FETCH_WAIT_POLL: Duration = Duration::from_millis(5);
+/// How long a consensus leader goes without a quorum's answer before it steps down: the
+/// followers' own election timeout, so that it steps down about when they would elect.
+const STEP_DOWN_AFTER: Duration = Duration::from_millis(2_000);
+/// The node id of the candidate a leader without a quorum votes for to step down: no member
+/// has it (members' ids are odd).
+const NO_CANDIDATE: NodeId = 0;
 /// How long a leaving node waits for its backups to acknowledge what it ordered.
 const LEAVE_DRAIN_MAX: Duration = Duration::from_secs(3);
 /// How long a leaving node follows the agreed state after its release, until that state
@@ -128,6 +134,9 @@ pub struct Node {
     /// Segments this node fetched in a rebalance and has been a write owner of ever since
     /// (it received every write to them): a restarted rebalance does not fetch them again.
     fetched: Mutex<HashMap<String, HashSet<u32>>>,
+    /// Caches this node was re-admitted to after being cut off: what it holds of their lost
+    /// segments fills them in (see [`Node::merge_policy`]).
+    rejoined: Mutex<HashSet<String>>,
     /// Clustered caches this node removed as the cluster agreed (until one by the same name
     /// is created again). A change or operation for a cache this node lacks is dropped or
     /// refused only when the cache is here: for any other, this node has not applied the
@@ -195,6 +204,7 @@ impl Node {
             chunk_entries: transfer.0.max(1),
             fetch_rate: transfer.1,
             fetched: Mutex::new(HashMap::new()),
+            rejoined: Mutex::new(HashSet::new()),
             removed: Mutex::new(HashSet::new()),
             functions,
             events: crate::events::Events::default(),
@@ -208,19 +218,54 @@ impl Node {
         self.admitted.load(std::sync::atomic::Ordering::SeqCst)
     }
 
-    /// How what this node held of `local` is merged into the cluster after it was cut off:
-    /// by the cache's merge policy when both sides may have taken writes
-    /// (`ALLOW_READ_WRITES`); otherwise this side accepted no write of its own, so nothing it
-    /// holds may overwrite what the others hold — not even a copy with a higher version (one
-    /// applied here but never acknowledged) — and it only fills in keys the cluster lacks
-    /// (`PREFERRED_NON_NULL`): entries of segments whose every owner was on this side, which
-    /// the others lost, come back.
-    fn merge_policy(&self, local: &weft_core::Cache) -> weft_core::MergePolicy {
+    /// How what this node held of `segment` of `local` (of every segment it does not own,
+    /// for `None`) is merged into the cluster after it was cut off: by the cache's merge
+    /// policy when both sides may have taken writes (`ALLOW_READ_WRITES`). Otherwise this
+    /// side accepted no write of its own, so nothing it holds may overwrite what the others
+    /// hold — not even a copy with a higher version (one applied here but never
+    /// acknowledged): where the others kept the segment, their copy is the truth, absences
+    /// included — a key they removed meanwhile stays removed (`PREFERRED_ALWAYS`); only in a
+    /// segment whose every owner was on this side, which the others lost
+    /// (`CacheTopology::lost`), does what this node held fill in what the cluster lacks
+    /// (`PREFERRED_NON_NULL`).
+    fn merge_policy(
+        &self,
+        local: &weft_core::Cache,
+        segment: Option<u32>,
+    ) -> weft_core::MergePolicy {
         let handling = &local.config().partition_handling;
         if handling.when_split == weft_core::WhenSplit::AllowReadWrites {
-            handling.merge_policy
-        } else {
-            weft_core::MergePolicy::PreferredNonNull
+            return handling.merge_policy;
+        }
+        match segment {
+            Some(segment) if self.lost_segments(local.name()).contains(&segment) => {
+                weft_core::MergePolicy::PreferredNonNull
+            }
+            _ => weft_core::MergePolicy::PreferredAlways,
+        }
+    }
+
+    /// The segments of `cache` that lost every copy and were not merged back since, as
+    /// agreed.
+    fn lost_segments(&self, cache: &str) -> BTreeSet<u32> {
+        self.state()
+            .cache(cache)
+            .map(|record| record.topology.lost().clone())
+            .unwrap_or_default()
+    }
+
+    /// Tells the cluster that this node merged what it held of these lost `segments` of
+    /// `cache` back: they are lost no more (see [`Node::merge_policy`]).
+    async fn merged_lost(&self, cache: &str, segments: Vec<u32>) {
+        if segments.is_empty() {
+            return;
+        }
+        let command = Command::Merged {
+            cache: cache.to_owned(),
+            segments,
+        };
+        if let Err(error) = self.propose(command).await {
+            tracing::warn!(cache, %error, "could not record segments merged back");
         }
     }
 
@@ -632,6 +677,7 @@ impl Node {
     async fn watch_partitions(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
         loop {
             self.assess().await;
+            self.follow_quorum().await;
             tokio::select! {
                 () = tokio::time::sleep(TICK) => {}
                 () = self.view_changed.notified() => {}
@@ -704,6 +750,73 @@ impl Node {
                     None => tracing::info!(cache = %name, "cache available again"),
                 }
             }
+        }
+    }
+
+    /// What consensus does when this node is cut off from a majority of the voters, as
+    /// Raft's check-quorum and pre-vote would have it (openraft 0.9 has neither):
+    ///
+    /// * A leader that has heard from no quorum for [`STEP_DOWN_AFTER`] steps down, so that
+    ///   it stops taking proposals it can never commit (they fail and are sent elsewhere
+    ///   instead of waiting for ever) and stops naming itself coordinator. It does so by
+    ///   granting a vote, at the next term, to a candidate that does not exist (node id 0;
+    ///   every member's is odd, see `raft_id`): openraft then makes it a follower, as a real
+    ///   candidate's vote would. The vote commits it to no real candidate (every one the
+    ///   majority elects at that term or later ranks above it) and leaves its log alone.
+    /// * A node — leader or not — that sees no majority of the voters does not campaign:
+    ///   its elections could not win, and the terms they raised would depose the majority's
+    ///   leader the moment the partition heals.
+    async fn follow_quorum(&self) {
+        let metrics = self.raft.metrics().borrow().clone();
+        let voters: Vec<NodeId> = metrics.membership_config.membership().voter_ids().collect();
+        if voters.len() < 2 {
+            self.raft.runtime_config().elect(true);
+            return;
+        }
+        let mut in_view: HashSet<String> = self
+            .view
+            .read()
+            .iter()
+            .map(|peer| peer.name.clone())
+            .collect();
+        in_view.insert(self.me.name.clone());
+        let state = self.state();
+        let reachable = voters
+            .iter()
+            .filter(|&&voter| {
+                voter == self.me.raft_id
+                    || state
+                        .nodes()
+                        .values()
+                        .any(|node| node.raft_id == voter && in_view.contains(&node.name))
+            })
+            .count();
+        self.raft
+            .runtime_config()
+            .elect(reachable * 2 > voters.len());
+        if metrics.state != ServerState::Leader {
+            return;
+        }
+        let Some(silent_ms) = metrics.millis_since_quorum_ack else {
+            return;
+        };
+        if u128::from(silent_ms) < STEP_DOWN_AFTER.as_millis() {
+            return;
+        }
+        let last_log = self.raft.data_metrics().borrow().last_log;
+        let nobody = openraft::raft::VoteRequest::new(
+            openraft::Vote::new(metrics.current_term + 1, NO_CANDIDATE),
+            last_log,
+        );
+        match self.raft.vote(nobody).await {
+            Ok(answer) if answer.vote_granted => tracing::warn!(
+                silent_ms,
+                term = metrics.current_term,
+                "stepped down as coordinator: no quorum of the voters answered"
+            ),
+            // Refused while its own lease runs: tried again next tick.
+            Ok(_) => {}
+            Err(error) => tracing::debug!(%error, "could not step down"),
         }
     }
 
@@ -1095,6 +1208,7 @@ impl Node {
                     self.replication.members_changed(&names);
                 }
                 Effect::Available { cache } => {
+                    self.rejoined.lock().insert(cache.clone());
                     if self.routing.set_degraded(&cache, None) {
                         tracing::info!(cache = %cache, "cache available again: re-admitted to the cluster");
                     }
@@ -1240,9 +1354,24 @@ impl Node {
                 return;
             };
             let me = MemberId(node.me.name.clone());
-            let how = match (merge, node.merge_policy(&local)) {
+            let mut segments: Vec<u32> = (0..local.segment_count())
+                .filter(|&s| merge == Merge::All || !hash.owner_ids(s as usize).contains(&&me))
+                .collect();
+            let splits_deny = local.config().partition_handling.when_split
+                != weft_core::WhenSplit::AllowReadWrites;
+            let how = match (merge, node.merge_policy(&local, None)) {
                 (Merge::All, _) | (Merge::Unowned, weft_core::MergePolicy::None) => {
                     MergeHow::Newest
+                }
+                // This side took no writes: only segments the others lost are filled in.
+                (Merge::Unowned, _) if splits_deny => {
+                    let lost = node.lost_segments(&cache);
+                    segments.retain(|segment| lost.contains(segment));
+                    if segments.is_empty() {
+                        node.drop_unowned(&cache, &hash);
+                        return;
+                    }
+                    MergeHow::IfAbsent
                 }
                 (Merge::Unowned, weft_core::MergePolicy::PreferredNonNull) => MergeHow::IfAbsent,
                 (Merge::Unowned, weft_core::MergePolicy::RemoveAll) => MergeHow::RemoveIfDifferent,
@@ -1251,9 +1380,11 @@ impl Node {
                     return;
                 }
             };
-            let segments: Vec<u32> = (0..local.segment_count())
-                .filter(|&s| merge == Merge::All || !hash.owner_ids(s as usize).contains(&&me))
-                .collect();
+            let filled = if splits_deny && merge == Merge::Unowned {
+                segments.clone()
+            } else {
+                Vec::new()
+            };
             tracing::info!(cache = %cache, segments = segments.len(), ?merge, "merging what this node holds into the cluster");
             let mut sent = 0u64;
             for segment in segments {
@@ -1272,6 +1403,7 @@ impl Node {
             }
             node.drop_unowned(&cache, &hash);
             tracing::info!(cache = %cache, sent, "merged what this node held into the cluster");
+            node.merged_lost(&cache, filled).await;
         });
     }
 
@@ -1452,7 +1584,10 @@ impl Node {
             .routing
             .node(source)
             .ok_or_else(|| crate::GridError::Cluster(format!("{source} is not a member")))?;
-        let policy = self.merge_policy(local);
+        let policy = self.merge_policy(local, Some(segment));
+        let fills_lost = policy == weft_core::MergePolicy::PreferredNonNull
+            && local.config().partition_handling.when_split
+                != weft_core::WhenSplit::AllowReadWrites;
         // What this node held of the segment before: after a partition, entries the
         // preferred side (the one that kept the cluster) no longer has, or has otherwise.
         let mut held: HashMap<Vec<u8>, weft_core::CacheEntry> = local
@@ -1531,6 +1666,7 @@ impl Node {
             }
         }
         // Entries only this node held.
+        let held_only_empty = held.is_empty();
         for (key, entry) in held {
             if touched(&key) {
                 continue;
@@ -1576,6 +1712,9 @@ impl Node {
                     local.apply_remote(&key, RemoteChange::Remove)?;
                 }
             }
+        }
+        if fills_lost && !held_only_empty && self.rejoined.lock().contains(cache) {
+            self.merged_lost(cache, vec![segment]).await;
         }
         Ok(())
     }

@@ -4,8 +4,8 @@
 //! refuse reads and writes with a clear error, with ALLOW_READS they refuse writes only, with
 //! ALLOW_READ_WRITES they take writes — while the other two go on. When the link comes back,
 //! the node rejoins and serves the values written while it was cut off, not its stale ones,
-//! and what it wrote meanwhile is merged by PREFERRED_NON_NULL: the majority's values win,
-//! keys only the minority wrote are kept.
+//! keys deleted while it was cut off stay deleted, and what it wrote meanwhile is merged by
+//! PREFERRED_NON_NULL: the majority's values win, keys only the minority wrote are kept.
 //!
 //! Each node also has a client link straight to the test's namespace (addresses in the
 //! test's own namespace: two runs at once would clash), which the partition leaves up.
@@ -253,9 +253,6 @@ fn resp(addr: SocketAddr, args: &[&str]) -> String {
     line
 }
 
-// Proves a node cut off from the others goes DEGRADED and refuses reads and writes with a
-// clear error while the majority goes on, and after the cut heals serves the majority's
-// writes, not its stale values.
 /// The labs use the same addresses in the test's namespace: one at a time.
 static LAB: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
@@ -428,6 +425,15 @@ fn merge_policies_reconcile_what_both_sides_wrote() {
     }
 }
 
+/// Keys from this one on are deleted by the majority during the cut (those before it are
+/// overwritten).
+const DELETED_FROM: usize = 40;
+
+// Proves a node cut off from the others goes DEGRADED and refuses reads and writes
+// (DENY_READ_WRITES) or writes (ALLOW_READS) with a clear error while the majority goes on,
+// and after the cut heals serves the majority's writes, not its stale values; keys the
+// majority deleted meanwhile stay deleted (node-2's copies do not come back); ALLOW_READ_WRITES
+// merges by PREFERRED_NON_NULL; no acknowledged INCR is rolled back or repeated.
 #[test]
 fn a_minority_partition_refuses_and_heals_without_stale_reads() {
     let Some((_guard, mut lab)) = lab_for_test() else {
@@ -518,15 +524,17 @@ fn a_minority_partition_refuses_and_heals_without_stale_reads() {
             })
         },
     );
+    // The majority overwrites some keys and deletes the others (DENY_READ_WRITES and
+    // ALLOW_READS): node-2 still holds them all as they were before the cut.
     for k in 0..60 {
-        assert_eq!(
-            resp(clients[k % 2], &["SET", &format!("k{k}"), "after"]),
-            "+OK"
-        );
-        assert_eq!(
-            resp_in(clients[k % 2], "2", &["SET", &format!("k{k}"), "after"]),
-            "+OK"
-        );
+        let key = format!("k{k}");
+        if k < DELETED_FROM {
+            assert_eq!(resp(clients[k % 2], &["SET", &key, "after"]), "+OK");
+        } else {
+            assert_eq!(resp(clients[k % 2], &["DEL", &key]), ":1");
+            assert_eq!(resp_in(clients[k % 2], "1", &["DEL", &key]), ":1");
+        }
+        assert_eq!(resp_in(clients[k % 2], "2", &["SET", &key, "after"]), "+OK");
     }
 
     // Heal: node-2 comes back, is re-admitted and fetches what it owns again.
@@ -539,7 +547,7 @@ fn a_minority_partition_refuses_and_heals_without_stale_reads() {
         })
     });
     for client in &clients {
-        for k in 0..60 {
+        for k in 0..DELETED_FROM {
             let got = resp(*client, &["GET", &format!("k{k}")]);
             if got != "after" {
                 let everywhere: Vec<String> = clients
@@ -549,6 +557,28 @@ fn a_minority_partition_refuses_and_heals_without_stale_reads() {
                 panic!("k{k} via {client}: {got}; through each node: {everywhere:?}");
             }
         }
+    }
+    // What the majority deleted stays deleted, through every node, in both caches — also
+    // once node-2's merge has run (it runs as node-2 fetches its segments again and once the
+    // topology is stable): watched for a while.
+    let watch_until = Instant::now() + Duration::from_secs(8);
+    while Instant::now() < watch_until {
+        for client in &clients {
+            for k in DELETED_FROM..60 {
+                let key = format!("k{k}");
+                assert_eq!(
+                    resp(*client, &["GET", &key]),
+                    "$-1",
+                    "{key}, deleted by the majority during the cut, through {client}"
+                );
+                assert_eq!(
+                    resp_in(*client, "1", &["GET", &key]),
+                    "$-1",
+                    "ALLOW_READS {key}, deleted by the majority during the cut, through {client}"
+                );
+            }
+        }
+        std::thread::sleep(Duration::from_millis(500));
     }
     std::thread::sleep(Duration::from_secs(1));
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
@@ -836,4 +866,101 @@ fn every_node_cut_off_degrades_and_heals() {
         }
     }
     eprintln!("every node DEGRADED {degraded_after:?} after the cut");
+}
+
+/// The coordinator (consensus leader) a node names, if any.
+fn coordinator(addr: SocketAddr) -> Option<Option<String>> {
+    let report = http_get(addr, "/rest/v2/cluster/topology")?;
+    Some(report["coordinator"].as_str().map(str::to_owned))
+}
+
+// Proves a coordinator cut off from the others steps down (it names no coordinator within a
+// few seconds, instead of leading a cluster it cannot reach), the majority elects another
+// and serves writes to every segment again, and after the heal there is one coordinator, the
+// majority's. Prints how long each took.
+#[test]
+fn a_cut_off_coordinator_steps_down_and_the_majority_serves() {
+    let Some((_guard, mut lab)) = lab_for_test() else {
+        return;
+    };
+    let caches = "[caches.default]\nmode = \"distributed\"\nowners = 2\nsegments = 32\n";
+    let (_dir, clients) = start_lab(&mut lab, caches, 1);
+    let mut leader = None;
+    wait("a coordinator", Duration::from_secs(30), || {
+        leader = coordinator(clients[0]).flatten().and_then(|name| {
+            name.strip_prefix("node-")
+                .and_then(|i| i.parse::<usize>().ok())
+        });
+        leader.is_some()
+    });
+    let cut = leader.unwrap();
+    let majority: Vec<SocketAddr> = (0..3).filter(|&i| i != cut).map(|i| clients[i]).collect();
+    let cut_name = format!("node-{cut}");
+
+    lab.cut(cut, false);
+    let cut_at = Instant::now();
+    let (mut stepped_down, mut elected, mut serving) = (None, None, None);
+    let mut round = 0u64;
+    while (stepped_down.is_none() || elected.is_none() || serving.is_none())
+        && cut_at.elapsed() < Duration::from_secs(60)
+    {
+        if stepped_down.is_none()
+            && coordinator(clients[cut]).is_some_and(|named| named.as_deref() != Some(&cut_name))
+        {
+            stepped_down = Some(cut_at.elapsed());
+        }
+        if elected.is_none() {
+            let named: Vec<Option<String>> =
+                majority.iter().map(|c| coordinator(*c).flatten()).collect();
+            if named[0].is_some() && named[0] == named[1] && named[0].as_deref() != Some(&cut_name)
+            {
+                elected = Some(cut_at.elapsed());
+            }
+        }
+        if elected.is_some() && serving.is_none() {
+            // Writes to every segment (64 keys over 32 segments), through both nodes.
+            round += 1;
+            let all_written = (0..64).all(|k| {
+                let key = format!("serve-{round}-{k}");
+                resp(majority[k % 2], &["SET", &key, "v"]) == "+OK"
+            });
+            if all_written {
+                serving = Some(cut_at.elapsed());
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    eprintln!(
+        "coordinator {cut_name} cut off: stepped down after {stepped_down:?}, the majority elected another after {elected:?} and served writes to every segment after {serving:?}"
+    );
+    let stepped_down = stepped_down.expect("the cut-off coordinator still names itself");
+    let elected = elected.expect("the majority elected no coordinator");
+    let serving = serving.expect("the majority did not serve every segment again");
+    assert!(
+        stepped_down < Duration::from_secs(8),
+        "stepped down after {stepped_down:?}"
+    );
+    assert!(
+        elected < Duration::from_secs(10),
+        "elected after {elected:?}"
+    );
+    assert!(
+        serving < Duration::from_secs(30),
+        "served after {serving:?}"
+    );
+
+    let majority_coordinator = coordinator(majority[0]).flatten();
+    lab.cut(cut, false);
+    lab.cut(cut, true);
+    wait_healed(&clients);
+    wait("one coordinator", Duration::from_secs(20), || {
+        let named: Vec<Option<String>> =
+            clients.iter().map(|c| coordinator(*c).flatten()).collect();
+        named.iter().all(|n| n.is_some() && *n == named[0])
+    });
+    assert_eq!(
+        coordinator(clients[cut]).flatten(),
+        majority_coordinator,
+        "the healed node deposed the majority's coordinator"
+    );
 }
