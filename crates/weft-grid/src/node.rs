@@ -1177,8 +1177,15 @@ impl Node {
     fn carry_out(self: &Arc<Self>, state: &ClusterState, effects: Vec<Effect>) {
         let me = MemberId(self.me.name.clone());
         let mut failed: HashSet<String> = HashSet::new();
+        let leaving = self.routing.is_leaving();
         for effect in effects {
             match effect {
+                // A leaving node takes over nothing and takes no part in moving segments: it
+                // follows the agreed state only to route what still reaches it (and its
+                // proposals would race the consensus it is about to stop).
+                Effect::Transfer { .. } | Effect::Propose(_) | Effect::Merge { .. } if leaving => {
+                    tracing::debug!("leaving: a transfer, merge or proposal not carried out");
+                }
                 Effect::Fence => {
                     if self.routing.is_leaving() {
                         tracing::debug!("this node is out of the agreed members");
