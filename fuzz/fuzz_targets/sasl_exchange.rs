@@ -3,7 +3,7 @@
 //! bytes into messages. OAUTHBEARER's tokens are checked against a JWKS holding a public key
 //! whose private key nobody has (the P-256 generator point).
 //!
-//! Checks: no panic; an exchange that failed or ended refuses every later message; nothing
+//! Checks: no panic (reading whose credential a message presents, nor stepping); an exchange that failed or ended refuses every later message; nothing
 //! authenticates without the password or a token the key signed (the fuzzer has neither).
 #![no_main]
 
@@ -55,6 +55,9 @@ fuzz_target!(|data: &[u8]| {
     };
     let mut over = false;
     for message in rest.split(|&b| b == 0xff) {
+        // Whose credential the step would check (the throttle's key): any message is read
+        // without a panic.
+        let _ = exchange.checks(message);
         match exchange.step(&REALM, message) {
             Ok(Step::Continue(_)) => assert!(!over, "answered after the end"),
             Ok(Step::Done { .. }) => panic!("authenticated without the password or a signed token"),
