@@ -91,7 +91,10 @@ struct Hello {
 const HELLO_TTL: Duration = Duration::from_secs(3);
 
 /// Keys of one segment changed by replication during its transfer.
-type TouchedKeys = HashSet<Vec<u8>>;
+/// Per fetch of a segment running (a rebalance's, and maybe one of the rebalance it
+/// replaced, still finishing), the keys replication changed since that fetch began: its
+/// pages must not overwrite them.
+type TouchedKeys = Vec<(u64, HashSet<Vec<u8>>)>;
 
 /// This node's cluster role.
 pub struct Node {
@@ -119,6 +122,8 @@ pub struct Node {
     /// Keys changed by replication while their segment is being fetched: the fetched copy
     /// of such a key is older and must not overwrite (or resurrect) it.
     touched: Mutex<HashMap<(String, u32), TouchedKeys>>,
+    /// Ids of segment fetches (see [`TouchedKeys`]).
+    fetch_ids: std::sync::atomic::AtomicU64,
     /// This node's decisions about each agreed state (shared with the simulator).
     engine: Mutex<Engine>,
     progress: Mutex<BTreeMap<String, TransferProgress>>,
@@ -198,6 +203,7 @@ impl Node {
             hellos: Mutex::new(HashMap::new()),
             inbound: Mutex::new(HashMap::new()),
             touched: Mutex::new(HashMap::new()),
+            fetch_ids: std::sync::atomic::AtomicU64::new(0),
             progress: Mutex::new(BTreeMap::new()),
             departed: Mutex::new(HashSet::new()),
             admitted: std::sync::atomic::AtomicBool::new(false),
@@ -704,6 +710,11 @@ impl Node {
     }
 
     async fn tick(self: &Arc<Self>) -> crate::Result<()> {
+        if self.routing.is_leaving() {
+            // A leaving node defines nothing and leads nothing: as the coordinator it would
+            // add itself back to the members it has just left (`Node::leave` releases it).
+            return Ok(());
+        }
         self.retry_rebalances();
         let peers: Vec<SocketAddr> = self.view.read().iter().map(|peer| peer.addr).collect();
         self.greet(&peers).await;
@@ -1263,8 +1274,11 @@ impl Node {
                         .is_some_and(|local| local.config().reads == weft_core::Reads::AnyOwner);
                     let route = Arc::new(route);
                     // A fetched segment stays good only while this node keeps receiving its
-                    // writes; once the move ends, nothing is pending.
-                    if let Some(done) = self.fetched.lock().get_mut(&cache) {
+                    // writes; once the move ends, nothing is pending. Installed under the
+                    // same lock a transfer records a fetched segment under, so that a fetch
+                    // that ends as this route comes in is judged by it (`Node::transfer`).
+                    let mut fetched = self.fetched.lock();
+                    if let Some(done) = fetched.get_mut(&cache) {
                         if topology.phase() == Phase::Stable {
                             done.clear();
                         } else {
@@ -1276,6 +1290,7 @@ impl Node {
                         }
                     }
                     self.routing.install(&cache, route);
+                    drop(fetched);
                     tracing::info!(cache = %cache, topology = topology.id(), phase = ?topology.phase(), "installed topology");
                 }
                 Effect::Transfer {
@@ -1516,9 +1531,7 @@ impl Node {
                 }
                 continue;
             }
-            self.touched
-                .lock()
-                .insert((cache.to_owned(), segment), HashSet::new());
+            let fetch_id = self.fetch_started(cache, segment);
             if sources.is_empty() {
                 // Every copy left with its owners: the segment starts empty here.
                 tracing::error!(
@@ -1526,7 +1539,7 @@ impl Node {
                     segment,
                     "no member holds the segment any more; its entries are lost"
                 );
-                self.touched.lock().remove(&(cache.to_owned(), segment));
+                self.fetch_ended(cache, segment, fetch_id);
                 if let Some(progress) = self.progress.lock().get_mut(cache) {
                     progress.segments_done += 1;
                 }
@@ -1535,11 +1548,11 @@ impl Node {
             let mut done = false;
             for source in sources {
                 if self.routing_stale(cache, rebalance_id) {
-                    self.touched.lock().remove(&(cache.to_owned(), segment));
+                    self.fetch_ended(cache, segment, fetch_id);
                     return false;
                 }
                 match self
-                    .fetch(cache, rebalance_id, segment, &source, &local)
+                    .fetch(cache, rebalance_id, segment, fetch_id, &source, &local)
                     .await
                 {
                     Ok(()) => {
@@ -1551,22 +1564,62 @@ impl Node {
                     }
                 }
             }
-            self.touched.lock().remove(&(cache.to_owned(), segment));
+            self.fetch_ended(cache, segment, fetch_id);
             if !done {
                 // Every owner is gone: the membership change restarts the rebalance.
                 tracing::warn!(cache, segment, "no owner could send the segment");
                 return false;
             }
-            self.fetched
-                .lock()
-                .entry(cache.to_owned())
-                .or_default()
-                .insert(segment);
+            {
+                // Remembered as fetched (a restarted rebalance skips it) only if no newer
+                // rebalance was installed meanwhile: one that came while the fetch ran may
+                // have taken the segment's writes away from this node (for a moment, or
+                // for good) before the route now installed gave them back, and the copy
+                // then misses them; the newer rebalance's transfer fetches it again.
+                let mut fetched = self.fetched.lock();
+                let me = MemberId(self.me.name.clone());
+                let still_fed = self.routing.cache(cache).is_some_and(|route| {
+                    route.topology.rebalance_id() == rebalance_id
+                        && route.topology.phase() != Phase::Stable
+                        && route
+                            .segment(segment)
+                            .is_some_and(|owners| owners.write.contains(&me))
+                });
+                if still_fed {
+                    fetched.entry(cache.to_owned()).or_default().insert(segment);
+                }
+            }
             if let Some(progress) = self.progress.lock().get_mut(cache) {
                 progress.segments_done += 1;
             }
         }
         true
+    }
+
+    /// A fetch of `segment` of `cache` begins: from now on replication records the keys it
+    /// changes for it. Its id.
+    fn fetch_started(&self, cache: &str, segment: u32) -> u64 {
+        let id = self
+            .fetch_ids
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.touched
+            .lock()
+            .entry((cache.to_owned(), segment))
+            .or_default()
+            .push((id, HashSet::new()));
+        id
+    }
+
+    /// The fetch `id` of `segment` of `cache` ended: its touched keys are forgotten.
+    fn fetch_ended(&self, cache: &str, segment: u32, id: u64) {
+        let mut touched = self.touched.lock();
+        let key = (cache.to_owned(), segment);
+        if let Some(fetches) = touched.get_mut(&key) {
+            fetches.retain(|(fetch, _)| *fetch != id);
+            if fetches.is_empty() {
+                touched.remove(&key);
+            }
+        }
     }
 
     /// Whether a newer rebalance replaced `rebalance_id`.
@@ -1584,6 +1637,7 @@ impl Node {
         cache: &str,
         rebalance: u32,
         segment: u32,
+        fetch_id: u64,
         source: &MemberId,
         local: &weft_core::Cache,
     ) -> crate::Result<()> {
@@ -1605,7 +1659,8 @@ impl Node {
             self.touched
                 .lock()
                 .get(&(cache.to_owned(), segment))
-                .is_some_and(|keys| keys.contains(key))
+                .and_then(|fetches| fetches.iter().find(|(id, _)| *id == fetch_id))
+                .is_some_and(|(_, keys)| keys.contains(key))
         };
         let mut conflicts = Vec::new();
         let mut after: Option<Vec<u8>> = None;
@@ -1674,6 +1729,7 @@ impl Node {
         }
         // Entries only this node held.
         let held_only_empty = held.is_empty();
+        let mut removed = 0u64;
         for (key, entry) in held {
             if touched(&key) {
                 continue;
@@ -1681,6 +1737,7 @@ impl Node {
             match policy {
                 weft_core::MergePolicy::PreferredAlways | weft_core::MergePolicy::RemoveAll => {
                     applying_remote(|| local.apply_remote(&key, RemoteChange::Remove))?;
+                    removed += 1;
                 }
                 weft_core::MergePolicy::None | weft_core::MergePolicy::PreferredNonNull => {
                     // The preferred side has none: this node's entry goes to the cluster
@@ -1719,6 +1776,15 @@ impl Node {
                     local.apply_remote(&key, RemoteChange::Remove)?;
                 }
             }
+        }
+        if removed > 0 {
+            tracing::info!(
+                cache,
+                segment,
+                source = %source,
+                removed,
+                "removed entries of a fetched segment its primary does not hold"
+            );
         }
         if fills_lost && !held_only_empty && self.rejoined.lock().contains(cache) {
             self.merged_lost(cache, vec![segment]).await;
@@ -2348,9 +2414,12 @@ fn apply_in_order(
             // Empty but while segments move: no lookup key is built for it otherwise.
             let mut touched = node.touched.lock();
             if !touched.is_empty()
-                && let Some(keys) = touched.get_mut(&(replica.cache.to_string(), replica.segment))
+                && let Some(fetches) =
+                    touched.get_mut(&(replica.cache.to_string(), replica.segment))
             {
-                keys.insert(replica.key.clone());
+                for (_, keys) in fetches {
+                    keys.insert(replica.key.clone());
+                }
             }
         }
         let change = match &replica.entry {

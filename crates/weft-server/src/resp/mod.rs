@@ -120,13 +120,8 @@ async fn serve_session(
                     if context.pause.in_force().is_some() {
                         // CLIENT PAUSE: what came before goes out, then this waits.
                         let write = clients::paused_as_write(&session, &request.args);
-                        if !output.is_empty() {
-                            if !crate::settle(&mut unsettled, peer).await
-                                || stream.send(&output).await.is_err()
-                            {
-                                return;
-                            }
-                            output.clear();
+                        if !send_settled(&mut stream, &mut output, &mut unsettled, peer).await {
+                            return;
                         }
                         tokio::select! {
                             biased;
@@ -176,13 +171,8 @@ async fn serve_session(
                         // replies before go out, and the command runs again when due.
                         while let Some(due) = session.auth_wait.take() {
                             unsettled.merge(durability);
-                            if !output.is_empty() {
-                                if !crate::settle(&mut unsettled, peer).await
-                                    || stream.send(&output).await.is_err()
-                                {
-                                    return;
-                                }
-                                output.clear();
+                            if !send_settled(&mut stream, &mut output, &mut unsettled, peer).await {
+                                return;
                             }
                             tokio::select! {
                                 biased;
@@ -216,13 +206,8 @@ async fn serve_session(
                     }
                     if session.blocked.is_some() || blocked_elsewhere.is_some() {
                         // Replies to earlier requests go out before the client waits.
-                        if !output.is_empty() {
-                            if !crate::settle(&mut unsettled, peer).await
-                                || stream.send(&output).await.is_err()
-                            {
-                                return;
-                            }
-                            output.clear();
+                        if !send_settled(&mut stream, &mut output, &mut unsettled, peer).await {
+                            return;
                         }
                         let mut blocked = Blocked {
                             stream: &mut stream,
@@ -305,6 +290,24 @@ async fn serve_session(
             }
         }
     }
+}
+
+/// Sends the replies in `output`, if any, once the writes they acknowledge are durable;
+/// false when the connection must close (a write not made durable, or a failed send).
+async fn send_settled(
+    stream: &mut Conn,
+    output: &mut BytesMut,
+    unsettled: &mut Durability,
+    peer: SocketAddr,
+) -> bool {
+    if output.is_empty() {
+        return true;
+    }
+    if !crate::settle(unsettled, peer).await || stream.send(output).await.is_err() {
+        return false;
+    }
+    output.clear();
+    true
 }
 
 /// Runs DBSIZE, KEYS, FLUSHDB or FLUSHALL across the cluster and appends the reply.
