@@ -123,7 +123,7 @@ pub enum Login {
     /// Not checked yet: this user failed too often from this address lately. Present the
     /// same credentials again at this instant (the connection waits; nothing was checked).
     Wait(Instant),
-    /// Not checked: the wait would have been longer than [`ATTEMPT_WAIT_MAX`]. The client
+    /// Not checked: the wait would have been longer than the longest allowed (10 s). The client
     /// may try again after this long; the refusal must say it was throttled, not wrong.
     Throttled(Duration),
 }
@@ -186,8 +186,12 @@ impl Attempt {
 /// pair's failures (it proves the password known, so guessing it further is moot).
 #[derive(Debug, Default)]
 pub(crate) struct Throttle {
-    pairs: Mutex<HashMap<(IpAddr, Option<Box<str>>), Bucket>>,
+    pairs: Mutex<HashMap<PairKey, Bucket>>,
 }
+
+/// A client address and the user name it presents (`None`: the address' shared allowance,
+/// for names past [`THROTTLED_PAIRS_MAX`]).
+type PairKey = (IpAddr, Option<Box<str>>);
 
 /// One pair's attempts not yet forgiven, as of `at`.
 #[derive(Debug, Clone, Copy)]
@@ -221,11 +225,11 @@ impl Throttle {
     /// The key of `user` from `address`: its own pair, or — when the table is full — the
     /// address' shared one.
     fn key(
-        pairs: &mut HashMap<(IpAddr, Option<Box<str>>), Bucket>,
+        pairs: &mut HashMap<PairKey, Bucket>,
         address: IpAddr,
         user: &str,
         now: Instant,
-    ) -> (IpAddr, Option<Box<str>>) {
+    ) -> PairKey {
         let own = (address, Some(Box::<str>::from(user)));
         if pairs.len() < THROTTLED_PAIRS_MAX || pairs.contains_key(&own) {
             return own;
