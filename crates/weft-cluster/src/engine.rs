@@ -188,6 +188,12 @@ impl Engine {
         self.admitted
     }
 
+    /// Whether any state transfer of this member is under way.
+    #[must_use]
+    pub fn transferring_any(&self) -> bool {
+        !self.transfers_running.is_empty()
+    }
+
     /// Whether a transfer for `rebalance` of `cache` is under way.
     #[must_use]
     pub fn transferring(&self, cache: &str, rebalance: u32) -> bool {

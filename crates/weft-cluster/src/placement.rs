@@ -11,6 +11,21 @@ pub struct SegmentRoute {
     pub read: Vec<MemberId>,
     /// Members every write must reach; the first orders them.
     pub write: Vec<MemberId>,
+    /// The first write owner hands the ordering of the segment's writes over to another
+    /// member at the next phase ([`Phase::ReadAllWriteAll`], the primary changes): it
+    /// takes no new write meanwhile, so that what it ordered reaches every owner before the
+    /// next primary orders any (see [`SegmentRoute::orders`]).
+    pub hands_over: bool,
+}
+
+impl SegmentRoute {
+    /// Whether `member` orders the segment's writes now: it is the first write owner and
+    /// is not handing the segment over. Writes that reach any other member are refused
+    /// there, and their senders route them again.
+    #[must_use]
+    pub fn orders(&self, member: &MemberId) -> bool {
+        !self.hands_over && self.write.first() == Some(member)
+    }
 }
 
 /// A clustered cache's installed topology.
@@ -35,6 +50,11 @@ impl CacheRoute {
             .map(|segment| SegmentRoute {
                 read: topology.read_owners(segment),
                 write: topology.write_owners(segment),
+                hands_over: topology.phase() == Phase::ReadAllWriteAll
+                    && topology.pending().is_some_and(|pending| {
+                        pending.owner_ids(segment).first()
+                            != topology.current().owner_ids(segment).first()
+                    }),
             })
             .collect();
         let reads_any_owner = topology.current().mode() == crate::Mode::Replicated;
@@ -246,5 +266,61 @@ mod tests {
             fetch_answer(Some(&newer), &me, 0, installed),
             FetchAnswer::Stale
         );
+    }
+
+    // Proves the primary of a segment that moves takes no write during ReadAllWriteAll (it
+    // hands the segment over), and the next one orders them from ReadNewWriteAll on: no
+    // phase has two members ordering one segment's writes.
+    #[test]
+    fn a_moving_segment_is_ordered_by_one_member_at_a_time() {
+        let start = route(Mode::Distributed { owners: 2 });
+        let mut topology = CacheTopology::new(start.topology.current().clone());
+        let mut members: Vec<crate::Member> = start.topology.current().members().to_vec();
+        members.push(crate::Member {
+            id: MemberId("d".to_owned()),
+            location: crate::Location::default(),
+        });
+        assert!(topology.members_changed(&members).unwrap_or(false));
+        let ids: Vec<MemberId> = members.iter().map(|m| m.id.clone()).collect();
+        let mut handed_over = 0;
+        let mut phases = Vec::new();
+        loop {
+            let route = CacheRoute::new(topology.clone());
+            phases.push(topology.phase());
+            for segment in 0..6u32 {
+                let owners = &route.segments[segment as usize];
+                let ordering: Vec<&MemberId> = ids.iter().filter(|id| owners.orders(id)).collect();
+                let current = topology.current().owner_ids(segment as usize)[0].clone();
+                let next = topology.pending().map_or(current.clone(), |p| {
+                    p.owner_ids(segment as usize)[0].clone()
+                });
+                match topology.phase() {
+                    Phase::ReadAllWriteAll if current != next => {
+                        assert!(owners.hands_over);
+                        assert!(ordering.is_empty(), "segment {segment}: {ordering:?}");
+                        handed_over += 1;
+                    }
+                    Phase::ReadNewWriteAll => assert_eq!(ordering, vec![&next]),
+                    _ => assert_eq!(ordering, vec![&current]),
+                }
+            }
+            if topology.phase() == Phase::Stable {
+                break;
+            }
+            let rebalance = topology.rebalance_id();
+            for id in &ids {
+                topology.confirm(id, rebalance);
+            }
+        }
+        assert_eq!(
+            phases,
+            vec![
+                Phase::ReadOldWriteAll,
+                Phase::ReadAllWriteAll,
+                Phase::ReadNewWriteAll,
+                Phase::Stable
+            ]
+        );
+        assert!(handed_over > 0, "no segment changed primary");
     }
 }

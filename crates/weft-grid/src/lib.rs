@@ -342,7 +342,16 @@ pub struct Cluster {
     /// port): only once it has left, after the server's shutdown signal — a leaving member
     /// keeps serving the others until the agreed state no longer names it.
     stop: watch::Sender<bool>,
+    /// Whether [`Cluster::leave`] ran.
+    left: std::sync::atomic::AtomicBool,
 }
+
+/// How long a member that left waits with no request from the others before it stops
+/// serving them: they stop sending once they apply the agreed state without it, within a
+/// few milliseconds of it on a healthy network.
+pub const PEERS_QUIET: Duration = Duration::from_millis(300);
+/// The longest a member that left waits for the others' requests to stop.
+pub const PEERS_QUIET_MAX: Duration = Duration::from_secs(5);
 
 impl Cluster {
     /// Starts membership, the transport and consensus. They run until
@@ -429,6 +438,7 @@ impl Cluster {
             node,
             serving,
             stop,
+            left: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -438,10 +448,31 @@ impl Cluster {
         &self.node
     }
 
-    /// Leaves the cluster (see [`Node::leave`]), then stops the member's loops and
+    /// Leaves the cluster (see [`Node::leave`]) while everything keeps running: requests
+    /// this member's clients send meanwhile run at the members that own their keys now. Call
+    /// [`Cluster::stopped`] afterwards.
+    pub async fn leave(&self) {
+        if !self.left.swap(true, std::sync::atomic::Ordering::AcqRel) {
+            self.node.leave().await;
+        }
+    }
+
+    /// Leaves the cluster if [`Cluster::leave`] has not, answers the requests other members
+    /// sent before they installed the topology without this one (until none came for
+    /// [`PEERS_QUIET`], at most [`PEERS_QUIET_MAX`]), then stops the member's loops and
     /// consensus, and waits for the membership service to have said goodbye.
     pub async fn stopped(self) {
-        self.node.leave().await;
+        self.leave().await;
+        if !self
+            .node
+            .transport()
+            .quiesce(PEERS_QUIET, PEERS_QUIET_MAX)
+            .await
+        {
+            tracing::warn!(
+                "other members were still sending requests when this one stopped; they retry elsewhere"
+            );
+        }
         let _ = self.stop.send(true);
         self.node.stop().await;
         self.membership.stopped().await;

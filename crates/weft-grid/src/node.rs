@@ -33,6 +33,8 @@ use super::transport::{Handler, Transport};
 const BOOTSTRAP_DELAY: Duration = Duration::from_millis(1_500);
 /// How often the node reconciles membership and definitions (also on every change).
 const TICK: Duration = Duration::from_millis(300);
+/// The longest a primary waits for its backups before handing segments over.
+const HANDOVER_DRAIN_MAX: Duration = Duration::from_secs(5);
 /// How long one round of coordination may wait on consensus before it is given up (and
 /// tried again at the next tick).
 const TICK_TIMEOUT: Duration = Duration::from_secs(10);
@@ -497,6 +499,45 @@ impl Node {
         Ok(())
     }
 
+    /// Whether this member serves every clustered cache the cluster defines: it is one of
+    /// the agreed members, it routes each of those caches by an agreed topology, and it is
+    /// fetching no segment (what it owns, it holds). A starting member is not ready until
+    /// then, and a leaving one no longer is; see the server's readiness.
+    #[must_use]
+    pub fn serves(&self) -> bool {
+        if self.routing.is_leaving() {
+            return false;
+        }
+        let state = self.state();
+        let admitted = state
+            .node(&self.me.name)
+            .is_some_and(|node| node.raft_id == self.me.raft_id);
+        if !admitted || self.engine.lock().transferring_any() {
+            return false;
+        }
+        state
+            .caches()
+            .keys()
+            .all(|cache| self.routing.cache(cache).is_some())
+    }
+
+    /// Waits until this member routes `cache` by an agreed topology (it has joined and
+    /// heard of the cache), at most `timeout`: a client that reached a starting member is
+    /// answered, routed to the key's owner, instead of refused as not served yet. Returns
+    /// whether it does. Quick when it does already.
+    pub async fn wait_routed(&self, cache: &str, timeout: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if self.routing.cache(cache).is_some() {
+                return true;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// State-transfer progress per cache.
     #[must_use]
     pub fn transfer_progress(&self) -> BTreeMap<String, TransferProgress> {
@@ -579,6 +620,22 @@ impl Node {
         .await;
         if departed.is_err() {
             tracing::debug!("left before this node applied the state without it");
+        }
+    }
+
+    /// Before confirming the phase after which other members order writes of segments
+    /// this one ordered: waits until every change it queued to a backup so far is
+    /// acknowledged, twice over with a pause between, so that a write admitted just before the topology
+    /// that stops it was installed, and queued just after the first wait began, is covered
+    /// too. Bounded: a backup that does not answer holds the rebalance up no longer than
+    /// [`HANDOVER_DRAIN_MAX`].
+    async fn drain_for_handover(&self) {
+        let drained = self.replication.settle_queued(HANDOVER_DRAIN_MAX).await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        if !(drained && self.replication.settle_queued(HANDOVER_DRAIN_MAX).await) {
+            tracing::warn!(
+                "changes this node ordered were not all acknowledged before it handed segments over"
+            );
         }
     }
 
@@ -1301,6 +1358,20 @@ impl Node {
                 Effect::Propose(command) => {
                     let node = Arc::clone(self);
                     tokio::spawn(async move {
+                        if matches!(
+                            command,
+                            Command::Confirm {
+                                phase: weft_cluster::topology::Phase::ReadAllWriteAll,
+                                ..
+                            }
+                        ) {
+                            // The primaries change at the next phase. This member takes no
+                            // new write of the segments it hands over (`SegmentRoute::
+                            // hands_over`); what it ordered must reach every owner first,
+                            // or the owners would refuse it from a member that no longer
+                            // orders it, and its writes would fail after they ran.
+                            node.drain_for_handover().await;
+                        }
                         if let Err(error) = node.propose(command).await {
                             tracing::warn!(%error, "could not confirm a rebalance phase");
                         }

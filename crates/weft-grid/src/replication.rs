@@ -405,6 +405,22 @@ impl Replication {
         .is_ok()
     }
 
+    /// Waits, at most `within`, until every change queued to a backup before this call has
+    /// been acknowledged (or the backup left the agreed members); whether they all were.
+    /// Unlike [`Replication::drain`], changes queued meanwhile are not waited for: the
+    /// writes of segments this node goes on ordering do not hold it up.
+    pub async fn settle_queued(&self, within: Duration) -> bool {
+        let owed = self.snapshot();
+        tokio::time::timeout(within, async {
+            for (stream, sequence) in owed {
+                // No write epoch to fail: this waits, it acknowledges nothing.
+                let _ = stream.reached(sequence, u64::MAX).await;
+            }
+        })
+        .await
+        .is_ok()
+    }
+
     fn snapshot(&self) -> Vec<(Arc<Stream>, u64)> {
         self.streams
             .lock()
@@ -683,12 +699,13 @@ impl Persistence for Replicator {
         // Only the segment's primary orders its writes; any other node (one not admitted
         // yet, whose routes leave it out, or one whose topology moved the segment away
         // since the request was routed) refuses, and the client retries at the owner.
+        // A primary handing the segment over to the next one takes no new write either (see
+        // `SegmentRoute::hands_over`).
         let local = self.replication.routing.local();
         let ordered_here = self.slot.with_route(|route| {
             route
                 .and_then(|route| route.segment(segment))
-                .and_then(|owners| owners.write.first())
-                .is_some_and(|primary| primary == local)
+                .is_some_and(|owners| owners.orders(local))
         });
         if !ordered_here {
             return Err(PersistenceError::NotOwner {

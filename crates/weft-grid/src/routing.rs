@@ -150,6 +150,36 @@ impl Routing {
         &self.local
     }
 
+    /// Whether requests of `cache` may run on this member as its routes say: it routes the
+    /// cache by an agreed topology, and it is not leaving. When not, a request goes through
+    /// the grid's retries ([`crate::GridCache`]), which wait for a topology that routes it.
+    #[must_use]
+    pub fn settled(&self, cache: &str) -> bool {
+        !self.is_leaving()
+            && self
+                .caches
+                .read()
+                .get(cache)
+                .is_some_and(|slot| slot.is_installed())
+    }
+
+    /// Whether a write of `segment` of `cache` is admitted on this member now: it orders
+    /// the segment's writes ([`weft_cluster::placement::SegmentRoute::orders`]) and is not
+    /// leaving. A write routed here that is not runs through the grid's retries instead.
+    #[must_use]
+    pub fn orders(&self, cache: &str, segment: u32) -> bool {
+        if self.is_leaving() {
+            return false;
+        }
+        self.caches.read().get(cache).is_some_and(|slot| {
+            slot.with_route(|route| {
+                route
+                    .and_then(|route| route.segment(segment))
+                    .is_some_and(|owners| owners.orders(&self.local))
+            })
+        })
+    }
+
     /// The installed route of `cache`, if it is clustered and has a topology.
     #[must_use]
     pub fn cache(&self, cache: &str) -> Option<Arc<CacheRoute>> {

@@ -218,6 +218,10 @@ struct Inner {
     next_id: AtomicU64,
     sent_bytes: AtomicU64,
     received_bytes: AtomicU64,
+    /// Requests other members sent that are being handled now (see [`Transport::quiesce`]).
+    handling: AtomicU64,
+    /// Requests other members sent, since start.
+    received: AtomicU64,
 }
 
 impl std::fmt::Debug for Transport {
@@ -246,6 +250,8 @@ impl Transport {
                 next_id: AtomicU64::new(1),
                 sent_bytes: AtomicU64::new(0),
                 received_bytes: AtomicU64::new(0),
+                handling: AtomicU64::new(0),
+                received: AtomicU64::new(0),
             }),
         }
     }
@@ -276,6 +282,31 @@ impl Transport {
             self.inner.sent_bytes.load(Ordering::Relaxed),
             self.inner.received_bytes.load(Ordering::Relaxed),
         )
+    }
+
+    /// Waits until no request other members sent is being handled and none has come for
+    /// `quiet`, at most `max`: a member that left the agreed members answers what the
+    /// others sent it before they installed the topology without it, instead of dropping
+    /// it with its connections. Returns whether it went quiet in time.
+    pub async fn quiesce(&self, quiet: Duration, max: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + max;
+        let step = (quiet / 4).max(Duration::from_millis(5));
+        let mut seen = self.inner.received.load(Ordering::Acquire);
+        let mut quiet_since = tokio::time::Instant::now();
+        loop {
+            let received = self.inner.received.load(Ordering::Acquire);
+            let now = tokio::time::Instant::now();
+            if received != seen || self.inner.handling.load(Ordering::Acquire) > 0 {
+                seen = received;
+                quiet_since = now;
+            } else if now.duration_since(quiet_since) >= quiet {
+                return true;
+            }
+            if now >= deadline {
+                return false;
+            }
+            tokio::time::sleep(step).await;
+        }
     }
 
     /// Serves the requests other nodes send to `listener` with `handler`, until shutdown.
@@ -384,7 +415,7 @@ impl Transport {
                     loop {
                         match next {
                             Ok(Some(envelope)) => {
-                                take_request(envelope, from, &peer, &handler, &replies, &mut out);
+                                take_request(envelope, from, &peer, &handler, &replies, &mut out, &self.inner);
                             }
                             Ok(None) => return,
                             Err(error) => {
@@ -868,7 +899,11 @@ fn take_request(
     handler: &Arc<dyn Handler>,
     replies: &mpsc::UnboundedSender<(u64, Response)>,
     out: &mut Vec<u8>,
+    counts: &Arc<Inner>,
 ) {
+    if matches!(envelope, Envelope::Request(..)) {
+        counts.received.fetch_add(1, Ordering::AcqRel);
+    }
     match envelope {
         Envelope::Request(
             id,
@@ -884,9 +919,12 @@ fn take_request(
         Envelope::Request(id, request) => {
             let replies = replies.clone();
             let handling = handler.handle(peer, request);
+            counts.handling.fetch_add(1, Ordering::AcqRel);
+            let counts = Arc::clone(counts);
             tokio::spawn(async move {
                 let response = handling.await;
                 let _ = replies.send((id, response));
+                counts.handling.fetch_sub(1, Ordering::AcqRel);
             });
         }
         Envelope::Response(..) => {

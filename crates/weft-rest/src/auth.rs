@@ -29,7 +29,9 @@ fn anonymous(request: &Request) -> bool {
     (request.method() == Method::GET
         && matches!(
             path,
-            "/rest/v2/container/health/status" | "/rest/v2/cache-managers/default/health/status"
+            "/rest/v2/container/health/status"
+                | "/rest/v2/container/health/ready"
+                | "/rest/v2/cache-managers/default/health/status"
         ))
         || (matches!(*request.method(), Method::GET | Method::HEAD)
             && crate::console::is_console_path(path))

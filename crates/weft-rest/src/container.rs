@@ -115,6 +115,25 @@ pub(crate) async fn health_status(State(state): State<Shared>) -> Response {
         .into_response()
 }
 
+/// `GET /rest/v2/container/health/ready`: `200 READY` once the server serves every cache it
+/// should, `503 STARTING` before (it has not joined its cluster, or still fetches what it
+/// owns) and `503 DRAINING` while it stops — what a Kubernetes readiness probe or a load
+/// balancer reads. Weft's own: Infinispan has no readiness endpoint.
+pub(crate) async fn health_ready(State(state): State<Shared>) -> Response {
+    let readiness = state.readiness();
+    let status = if readiness == crate::Readiness::Ready {
+        axum::http::StatusCode::OK
+    } else {
+        axum::http::StatusCode::SERVICE_UNAVAILABLE
+    };
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        readiness.word(),
+    )
+        .into_response()
+}
+
 /// `GET /rest/v2/container/stats`: statistics summed over every cache.
 pub(crate) async fn stats(State(state): State<Shared>) -> Response {
     json::respond(&json::statistics(&state.manager().statistics()))

@@ -67,6 +67,33 @@ pub const CONTAINER_NAME: &str = "default";
 /// [`ClientAddress`] or is authenticated (a [`Guard`] decides who may).
 pub type ShutdownHook = Arc<dyn Fn() + Send + Sync>;
 
+/// Whether this server takes client traffic now, as `GET /rest/v2/container/health/ready`
+/// reports it to a readiness probe or a load balancer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Readiness {
+    /// It serves every cache it should.
+    Ready,
+    /// It is starting: it has not joined its cluster, or is still fetching what it owns.
+    Starting,
+    /// It is stopping: it takes no new connection and is handing its data over.
+    Draining,
+}
+
+impl Readiness {
+    /// The word the endpoint answers.
+    #[must_use]
+    pub fn word(self) -> &'static str {
+        match self {
+            Self::Ready => "READY",
+            Self::Starting => "STARTING",
+            Self::Draining => "DRAINING",
+        }
+    }
+}
+
+/// Tells the readiness endpoint whether the server is ready; see [`Readiness`].
+pub type ReadinessProbe = Arc<dyn Fn() -> Readiness + Send + Sync>;
+
 /// Decides whether a request may go on: checks its HTTP Basic credentials and whether their
 /// user may do what the request asks. May take a while (a slow hash); see
 /// [`RestState::with_guard`].
@@ -164,6 +191,7 @@ pub struct RestState {
     node_name: String,
     started: Instant,
     shutdown: Option<ShutdownHook>,
+    readiness: Option<ReadinessProbe>,
     cluster: Option<ClusterView>,
     forwarder: Option<Arc<dyn Forwarder>>,
     guard: Option<Guard>,
@@ -330,6 +358,7 @@ impl RestState {
             node_name: CLUSTER_NAME.to_owned(),
             started: Instant::now(),
             shutdown: None,
+            readiness: None,
             cluster: None,
             forwarder: None,
             guard: None,
@@ -415,6 +444,21 @@ impl RestState {
     pub fn with_shutdown(mut self, hook: impl Fn() + Send + Sync + 'static) -> Self {
         self.shutdown = Some(Arc::new(hook));
         self
+    }
+
+    /// What `GET /rest/v2/container/health/ready` reports; without one, always ready.
+    #[must_use]
+    pub fn with_readiness(mut self, probe: impl Fn() -> Readiness + Send + Sync + 'static) -> Self {
+        self.readiness = Some(Arc::new(probe));
+        self
+    }
+
+    /// Whether the server is ready for client traffic.
+    #[must_use]
+    pub fn readiness(&self) -> Readiness {
+        self.readiness
+            .as_ref()
+            .map_or(Readiness::Ready, |probe| probe())
     }
 
     /// Lets every request (but the health status probes read) through only as `guard`
@@ -514,6 +558,10 @@ pub fn router(state: RestState) -> Router {
         .route(
             "/rest/v2/container/health/status",
             get(container::health_status),
+        )
+        .route(
+            "/rest/v2/container/health/ready",
+            get(container::health_ready),
         )
         .route("/rest/v2/container/stats", get(container::stats))
         // Infinispan 15 renamed `cache-managers/{name}` to `container`; old clients and

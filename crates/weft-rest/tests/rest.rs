@@ -2299,3 +2299,52 @@ async fn console_files_are_public_and_the_data_is_not() {
     assert_eq!(script.status(), StatusCode::UNAUTHORIZED);
     assert!(!script.headers().contains_key("www-authenticate"));
 }
+
+// Proves the readiness endpoint answers what the server's probe says, as a Kubernetes
+// readiness probe reads it: 200 READY, 503 STARTING or DRAINING; always ready without a
+// probe; and no credentials asked even when every other request needs them.
+#[tokio::test]
+async fn readiness_reports_the_probe_without_credentials() {
+    use weft_rest::Readiness;
+    let ready = |app: Router| async move {
+        let response = app
+            .oneshot(
+                Request::get("/rest/v2/container/health/ready")
+                    .body(Body::empty())
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        let status = response.status();
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        (status, String::from_utf8_lossy(&body).into_owned())
+    };
+    let manager = CacheManager::new(ManagerConfig::default()).unwrap();
+    assert_eq!(
+        ready(router(RestState::new(manager.clone()))).await,
+        (StatusCode::OK, "READY".to_owned())
+    );
+    let now = Arc::new(std::sync::Mutex::new(Readiness::Starting));
+    let probe = Arc::clone(&now);
+    let app = router(
+        RestState::new(manager)
+            .with_readiness(move || *probe.lock().unwrap())
+            .with_guard(Arc::new(|_| {
+                weft_rest::Verdict::Unauthenticated("no credentials", weft_rest::Challenge::Basic)
+            })),
+    );
+    assert_eq!(
+        ready(app.clone()).await,
+        (StatusCode::SERVICE_UNAVAILABLE, "STARTING".to_owned())
+    );
+    *now.lock().unwrap() = Readiness::Ready;
+    assert_eq!(
+        ready(app.clone()).await,
+        (StatusCode::OK, "READY".to_owned())
+    );
+    *now.lock().unwrap() = Readiness::Draining;
+    assert_eq!(
+        ready(app).await,
+        (StatusCode::SERVICE_UNAVAILABLE, "DRAINING".to_owned())
+    );
+}

@@ -17,6 +17,7 @@ mod deadline;
 pub mod detect;
 pub mod hotrod;
 mod http;
+pub mod lifecycle;
 pub mod logging;
 pub mod memcached;
 pub mod resp;
@@ -62,7 +63,11 @@ pub struct ServerContext {
     pub total_connections: AtomicU64,
     /// Commands processed since start (all protocols).
     pub total_commands: AtomicU64,
+    /// Turns true when the open connections must finish what they run and close: the last
+    /// step of a stop, once the node has drained.
     shutdown: watch::Sender<bool>,
+    /// Stop requests, the drain and readiness.
+    pub lifecycle: Arc<lifecycle::Lifecycle>,
     /// The REST and metrics routes, built once and shared by HTTP connections.
     pub(crate) rest_router: axum::Router,
     /// Hot Rod iterations and client listeners.
@@ -132,9 +137,9 @@ impl ServerContext {
         }
     }
 
-    /// Asks the server to shut down (as SIGTERM does).
+    /// Asks the server to shut down (as SIGTERM does): it drains, then closes.
     pub fn request_shutdown(&self) {
-        let _ = self.shutdown.send(true);
+        self.lifecycle.request_stop();
     }
 
     /// A fresh client id (Redis' CLIENT ID: unique, increasing).
@@ -365,20 +370,27 @@ impl Server {
             None => None,
         };
         let (shutdown, _) = watch::channel(false);
-        let shutdown_for_rest = shutdown.clone();
         let cluster = match prepared {
             Some(prepared) => {
                 Some(cluster::Cluster::start(prepared, local_addr, manager.clone()).await?)
             }
             None => None,
         };
+        let lifecycle = Arc::new(lifecycle::Lifecycle::new(
+            cluster.as_ref().map(|cluster| Arc::clone(cluster.node())),
+        ));
         let telemetry = Arc::new(telemetry::Telemetry::default());
         let metrics_telemetry = Arc::clone(&telemetry);
         let mut rest_state = weft_rest::RestState::new(manager.clone())
             .with_server_metrics(move |out| metrics_telemetry.write(out))
             .with_node_name(node_name)
-            .with_shutdown(move || {
-                let _ = shutdown_for_rest.send(true);
+            .with_shutdown({
+                let lifecycle = Arc::clone(&lifecycle);
+                move || lifecycle.request_stop()
+            })
+            .with_readiness({
+                let lifecycle = Arc::clone(&lifecycle);
+                move || lifecycle.readiness()
             });
         {
             // Always: whether clients must authenticate may change while the server runs
@@ -417,6 +429,7 @@ impl Server {
             total_connections: AtomicU64::new(0),
             total_commands: AtomicU64::new(0),
             shutdown,
+            lifecycle,
             rest_router,
             hotrod: hotrod::HotRodState::default(),
             list_waiters: resp::commands::lists::Waiters::default(),
@@ -479,17 +492,45 @@ impl Server {
         &self.context
     }
 
-    /// Stops accepting, asks every connection to finish its current work and close, and
-    /// waits for them up to the configured grace period.
+    /// Stops gracefully, in an order no client notices (Infinispan's graceful shutdown is
+    /// the model):
+    ///
+    /// 1. the server accepts no new connection and reports not ready (draining);
+    /// 2. a clustered node leaves the cluster while its open connections are still
+    ///    answered: what they send meanwhile runs at the members that own the keys now, and
+    ///    Hot Rod clients receive the topology without this node with those answers;
+    /// 3. every connection finishes what it runs and closes (at most `shutdown-grace-secs`);
+    /// 4. the node answers what other members sent it before they learned it left, then
+    ///    stops its cluster loops;
+    /// 5. the stores are stopped (synced) and the data directory unlocked.
+    ///
+    /// Steps 2 and 3 together take at most `shutdown-grace-secs` (the drain timeout).
     pub async fn shutdown(self) {
-        let _ = self.context.shutdown.send(true);
-        if let Some(cluster) = self.cluster {
-            // Says goodbye to the other nodes while the connections drain.
-            cluster.stopped().await;
-        }
+        self.context.lifecycle.start_draining();
         let grace = Duration::from_secs(self.context.settings.shutdown_grace_secs);
-        if tokio::time::timeout(grace, self.accept_task).await.is_err() {
-            tracing::warn!("connections still open after the shutdown grace period; closing them");
+        let deadline = tokio::time::Instant::now() + grace;
+        if let Some(cluster) = &self.cluster
+            && tokio::time::timeout_at(deadline, cluster.leave())
+                .await
+                .is_err()
+        {
+            tracing::warn!(
+                "this node had not left the cluster when the drain timeout (shutdown-grace-secs) ran out; stopping: the others detect it"
+            );
+        }
+        let _ = self.context.shutdown.send(true);
+        // Connections get a moment to answer what they read, even when the leave took all.
+        let deadline = deadline.max(tokio::time::Instant::now() + stream::CLOSE_LINGER);
+        if tokio::time::timeout_at(deadline, self.accept_task)
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "connections still open when the drain timeout (shutdown-grace-secs) ran out; closing them"
+            );
+        }
+        if let Some(cluster) = self.cluster {
+            cluster.stopped().await;
         }
         self.context.manager.shutdown();
         // The stores are stopped: another server may have the directory now.
@@ -564,7 +605,7 @@ async fn accept_loop(
     memcached: Option<TcpListener>,
     context: Arc<ServerContext>,
 ) {
-    let mut shutdown = context.shutdown_signal();
+    let mut draining = context.lifecycle.draining_signal();
     let mut connections = JoinSet::new();
     loop {
         tokio::select! {
@@ -596,7 +637,7 @@ async fn accept_loop(
                 }
             },
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
-            _ = shutdown.changed() => break,
+            () = stopped(&mut draining) => break,
         }
     }
     drop(listener);
@@ -727,10 +768,10 @@ pub(crate) async fn stopped(shutdown: &mut watch::Receiver<bool>) {
 /// If the server cannot start.
 pub async fn run_until_signal(config: ServerConfig) -> anyhow::Result<()> {
     let server = Server::start(config).await?;
-    let mut requested = server.context.shutdown_signal();
+    let lifecycle = Arc::clone(&server.context.lifecycle);
     tokio::select! {
         () = wait_for_signal() => {}
-        _ = requested.changed() => {}
+        () = lifecycle.stop_requested() => {}
     }
     tracing::info!("shutdown requested");
     server.shutdown().await;

@@ -120,7 +120,30 @@ impl Conn {
             }
         }
     }
+
+    /// Closes a connection the server ends (a shutdown) so that the client reads every
+    /// answer sent before: the server's side is shut first (the client reads the end of the
+    /// stream after the last answer), and what the client sent meanwhile — requests this
+    /// server did not read and so did not run — is read and dropped until the client closes
+    /// too, at most [`CLOSE_LINGER`]. Closing a socket with unread input makes the kernel
+    /// reset the connection, and a reset can destroy answers the client has not read yet: a
+    /// write it then retries would apply twice.
+    pub async fn close_gracefully(&mut self) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        if self.shutdown().await.is_err() {
+            return;
+        }
+        let mut sink = [0u8; 4096];
+        let _ = tokio::time::timeout(CLOSE_LINGER, async {
+            while matches!(self.read(&mut sink).await, Ok(read) if read > 0) {}
+        })
+        .await;
+    }
 }
+
+/// The longest a connection the server closes waits for the client to close its side; see
+/// [`Conn::close_gracefully`].
+pub const CLOSE_LINGER: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl AsyncRead for Conn {
     fn poll_read(

@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::stream::Conn;
 use bytes::{Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use weft_core::{Durability, collect_durability};
 use weft_hotrod::response::write_error;
@@ -296,7 +296,12 @@ pub async fn serve(
         crate::buffers::prepare_input(&mut input, decoder.bytes_needed());
         tokio::select! {
             biased;
-            () = crate::stopped(&mut shutdown) => break "server shutting down",
+            () = crate::stopped(&mut shutdown) => {
+                // Requests read before are answered (those run elsewhere, offloaded or
+                // waiting for their backups), then the connection closes.
+                finish_in_flight(&connection, &mut inbound, &mut stream, &context).await;
+                break "server shutting down";
+            }
             message = inbound.recv() => {
                 if let Some(message) = message {
                     output.extend_from_slice(&message.bytes);
@@ -322,7 +327,41 @@ pub async fn serve(
     tracing::debug!(%peer, reason, "Hot Rod connection closed");
     context.hotrod.listeners.remove_connection(connection.id);
     context.hotrod.iterations.remove_connection(connection.id);
-    let _ = stream.shutdown().await;
+    stream.close_gracefully().await;
+}
+
+/// At shutdown: writes the responses of requests still running off the reading loop (each
+/// holds the connection until its response is queued) as they come, until none runs.
+async fn finish_in_flight(
+    connection: &Arc<Connection>,
+    inbound: &mut mpsc::Receiver<Outbound>,
+    stream: &mut Conn,
+    context: &ServerContext,
+) {
+    loop {
+        let running = Arc::strong_count(connection) > 1;
+        while let Ok(message) = inbound.try_recv() {
+            if stream.send(&message.bytes).await.is_err() {
+                return;
+            }
+            context
+                .hotrod
+                .bytes_written
+                .fetch_add(message.bytes.len() as u64, Ordering::Relaxed);
+        }
+        if !running {
+            return;
+        }
+        tokio::select! {
+            message = inbound.recv() => {
+                let Some(message) = message else { return };
+                if stream.send(&message.bytes).await.is_err() {
+                    return;
+                }
+            }
+            () = tokio::time::sleep(std::time::Duration::from_millis(5)) => {}
+        }
+    }
 }
 
 async fn flush(

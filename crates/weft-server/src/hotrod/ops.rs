@@ -658,7 +658,23 @@ pub(super) fn elsewhere(connection: &Connection, frame: &Frame) -> Option<(GridC
     // A request that does not convert fails here, with the usual error.
     let operation = operation_of(frame, &target, now).ok()??;
     let grid = GridCache::new(Arc::clone(node), target.cache);
+    // A starting member that has not joined, or a leaving one: the grid waits until a
+    // topology routes the operation, instead of this member refusing it.
+    if !node.routing().settled(grid.local().name()) {
+        return Some((grid, operation));
+    }
     match grid.route(&operation) {
+        // A write this member does not order now (its primary hands the segment over):
+        // the grid retries it until the next primary takes it.
+        Route::Local
+            if operation.is_write()
+                && !node.routing().orders(
+                    grid.local().name(),
+                    grid.local().segment_of(operation.key()),
+                ) =>
+        {
+            Some((grid, operation))
+        }
         Route::Local => None,
         Route::Remote(..) => Some((grid, operation)),
     }

@@ -483,7 +483,10 @@ async fn serve_connection(
         // Shutdown first: requests already read have been answered above.
         tokio::select! {
             biased;
-            () = crate::stopped(&mut shutdown) => return,
+            () = crate::stopped(&mut shutdown) => {
+                stream.close_gracefully().await;
+                return;
+            }
             read = stream.read_buf(&mut input) => match read {
                 Ok(0) | Err(_) => return,
                 Ok(read) => {
@@ -595,15 +598,21 @@ fn elsewhere(connection: &Connection, request: &Request) -> Option<GridCache> {
     }
     let (keys, write) = keys_of(request);
     let routing = node.routing();
-    let remote = keys.iter().any(|key| {
-        let segment = connection.cache.segment_of(key);
-        let route = if write {
-            routing.write_route(connection.cache.name(), segment)
-        } else {
-            routing.read_route(connection.cache.name(), segment)
-        };
-        route != Route::Local
-    });
+    // A starting member that has not joined, or a leaving one: the grid waits until a
+    // topology routes each call, instead of this member refusing it.
+    let unsettled = !keys.is_empty() && !routing.settled(connection.cache.name());
+    let remote = unsettled
+        || keys.iter().any(|key| {
+            let segment = connection.cache.segment_of(key);
+            let route = if write {
+                routing.write_route(connection.cache.name(), segment)
+            } else {
+                routing.read_route(connection.cache.name(), segment)
+            };
+            // A write this member does not order now (its primary hands the segment over)
+            // goes through the grid too, which retries it until the next primary takes it.
+            route != Route::Local || (write && !routing.orders(connection.cache.name(), segment))
+        });
     remote.then(|| GridCache::new(Arc::clone(node), connection.cache.clone()))
 }
 

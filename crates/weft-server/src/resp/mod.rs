@@ -117,6 +117,21 @@ async fn serve_session(
             };
             match decoded {
                 Ok(Some(mut request)) => {
+                    if let Some(node) = &context.cluster
+                        && session.cache.config().mode.is_clustered()
+                        && node.routing().cache(session.cache.name()).is_none()
+                    {
+                        // A starting node that has not joined yet: the command waits until
+                        // it can be routed to its keys' owner, instead of being refused.
+                        if !send_settled(&mut stream, &mut output, &mut unsettled, peer).await {
+                            return;
+                        }
+                        tokio::select! {
+                            biased;
+                            () = crate::stopped(&mut shutdown) => return,
+                            _ = node.wait_routed(session.cache.name(), weft_grid::cache::SETTLE_TIMEOUT) => {}
+                        }
+                    }
                     if context.pause.in_force().is_some() {
                         // CLIENT PAUSE: what came before goes out, then this waits.
                         let write = clients::paused_as_write(&session, &request.args);
@@ -278,7 +293,10 @@ async fn serve_session(
         // never stops sending must not keep the connection open through a shutdown.
         tokio::select! {
             biased;
-            () = crate::stopped(&mut shutdown) => return,
+            () = crate::stopped(&mut shutdown) => {
+                stream.close_gracefully().await;
+                return;
+            }
             read = stream.read_buf(&mut input) => match read {
                 Ok(0) | Err(_) => return,
                 Ok(read) => deadline.received(read),
