@@ -224,7 +224,11 @@ def java_load(profile: str, servers: str, control: Path) -> subprocess.Popen:
     """RollingRestartTest in the background (compiled first, so that it starts at once)."""
     java_dir = HERE / "hotrod-java"
     mvn = ["mvn", "-q", "-B", "-Dstyle.color=never", f"-P{profile}"]
-    subprocess.run(mvn + ["test-compile"], cwd=java_dir, check=True)
+    compiled = subprocess.run(mvn + ["test-compile"], cwd=java_dir, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT)
+    if compiled.returncode != 0:
+        print(compiled.stdout.decode(errors="replace")[-6000:])
+        raise RuntimeError(f"the Java load did not compile (mvn exit {compiled.returncode})")
     env = dict(os.environ, WEFT_SERVERS=servers, WEFT_ROLLING_CONTROL=str(control))
     return subprocess.Popen(
         mvn + ["-Dtest=RollingRestartTest", "-Dsurefire.failIfNoSpecifiedTests=false", "surefire:test"],

@@ -23,8 +23,10 @@
 //!   nothing) — the server uses foca and openraft for these, tested on their own — and the
 //!   IO that carries out the engine's effects: a transfer's fetches, a primary's replication
 //!   to its backups and its acknowledgements (a backup applies changes only from the primary
-//!   of its own topology; refused ones are sent again while the sender still orders them),
-//!   and the read barrier (a primary answers a read once the writes in flight on its segment
+//!   of its own topology; refused ones are sent again while the sender still orders them;
+//!   a primary takes no write of a segment it hands over — `SegmentRoute::orders`, the
+//!   production rule — and confirms ReadAllWriteAll once what it ordered is acknowledged, as
+//!   the server's `Node::drain_for_handover` does), and the read barrier (a primary answers a read once the writes in flight on its segment
 //!   when it ran are on every owner).
 //!
 //! A run has a **safety phase** (client writes and reads — several at once, to a few keys
@@ -316,6 +318,10 @@ struct Node {
     degraded: bool,
     /// Leaving the cluster gracefully, and how.
     leaving: Option<Leaving>,
+    /// Confirmations of ReadAllWriteAll held until the writes this node ordered before
+    /// them are acknowledged (the server's `Node::drain_for_handover`), at most
+    /// [`HANDOVER_MAX_MS`] from the time held.
+    handover: Vec<(Command, BTreeSet<u64>, u64)>,
 }
 
 /// A write a primary applied, waiting for its backups.
@@ -468,6 +474,9 @@ impl std::fmt::Display for Failure {
     }
 }
 
+/// The longest a primary holds its confirmation of ReadAllWriteAll for its backups (the
+/// server's `HANDOVER_DRAIN_MAX`).
+const HANDOVER_MAX_MS: u64 = 5_000;
 const TICK_MS: u64 = 10;
 const DETECTION_MS: u64 = 300;
 const CLIENT_TIMEOUT_MS: u64 = 2_000;
@@ -586,6 +595,7 @@ impl Sim {
             view: BTreeSet::new(),
             degraded: false,
             leaving: None,
+            handover: Vec::new(),
         }
     }
 
@@ -825,6 +835,19 @@ impl Sim {
                     segments,
                     ..
                 } => self.start_transfer(i, rebalance, segments),
+                Effect::Propose(
+                    command @ Command::Confirm {
+                        phase: Phase::ReadAllWriteAll,
+                        ..
+                    },
+                ) => {
+                    // The primaries change at the next phase: what this node ordered must be
+                    // on every owner first, as the server drains before confirming.
+                    let owed: BTreeSet<u64> = self.nodes[i].waiting.keys().copied().collect();
+                    let now = self.now;
+                    self.nodes[i].handover.push((command, owed, now));
+                    self.release_handover(i);
+                }
                 Effect::Propose(command) => self.propose(i, command),
                 // The simulated caches deny reads and writes while DEGRADED, so the side that
                 // was cut off took no writes of its own: merging by policy keeps the other
@@ -926,6 +949,28 @@ impl Sim {
         let effects = self.nodes[i].engine.on_tick(&state, now);
         self.carry_out(i, effects);
         self.fetch_missing(i);
+        self.release_handover(i);
+    }
+
+    /// Proposes the held confirmations whose writes are all settled (acknowledged, or
+    /// failed), or that waited [`HANDOVER_MAX_MS`] (a backup that never answers, as the
+    /// server's drain is bounded).
+    fn release_handover(&mut self, i: usize) {
+        let waiting: BTreeSet<u64> = self.nodes[i].waiting.keys().copied().collect();
+        let now = self.now;
+        let mut ready = Vec::new();
+        self.nodes[i].handover.retain_mut(|(command, owed, since)| {
+            owed.retain(|op| waiting.contains(op));
+            if owed.is_empty() || now.saturating_sub(*since) >= HANDOVER_MAX_MS {
+                ready.push(command.clone());
+                false
+            } else {
+                true
+            }
+        });
+        for command in ready {
+            self.propose(i, command);
+        }
     }
 
     fn propose(&mut self, i: usize, command: Command) {
@@ -954,6 +999,16 @@ impl Sim {
         };
         if write && member == i && self.nodes[i].leaving == Some(Leaving::Draining) {
             // As `Replicator::admit_write_at` refuses while leaving: no write ordered here.
+            return None;
+        }
+        if write
+            && member == i
+            && !route
+                .segment(segment)
+                .is_some_and(|owners| owners.orders(&me))
+        {
+            // As `Replicator::admit_write_at` refuses a segment its primary hands over
+            // (`SegmentRoute::orders`).
             return None;
         }
         Some(member)
