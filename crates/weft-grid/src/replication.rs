@@ -59,6 +59,9 @@ struct Progress {
     fenced: bool,
     /// Times changes were dropped unreplicated (see [`Stream::drops`]), to wake waiters.
     drops: u64,
+    /// Times changes were skipped because the backup no longer owns their segment (see
+    /// [`Stream::skipped`]), to wake waiters.
+    skips: u64,
 }
 
 /// Changes dropped unreplicated at once: the lowest sequence number among them, the write
@@ -109,6 +112,11 @@ pub struct Stream {
     /// Changes this node dropped unreplicated because it no longer orders them: a write
     /// waited for since before a drop, and covering a dropped change, fails.
     drops: Mutex<std::collections::VecDeque<Dropped>>,
+    /// Changes not sent again because the backup no longer owns their segment while this
+    /// node still orders it (a rebalance moved on while the backup refused them): their
+    /// writes owe this backup nothing — the segment's owners now are the others — and are
+    /// acknowledged as far as it is concerned. Those below the acknowledged mark are pruned.
+    skipped: Mutex<std::collections::BTreeSet<u64>>,
 }
 
 impl Stream {
@@ -126,7 +134,7 @@ impl Stream {
     /// Whether the backup acknowledged change `sequence` (or nothing more is owed to it).
     fn acknowledged(&self, sequence: u64) -> bool {
         let progress = self.progress.borrow();
-        progress.acked >= sequence || progress.retired
+        progress.acked >= sequence || progress.retired || self.skipped.lock().contains(&sequence)
     }
 
     fn queued(&self) -> u64 {
@@ -152,7 +160,7 @@ impl Stream {
                 if now.fenced || self.dropped_since(sequence, epoch) {
                     return Err(());
                 }
-                if now.retired || now.acked >= sequence {
+                if now.retired || now.acked >= sequence || self.skipped.lock().contains(&sequence) {
                     return Ok(());
                 }
                 if progress.changed().await.is_err() {
@@ -176,15 +184,24 @@ impl Stream {
 
     /// Sends queued changes in batches, in order, records acknowledgements, and after a
     /// broken connection sends again what was not acknowledged.
-    /// Whether this node still orders the writes of `replica`'s segment and the backup
-    /// still owns it.
-    fn still_orders(&self, routing: &Routing, replica: &Replica) -> bool {
+    /// Whether `replica` still goes to the backup: this node orders its segment's writes
+    /// and the backup still owns it ([`Resend::Send`]); this node orders them but the
+    /// backup no longer owns it ([`Resend::Skip`]); or this node no longer orders them
+    /// ([`Resend::Drop`]: the writes it belongs to fail).
+    fn resend(&self, routing: &Routing, replica: &Replica) -> Resend {
         let Some(route) = routing.cache(&replica.cache) else {
-            return false;
+            return Resend::Drop;
         };
-        route.segment(replica.segment).is_some_and(|owners| {
-            owners.write.first() == Some(routing.local()) && owners.write.contains(&self.member)
-        })
+        match route.segment(replica.segment) {
+            Some(owners) if owners.write.first() == Some(routing.local()) => {
+                if owners.write.contains(&self.member) {
+                    Resend::Send
+                } else {
+                    Resend::Skip
+                }
+            }
+            _ => Resend::Drop,
+        }
     }
 
     async fn run(self: Arc<Self>, transport: Transport, to: SocketAddr, routing: Arc<Routing>) {
@@ -209,13 +226,23 @@ impl Stream {
                             .collect();
                     again.extend(pending.unsent.drain(..));
                     let mut lowest = None;
-                    again.retain(|(sequence, replica)| {
-                        let keep = self.still_orders(&routing, replica);
-                        if !keep {
-                            lowest = Some(lowest.map_or(*sequence, |l: u64| l.min(*sequence)));
+                    let mut skipped = Vec::new();
+                    again.retain(|(sequence, replica)| match self.resend(&routing, replica) {
+                        Resend::Send => true,
+                        Resend::Skip => {
+                            skipped.push(*sequence);
+                            false
                         }
-                        keep
+                        Resend::Drop => {
+                            lowest = Some(lowest.map_or(*sequence, |l: u64| l.min(*sequence)));
+                            false
+                        }
                     });
+                    if !skipped.is_empty() {
+                        tracing::debug!(backup = %self.member, changes = skipped.len(), "changes of segments the backup no longer owns not sent again");
+                        self.skipped.lock().extend(skipped);
+                        self.progress.send_modify(|progress| progress.skips += 1);
+                    }
                     if let Some(lowest) = lowest {
                         tracing::warn!(backup = %self.member, from = lowest, "changes this node no longer orders were not replicated; their writes fail");
                         let now = std::time::Instant::now();
@@ -276,6 +303,12 @@ impl Stream {
                     progress.acked = progress.acked.max(last);
                 });
                 let acked = self.progress.borrow().acked;
+                {
+                    let mut skipped = self.skipped.lock();
+                    if skipped.first().is_some_and(|&first| first <= acked) {
+                        skipped.retain(|&sequence| sequence > acked);
+                    }
+                }
                 self.pending
                     .lock()
                     .inflight
@@ -307,6 +340,13 @@ impl Stream {
             .send_modify(|progress| progress.retired = true);
         self.wake.notify_one();
     }
+}
+
+/// What becomes of a change not acknowledged when its stream sends again.
+enum Resend {
+    Send,
+    Skip,
+    Drop,
 }
 
 /// The replication streams of this node, one per backup member.
@@ -347,6 +387,7 @@ impl Replication {
             wake: Notify::new(),
             progress: watch::Sender::new(Progress::default()),
             drops: Mutex::new(std::collections::VecDeque::new()),
+            skipped: Mutex::new(std::collections::BTreeSet::new()),
         });
         streams.insert(member.clone(), Arc::clone(&stream));
         tokio::spawn(Arc::clone(&stream).run(
@@ -929,6 +970,7 @@ mod tests {
             wake: Notify::new(),
             progress: watch::Sender::new(Progress::default()),
             drops: Mutex::new(std::collections::VecDeque::new()),
+            skipped: Mutex::new(std::collections::BTreeSet::new()),
         }
     }
 
@@ -951,6 +993,28 @@ mod tests {
         assert!(stream.reached(10, after).await.is_ok());
         // Reads and clears wait with no epoch of their own: never failed by a drop.
         assert!(stream.reached(10, u64::MAX).await.is_ok());
+    }
+
+    // Proves a change skipped because the backup no longer owns its segment counts as
+    // acknowledged by that backup — its write neither fails nor waits for it — while the
+    // changes around it still wait for their acknowledgement; and the skip is forgotten once
+    // the acknowledged mark passes it.
+    #[tokio::test]
+    async fn a_change_skipped_for_a_backup_that_no_longer_owns_it_holds_no_write_back() {
+        let stream = stream();
+        stream.progress.send_modify(|progress| progress.acked = 4);
+        stream.skipped.lock().insert(6);
+        stream.progress.send_modify(|progress| progress.skips += 1);
+        let epoch = weft_core::persistence::next_epoch();
+        assert!(stream.acknowledged(6));
+        assert!(!stream.acknowledged(5));
+        assert!(!stream.acknowledged(7));
+        let waited = tokio::time::timeout(Duration::from_secs(5), stream.reached(6, epoch)).await;
+        assert!(matches!(waited, Ok(Ok(()))));
+        let stream = Arc::new(stream);
+        Arc::clone(&stream).answered(Ok(Response::Applied), 7);
+        assert!(stream.acknowledged(5) && stream.acknowledged(7));
+        assert!(stream.skipped.lock().is_empty());
     }
 
     // Proves a write waits only for its own backups and a read only for the writes in
