@@ -130,11 +130,12 @@ impl Conn {
     /// write it then retries would apply twice.
     pub async fn close_gracefully(&mut self) {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        if self.shutdown().await.is_err() {
-            return;
-        }
-        let mut sink = [0u8; 4096];
+        // Bounded as a whole: a client that reads nothing could hold the shutdown's write.
         let _ = tokio::time::timeout(CLOSE_LINGER, async {
+            if self.shutdown().await.is_err() {
+                return;
+            }
+            let mut sink = [0u8; 4096];
             while matches!(self.read(&mut sink).await, Ok(read) if read > 0) {}
         })
         .await;
