@@ -41,6 +41,12 @@ impl Lifecycle {
         self.stop.send_replace(true);
     }
 
+    /// Whether a stop was asked.
+    #[must_use]
+    pub fn is_stop_requested(&self) -> bool {
+        *self.stop.borrow()
+    }
+
     /// Resolves once a stop was asked.
     pub async fn stop_requested(&self) {
         let mut stop = self.stop.subscribe();
@@ -89,7 +95,9 @@ mod tests {
             let lifecycle = Arc::clone(&lifecycle);
             async move { lifecycle.stop_requested().await }
         });
+        assert!(!lifecycle.is_stop_requested());
         lifecycle.request_stop();
+        assert!(lifecycle.is_stop_requested());
         let waited = tokio::time::timeout(std::time::Duration::from_secs(5), early).await;
         assert!(matches!(waited, Ok(Ok(()))));
         let late = tokio::time::timeout(

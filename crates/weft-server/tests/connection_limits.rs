@@ -521,24 +521,23 @@ async fn rest_stop_needs_loopback_or_the_password() {
     let stop = "/rest/v2/server?action=stop";
 
     let server = start_here("").await;
-    let mut stopped = server.context().shutdown_signal();
+    let lifecycle = std::sync::Arc::clone(&server.context().lifecycle);
+    let stopped = || lifecycle.is_stop_requested();
     assert_eq!(
         post_from([127, 0, 0, 2], server.local_addr(), stop, "").await,
         403
     );
-    assert!(
-        !*stopped.borrow_and_update(),
-        "stopped from elsewhere than loopback"
-    );
+    assert!(!stopped(), "stopped from elsewhere than loopback");
     assert_eq!(
         post_from([127, 0, 0, 1], server.local_addr(), stop, "").await,
         204
     );
-    assert!(*stopped.borrow_and_update());
+    assert!(stopped());
     server.shutdown().await;
 
     let server = start_here("password = \"s3cret\"").await;
-    let mut stopped = server.context().shutdown_signal();
+    let lifecycle = std::sync::Arc::clone(&server.context().lifecycle);
+    let stopped = || lifecycle.is_stop_requested();
     let addr = server.local_addr();
     let basic = |credentials: &str| {
         use base64::Engine;
@@ -556,12 +555,9 @@ async fn rest_stop_needs_loopback_or_the_password() {
             assert_eq!(post_from(from, addr, stop, &wrong).await, 401, "{from:?}");
         }
     }
-    assert!(
-        !*stopped.borrow_and_update(),
-        "stopped without the password"
-    );
+    assert!(!stopped(), "stopped without the password");
     let right = basic("default:s3cret");
     assert_eq!(post_from([127, 0, 0, 2], addr, stop, &right).await, 204);
-    assert!(*stopped.borrow_and_update());
+    assert!(stopped());
     server.shutdown().await;
 }
