@@ -24,6 +24,10 @@ def members() -> Iterator[list[weft.Grid]]:
     try:
         for grid in grids:
             grid.wait_stable(3, timeout=SETTLE_S)
+        # Formed: all three stable with each other at once (one may have been stable while
+        # another still finished a rebalance that follows a join).
+        eventually(lambda: all(grid.is_stable_with(3) for grid in grids), SETTLE_S,
+                   "every member stable with 3 members at once")
         yield grids
     finally:
         for grid in grids:
