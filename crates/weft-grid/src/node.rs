@@ -528,7 +528,7 @@ impl Node {
     pub async fn wait_routed(&self, cache: &str, timeout: Duration) -> bool {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
-            if self.routing.cache(cache).is_some() {
+            if self.routing.is_routed(cache) {
                 return true;
             }
             if tokio::time::Instant::now() >= deadline {

@@ -150,33 +150,49 @@ impl Routing {
         &self.local
     }
 
-    /// Whether requests of `cache` may run on this member as its routes say: it routes the
-    /// cache by an agreed topology, and it is not leaving. When not, a request goes through
-    /// the grid's retries ([`crate::GridCache`]), which wait for a topology that routes it.
+    /// Whether this member routes `cache` by an agreed topology (it has joined and heard of
+    /// the cache). Cheap: one map lookup and a flag.
     #[must_use]
-    pub fn settled(&self, cache: &str) -> bool {
-        !self.is_leaving()
-            && self
-                .caches
-                .read()
-                .get(cache)
-                .is_some_and(|slot| slot.is_installed())
+    pub fn is_routed(&self, cache: &str) -> bool {
+        self.caches
+            .read()
+            .get(cache)
+            .is_some_and(|slot| slot.is_installed())
     }
 
-    /// Whether a write of `segment` of `cache` is admitted on this member now: it orders
-    /// the segment's writes ([`weft_cluster::placement::SegmentRoute::orders`]) and is not
-    /// leaving. A write routed here that is not runs through the grid's retries instead.
+    /// Whether a read (`read`) or write of `segment` of `cache` runs on this member now,
+    /// directly: it routes the cache, is not leaving, places the request here, and — for
+    /// a write — orders the segment's writes ([`SegmentRoute::orders`]; not while it hands
+    /// the segment over). A DEGRADED cache runs everything here (its policy refuses what it
+    /// must). When not, the request goes through the grid ([`crate::GridCache`]), which
+    /// runs it at its owner, or waits for a topology that routes it. One lookup of the
+    /// route, for the adapters' hot path.
     #[must_use]
-    pub fn orders(&self, cache: &str, segment: u32) -> bool {
+    pub fn runs_here(&self, cache: &str, segment: u32, read: bool) -> bool {
         if self.is_leaving() {
             return false;
         }
-        self.caches.read().get(cache).is_some_and(|slot| {
-            slot.with_route(|route| {
-                route
-                    .and_then(|route| route.segment(segment))
-                    .is_some_and(|owners| owners.orders(&self.local))
-            })
+        let caches = self.caches.read();
+        let Some(slot) = caches.get(cache) else {
+            return false;
+        };
+        if !slot.is_installed() {
+            return false;
+        }
+        if slot.is_degraded() {
+            return true;
+        }
+        slot.with_route(|route| {
+            let Some(route) = route else {
+                return false;
+            };
+            let placed = weft_cluster::placement::place(route, &self.local, segment, read);
+            if placed.is_some_and(|member| *member != self.local) {
+                return false;
+            }
+            read || route
+                .segment(segment)
+                .is_some_and(|owners| owners.orders(&self.local))
         })
     }
 
@@ -259,5 +275,68 @@ impl Routing {
                 None => Route::Local,
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weft_cluster::topology::{CacheTopology, Phase};
+    use weft_cluster::{ConsistentHash, Location, Member, Mode};
+
+    fn member(name: &str) -> Member {
+        Member {
+            id: MemberId(name.to_owned()),
+            location: Location::default(),
+        }
+    }
+
+    // Proves the adapters' one question — does this request run here now? — says yes
+    // exactly where this member is the key's primary and orders its writes: not on a cache
+    // it has no topology of, not while leaving, not for a segment whose primary hands it
+    // over (writes), and always while the cache is DEGRADED (its policy decides there).
+    #[test]
+    fn a_request_runs_here_only_where_this_member_orders_it() {
+        let routing = Routing::new("a");
+        assert!(!routing.runs_here("c", 0, true), "no topology yet");
+        let hash = ConsistentHash::new(
+            vec![member("a"), member("b"), member("c")],
+            8,
+            Mode::Distributed { owners: 2 },
+        )
+        .unwrap_or_else(|error| panic!("{error:?}"));
+        let mut topology = CacheTopology::new(hash);
+        routing.install("c", Arc::new(CacheRoute::new(topology.clone())));
+        let a = MemberId("a".to_owned());
+        for segment in 0..8u32 {
+            let primary = topology.current().owner_ids(segment as usize)[0] == &a;
+            assert_eq!(routing.runs_here("c", segment, false), primary, "{segment}");
+            assert_eq!(routing.runs_here("c", segment, true), primary, "{segment}");
+        }
+        // A fourth member joins; at ReadAllWriteAll the segments whose primary changes take
+        // no write here.
+        let four = vec![member("a"), member("b"), member("c"), member("d")];
+        assert!(topology.members_changed(&four).unwrap_or(false));
+        let rebalance = topology.rebalance_id();
+        for id in ["a", "b", "c", "d"] {
+            topology.confirm(&MemberId(id.to_owned()), rebalance);
+        }
+        assert_eq!(topology.phase(), Phase::ReadAllWriteAll);
+        routing.install("c", Arc::new(CacheRoute::new(topology.clone())));
+        let mut handed_over = 0;
+        for segment in 0..8u32 {
+            let current = topology.current().owner_ids(segment as usize)[0] == &a;
+            let next = topology
+                .pending()
+                .is_some_and(|p| p.owner_ids(segment as usize)[0] == &a);
+            assert_eq!(routing.runs_here("c", segment, false), current && next);
+            handed_over += usize::from(current && !next);
+        }
+        assert!(handed_over > 0, "no segment of `a` moved");
+        routing.set_degraded("c", Some("cut off".to_owned()));
+        assert!((0..8).all(|segment| routing.runs_here("c", segment, false)));
+        routing.set_degraded("c", None);
+        routing.set_leaving();
+        assert!((0..8).all(|segment| !routing.runs_here("c", segment, true)));
     }
 }

@@ -10,7 +10,6 @@ use weft_core::media::{key_from_stored, key_to_stored, value_from_stored, value_
 use weft_core::operation::{Applied, Functions, Operation, WriteSpec};
 use weft_core::{Cache, CacheEntry, EntryMetadata, Expiry, Format, VersionedOutcome, WriteOptions};
 use weft_grid::GridCache;
-use weft_grid::routing::Route;
 
 use weft_hotrod::opcode;
 use weft_hotrod::response::{put_metadata, put_ping_body, put_previous, write_error, write_header};
@@ -657,27 +656,16 @@ pub(super) fn elsewhere(connection: &Connection, frame: &Frame) -> Option<(GridC
     let now = target.cache.clock().now_ms();
     // A request that does not convert fails here, with the usual error.
     let operation = operation_of(frame, &target, now).ok()??;
-    let grid = GridCache::new(Arc::clone(node), target.cache);
-    // A starting member that has not joined, or a leaving one: the grid waits until a
-    // topology routes the operation, instead of this member refusing it.
-    if !node.routing().settled(grid.local().name()) {
-        return Some((grid, operation));
+    // Elsewhere also when this member is starting (not joined), leaving, or handing the
+    // key's segment over: the grid runs it at the owner, or waits until a topology does.
+    let segment = target.cache.segment_of(operation.key());
+    if node
+        .routing()
+        .runs_here(target.cache.name(), segment, !operation.is_write())
+    {
+        return None;
     }
-    match grid.route(&operation) {
-        // A write this member does not order now (its primary hands the segment over):
-        // the grid retries it until the next primary takes it.
-        Route::Local
-            if operation.is_write()
-                && !node.routing().orders(
-                    grid.local().name(),
-                    grid.local().segment_of(operation.key()),
-                ) =>
-        {
-            Some((grid, operation))
-        }
-        Route::Local => None,
-        Route::Remote(..) => Some((grid, operation)),
-    }
+    Some((GridCache::new(Arc::clone(node), target.cache), operation))
 }
 
 /// Runs `operation` at its key's owner and sends the response to `frame` through the

@@ -591,28 +591,18 @@ pub fn register_functions(
 /// (a client that is not cluster-aware, or one a topology change overtook); `None` when
 /// every key is this member's.
 fn elsewhere(connection: &Connection, request: &Request) -> Option<GridCache> {
-    use crate::cluster::routing::Route;
     let node = connection.context.cluster.as_ref()?;
     if !connection.cache.config().mode.is_clustered() {
         return None;
     }
     let (keys, write) = keys_of(request);
     let routing = node.routing();
-    // A starting member that has not joined, or a leaving one: the grid waits until a
-    // topology routes each call, instead of this member refusing it.
-    let unsettled = !keys.is_empty() && !routing.settled(connection.cache.name());
-    let remote = unsettled
-        || keys.iter().any(|key| {
-            let segment = connection.cache.segment_of(key);
-            let route = if write {
-                routing.write_route(connection.cache.name(), segment)
-            } else {
-                routing.read_route(connection.cache.name(), segment)
-            };
-            // A write this member does not order now (its primary hands the segment over)
-            // goes through the grid too, which retries it until the next primary takes it.
-            route != Route::Local || (write && !routing.orders(connection.cache.name(), segment))
-        });
+    // Elsewhere also when this member is starting (not joined), leaving, or handing a key's
+    // segment over: the grid runs each call at its owner, or waits until a topology does.
+    let remote = keys.iter().any(|key| {
+        let segment = connection.cache.segment_of(key);
+        !routing.runs_here(connection.cache.name(), segment, !write)
+    });
     remote.then(|| GridCache::new(Arc::clone(node), connection.cache.clone()))
 }
 

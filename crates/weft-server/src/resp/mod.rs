@@ -119,7 +119,7 @@ async fn serve_session(
                 Ok(Some(mut request)) => {
                     if let Some(node) = &context.cluster
                         && session.cache.config().mode.is_clustered()
-                        && node.routing().cache(session.cache.name()).is_none()
+                        && !node.routing().is_routed(session.cache.name())
                     {
                         // A starting node that has not joined yet: the command waits until
                         // it can be routed to its keys' owner, instead of being refused.
